@@ -1,0 +1,13 @@
+"""The one exception type for problems in what a user gave us.
+
+Every message names the problem and what to do about it, so the CLI can print it and the app can show it
+as-is. Internal bugs keep raising ordinary exceptions.
+"""
+
+
+class UserInputError(ValueError):
+    """Raised when user-supplied data, columns or parameters cannot be used; the message is for people."""
+
+
+class AggregationWarning(UserWarning):
+    """Raised (as a warning) when a method's assumptions fail but a result can still be returned."""
