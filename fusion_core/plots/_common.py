@@ -1,0 +1,68 @@
+"""Helpers shared by the figure functions: result coercion and escaping of user-provided text.
+
+Plotly renders a subset of HTML in text (``<b>``, ``<br>``, links …), so every user id or label value that
+ends up in a figure goes through :func:`esc` and is shown literally.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Iterable
+
+import numpy as np
+import plotly.graph_objects as go
+
+from fusion_core.methods.base import FitResult
+
+PALETTE = (
+    "#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC",
+)
+HEAT = "Blues"
+DIVERGING = "RdBu"
+
+
+def as_result(obj: Any) -> FitResult:
+    """A :class:`FitResult` from a FitResult or a fitted estimator (anything with ``result_``)."""
+    if isinstance(obj, FitResult):
+        return obj
+    res = getattr(obj, "result_", None)
+    if isinstance(res, FitResult):
+        return res
+    raise TypeError(f"expected a FitResult or a fitted estimator, got {type(obj).__name__}")
+
+
+def esc(value: Any) -> str:
+    """User text made safe for Plotly (HTML tags shown literally)."""
+    return html.escape(str(value), quote=False)
+
+
+def esc_all(values: Iterable[Any]) -> list[str]:
+    return [esc(v) for v in values]
+
+
+def base_layout(fig: go.Figure, title: str, *, height: int | None = None) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0.0, "xanchor": "left"},
+        margin={"l": 60, "r": 20, "t": 60, "b": 50},
+        template="plotly_white",
+    )
+    if height is not None:
+        fig.update_layout(height=height)
+    return fig
+
+
+def empty_figure(title: str, message: str) -> go.Figure:
+    """A figure with a centred note (used when there is nothing to draw)."""
+    fig = go.Figure()
+    fig.add_annotation(text=esc(message), x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return base_layout(fig, title, height=250)
+
+
+def color_for(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def finite_or_none(a: np.ndarray) -> list:
+    return [None if not np.isfinite(x) else float(x) for x in np.asarray(a, dtype=float)]

@@ -1,0 +1,146 @@
+"""Annotator figures: confusion heatmaps (rows = true, columns = reported), skill ranking, eigenvector."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from fusion_core.plots._common import HEAT, as_result, base_layout, color_for, empty_figure, esc, esc_all
+
+
+def _worker_code(result, worker: Any) -> int:
+    codes = result.workers.get_indexer([worker])
+    if codes[0] < 0:
+        codes = pd.Index(result.workers.astype(str)).get_indexer([str(worker)])
+    if codes[0] < 0:
+        raise KeyError(f"annotator {worker!r} is not in the result")
+    return int(codes[0])
+
+
+def confusion_heatmap(result: Any, worker: Any) -> go.Figure:
+    """One annotator's confusion matrix P(reported | true): y axis "true" (rows), x axis "reported"."""
+    res = as_result(result)
+    if res.confusion is None:
+        return empty_figure("Confusion matrix", f"method '{res.method}' estimates no confusion matrices")
+    w = _worker_code(res, worker)
+    labels = esc_all(res.classes)
+    mat = res.confusion[w]
+    fig = go.Figure(
+        go.Heatmap(
+            z=mat,
+            x=labels,
+            y=labels,
+            zmin=0,
+            zmax=1,
+            colorscale=HEAT,
+            text=np.round(mat, 2),
+            texttemplate="%{text}",
+            hovertemplate="true %{y}<br>reported %{x}<br>P = %{z:.3f}<extra></extra>",
+            colorbar={"title": {"text": "P"}},
+        )
+    )
+    fig.update_xaxes(title_text="reported", type="category", side="bottom")
+    fig.update_yaxes(title_text="true", type="category", autorange="reversed")
+    return base_layout(fig, f"Confusion matrix of {esc(res.workers[w])} ({esc(res.method)})", height=380)
+
+
+def confusion_small_multiples(
+    result: Any, workers: Sequence[Any] | None = None, *, max_panels: int = 12, columns: int = 4
+) -> go.Figure:
+    """Confusion heatmaps of several annotators on one shared colour scale (0–1).
+
+    ``workers`` in display order (default: the ``max_panels`` most skilled).  Every panel has y = "true",
+    x = "reported".
+    """
+    res = as_result(result)
+    if res.confusion is None:
+        return empty_figure("Confusion matrices", f"method '{res.method}' estimates no confusion matrices")
+    if workers is None:
+        order = np.argsort(-np.asarray(res.extras.get("skills", np.zeros(len(res.workers))), dtype=float), kind="stable")
+        workers = list(res.workers.take(order))
+    workers = list(workers)[:max_panels]
+    if not workers:
+        return empty_figure("Confusion matrices", "no annotators selected")
+    codes = [_worker_code(res, w) for w in workers]
+    ncol = min(columns, len(codes))
+    nrow = int(np.ceil(len(codes) / ncol))
+    skills = np.asarray(res.extras.get("skills", np.full(len(res.workers), np.nan)), dtype=float)
+    titles = [f"{esc(res.workers[c])} (skill {skills[c]:.2f})" for c in codes]
+    fig = make_subplots(rows=nrow, cols=ncol, subplot_titles=titles, horizontal_spacing=0.06, vertical_spacing=0.12)
+    labels = esc_all(res.classes)
+    for i, c in enumerate(codes):
+        r, col = divmod(i, ncol)
+        fig.add_trace(
+            go.Heatmap(
+                z=res.confusion[c],
+                x=labels,
+                y=labels,
+                zmin=0,
+                zmax=1,
+                colorscale=HEAT,
+                showscale=i == 0,
+                colorbar={"title": {"text": "P"}},
+                hovertemplate=f"{esc(res.workers[c])}<br>true %{{y}}<br>reported %{{x}}<br>P = %{{z:.3f}}<extra></extra>",
+            ),
+            row=r + 1,
+            col=col + 1,
+        )
+        fig.update_xaxes(title_text="reported", type="category", row=r + 1, col=col + 1)
+        fig.update_yaxes(title_text="true", type="category", autorange="reversed", row=r + 1, col=col + 1)
+    return base_layout(fig, f"Confusion matrices ({esc(res.method)}): rows = true, columns = reported", height=260 * nrow + 80)
+
+
+def skill_ranking(
+    result: Any, intervals: pd.DataFrame | None = None, *, max_workers: int = 60, ascending: bool = False
+) -> go.Figure:
+    """Bar chart of annotator skill, best first, with error bars from ``intervals`` (columns low, high).
+
+    ``intervals`` is indexed by worker, e.g. :attr:`BootstrapResult.skills`; workers beyond
+    ``max_workers`` are left out (say so in the title).
+    """
+    res = as_result(result)
+    skills = res.skills.astype(float)
+    order = skills.sort_values(ascending=ascending, kind="stable")
+    shown = order.iloc[:max_workers]
+    err = None
+    if intervals is not None and {"low", "high"} <= set(intervals.columns):
+        iv = intervals.reindex(shown.index)
+        err = {
+            "type": "data",
+            "symmetric": False,
+            "array": np.clip(iv["high"].to_numpy(float) - shown.to_numpy(), 0, None),
+            "arrayminus": np.clip(shown.to_numpy() - iv["low"].to_numpy(float), 0, None),
+            "color": "#333",
+        }
+    fig = go.Figure(
+        go.Bar(
+            x=esc_all(shown.index),
+            y=shown.to_numpy(),
+            error_y=err,
+            marker_color=color_for(0),
+            hovertemplate="%{x}<br>skill %{y:.3f}<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title_text="annotator", type="category")
+    fig.update_yaxes(title_text="skill", range=[0, max(1.0, float(np.nanmax(shown.to_numpy())) if len(shown) else 1.0)])
+    more = f" (top {len(shown)} of {len(skills)})" if len(shown) < len(skills) else ""
+    ci = " with bootstrap intervals" if err is not None else ""
+    return base_layout(fig, f"Annotator skill ({esc(res.method)}){ci}{more}", height=380)
+
+
+def eigenvector_bar(result: Any, key: str = "eigenvector") -> go.Figure:
+    """The ranking eigenvector (one entry per annotator) of a spectral method, sorted."""
+    res = as_result(result)
+    vec = res.extras.get(key)
+    if vec is None:
+        return empty_figure("Ranking eigenvector", f"method '{res.method}' has no '{key}'")
+    s = pd.Series(np.asarray(vec, dtype=float).ravel()[: len(res.workers)], index=res.workers).sort_values(ascending=False)
+    colors = [color_for(0) if v >= 0 else color_for(3) for v in s.to_numpy()]
+    fig = go.Figure(go.Bar(x=esc_all(s.index), y=s.to_numpy(), marker_color=colors))
+    fig.update_xaxes(title_text="annotator", type="category")
+    fig.update_yaxes(title_text="eigenvector entry")
+    return base_layout(fig, f"Ranking eigenvector ({esc(res.method)})", height=350)

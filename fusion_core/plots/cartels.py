@@ -1,0 +1,89 @@
+"""Cartel figures from a :class:`~fusion_core.diagnostics.cartels.CartelReport` (spectral spec §6.6).
+
+* scree plot: observed eigenvalues against the parametric-bootstrap null of independent annotators
+  (the band holds the central ``1 − alpha`` of the null; its mean is the independence expectation);
+* loadings: annotators on the first two eigenvectors, coloured by detected group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from fusion_core.plots._common import base_layout, color_for, empty_figure, esc, esc_all
+
+
+def scree_plot(report: Any, *, max_components: int | None = None) -> go.Figure:
+    """Eigenvalue spectrum with the independence expectation band from ``null_eigenvalues``."""
+    eig = np.asarray(getattr(report, "eigenvalues", []), dtype=float).ravel()
+    if eig.size == 0:
+        return empty_figure("Eigenvalue spectrum", "no eigenvalues were computed")
+    n = eig.size if max_components is None else min(eig.size, max_components)
+    x = np.arange(1, n + 1)
+    fig = go.Figure()
+    null = getattr(report, "null_eigenvalues", None)
+    alpha = float(getattr(report, "alpha", 0.05) or 0.05)
+    if null is not None and np.size(null):
+        null = np.asarray(null, dtype=float)
+        if null.ndim == 1:
+            null = null[None, :]
+        m = min(n, null.shape[1])
+        lo = np.nanquantile(null[:, :m], alpha / 2, axis=0)
+        hi = np.nanquantile(null[:, :m], 1 - alpha / 2, axis=0)
+        mean = np.nanmean(null[:, :m], axis=0)
+        xs = x[:m]
+        fig.add_trace(
+            go.Scatter(
+                x=np.r_[xs, xs[::-1]],
+                y=np.r_[hi, lo[::-1]],
+                fill="toself",
+                fillcolor="rgba(150,150,150,0.3)",
+                line={"width": 0},
+                name=f"independence null ({100 * (1 - alpha):.0f}% band)",
+                hoverinfo="skip",
+            )
+        )
+        fig.add_trace(go.Scatter(x=xs, y=mean, mode="lines", line={"dash": "dash", "color": "#666"}, name="independence expectation"))
+    fig.add_trace(
+        go.Scatter(x=x, y=eig[:n], mode="lines+markers", marker={"size": 9, "color": color_for(0)}, name="observed")
+    )
+    fig.update_xaxes(title_text="component", dtick=1)
+    fig.update_yaxes(title_text="eigenvalue")
+    return base_layout(fig, "Eigenvalue spectrum (scree) vs. independent annotators", height=380)
+
+
+def loadings_scatter(report: Any) -> go.Figure:
+    """Annotators on the first two eigenvectors (``loadings`` columns v1, v2) coloured by ``membership``."""
+    load = getattr(report, "loadings", None)
+    if not isinstance(load, pd.DataFrame) or load.shape[1] < 2 or len(load) == 0:
+        return empty_figure("Annotator loadings", "fewer than two eigenvectors are available")
+    member = getattr(report, "membership", None)
+    member = pd.Series("honest", index=load.index) if member is None else pd.Series(member).reindex(load.index).fillna("honest")
+    scores = getattr(report, "scores", None)
+    scores = None if scores is None else pd.Series(scores).reindex(load.index)
+    fig = go.Figure()
+    c1, c2 = load.columns[0], load.columns[1]
+    for i, group in enumerate(sorted(member.unique(), key=lambda g: (g != "honest", str(g)))):
+        sel = member == group
+        hover = esc_all(load.index[sel])
+        if scores is not None:
+            hover = [f"{h}<br>cartel score {s:.2f}" for h, s in zip(hover, scores[sel].to_numpy(float))]
+        fig.add_trace(
+            go.Scatter(
+                x=load.loc[sel, c1],
+                y=load.loc[sel, c2],
+                mode="markers",
+                marker={"size": 10, "color": color_for(i), "symbol": "circle" if group == "honest" else "diamond"},
+                name=esc(group),
+                text=hover,
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    fig.add_hline(y=0, line={"color": "#bbb", "width": 1})
+    fig.add_vline(x=0, line={"color": "#bbb", "width": 1})
+    fig.update_xaxes(title_text=f"loading on {esc(c1)}")
+    fig.update_yaxes(title_text=f"loading on {esc(c2)}")
+    return base_layout(fig, "Annotator loadings on the first two eigenvectors", height=420)

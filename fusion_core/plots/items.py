@@ -1,0 +1,135 @@
+"""Item figures: posterior confidence histogram, sequence posterior strip, graph neighbourhood view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from fusion_core.data.responses import Responses
+from fusion_core.plots._common import HEAT, as_result, base_layout, color_for, empty_figure, esc, esc_all
+
+
+def posterior_histogram(result: Any, *, bins: int = 30) -> go.Figure:
+    """Histogram of each item's maximum posterior probability (its confidence)."""
+    res = as_result(result)
+    conf = res.posterior.max(axis=1)
+    k = len(res.classes)
+    fig = go.Figure(go.Histogram(x=conf, xbins={"start": 1.0 / k, "end": 1.0 + 1e-9, "size": (1 - 1.0 / k) / bins}, marker_color=color_for(0)))
+    fig.update_xaxes(title_text="max posterior (confidence)", range=[1.0 / k - 0.01, 1.01])
+    fig.update_yaxes(title_text="items")
+    return base_layout(fig, f"Item confidence ({esc(res.method)}): {len(conf):,} items", height=330)
+
+
+def sequence_strip(result: Any, responses: Responses, sequence: Any) -> go.Figure:
+    """Posteriors along one sequence: a class × position heatmap with the most likely label on top."""
+    res = as_result(result)
+    if responses.sequence is None:
+        return empty_figure("Sequence posteriors", "the data has no sequences")
+    codes = responses.sequences.get_indexer([sequence])
+    if codes[0] < 0:
+        codes = pd.Index(responses.sequences.astype(str)).get_indexer([str(sequence)])
+    if codes[0] < 0:
+        return empty_figure("Sequence posteriors", f"sequence {sequence!r} is not in the data")
+    items = np.flatnonzero(responses.sequence == codes[0])
+    items = items[np.argsort(responses.position[items], kind="stable")]
+    # the result may list items in another order than the responses (same ids): map by id
+    rows = pd.Index(res.items).get_indexer(responses.items.take(items))
+    ok = rows >= 0
+    items, rows = items[ok], rows[ok]
+    post = res.posterior[rows]
+    pos = responses.position[items]
+    labels = esc_all(res.classes)
+    best = np.asarray(labels, dtype=object)[post.argmax(axis=1)]
+    fig = go.Figure(
+        go.Heatmap(
+            z=post.T,
+            x=pos,
+            y=labels,
+            zmin=0,
+            zmax=1,
+            colorscale=HEAT,
+            customdata=np.tile(np.asarray(esc_all(responses.items.take(items)), dtype=object), (len(labels), 1)),
+            hovertemplate="position %{x}<br>task %{customdata}<br>%{y}: %{z:.3f}<extra></extra>",
+            colorbar={"title": {"text": "posterior"}},
+        )
+    )
+    fig.add_trace(
+        go.Scatter(x=pos, y=best, mode="markers", marker={"symbol": "x", "color": "#E45756", "size": 8}, name="most likely")
+    )
+    fig.update_xaxes(title_text="position")
+    fig.update_yaxes(title_text="label", type="category")
+    return base_layout(fig, f"Posteriors along sequence {esc(responses.sequences[codes[0]])} ({esc(res.method)})", height=330)
+
+
+def neighbourhood_view(
+    graph: nx.Graph,
+    result: Any,
+    center: Any,
+    *,
+    radius: int = 2,
+    max_nodes: int = 150,
+    random_state: int = 0,
+) -> go.Figure:
+    """The graph around ``center`` (``radius`` hops) coloured by posterior label.
+
+    Neighbourhoods over ``max_nodes`` are sampled (the centre and its direct neighbours first, then a
+    seeded random sample of the rest) and the title says so.  Layout: seeded spring layout.
+    """
+    res = as_result(result)
+    if graph is None or center not in graph:
+        return empty_figure("Graph neighbourhood", f"item {center!r} is not a node of the graph")
+    rng = np.random.default_rng(random_state)
+    hops = nx.single_source_shortest_path_length(graph, center, cutoff=radius)
+    nodes = list(hops)
+    total = len(nodes)
+    if total > max_nodes:
+        near = [n for n in nodes if hops[n] <= 1][:max_nodes]
+        rest = [n for n in nodes if hops[n] > 1]
+        take = max_nodes - len(near)
+        pick = list(rng.choice(len(rest), size=min(take, len(rest)), replace=False)) if take > 0 and rest else []
+        nodes = near + [rest[i] for i in pick]
+    sub = graph.subgraph(nodes)
+    pos = nx.spring_layout(sub, seed=random_state)
+    index = pd.Index(res.items)
+    codes = index.get_indexer(list(sub.nodes))
+    if (codes < 0).any():
+        alt = pd.Index(index.astype(str)).get_indexer([str(n) for n in sub.nodes])
+        codes = np.where(codes < 0, alt, codes)
+    ex, ey = [], []
+    for u, v in sub.edges:
+        ex += [pos[u][0], pos[v][0], None]
+        ey += [pos[u][1], pos[v][1], None]
+    fig = go.Figure(go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#ccc", "width": 1}, hoverinfo="skip", showlegend=False))
+    node_list = list(sub.nodes)
+    lab_code = np.where(codes >= 0, res.posterior[np.maximum(codes, 0)].argmax(axis=1), -1)
+    conf = np.where(codes >= 0, res.posterior[np.maximum(codes, 0)].max(axis=1), np.nan)
+    for k in [-1, *range(len(res.classes))]:
+        sel = np.flatnonzero(lab_code == k)
+        if not len(sel):
+            continue
+        name = "no responses" if k < 0 else esc(res.classes[k])
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[node_list[i]][0] for i in sel],
+                y=[pos[node_list[i]][1] for i in sel],
+                mode="markers",
+                marker={
+                    "size": [18 if node_list[i] == center else 10 for i in sel],
+                    "color": "#999" if k < 0 else color_for(k),
+                    "line": {"width": [3 if node_list[i] == center else 0.5 for i in sel], "color": "#000"},
+                },
+                name=name,
+                text=[f"{esc(node_list[i])}<br>confidence {conf[i]:.2f}" for i in sel],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    sampled = f", sampled {len(nodes)} of {total} nodes" if total > len(nodes) else ""
+    return base_layout(
+        fig, f"Neighbourhood of {esc(center)} ({radius} hops{sampled}) coloured by {esc(res.method)} label", height=480
+    )
