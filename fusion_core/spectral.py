@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
@@ -247,27 +248,31 @@ def loglinear_diagonal(Q: np.ndarray, W: np.ndarray, qdiag: np.ndarray) -> tuple
     return np.minimum(r, qdiag), int(clipped.sum())
 
 
-def top_eigenpair(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: float = 1e-10):
-    """Largest *algebraic* eigenpair of R (diagonal already completed).  Invalid off-diagonal entries are
-    imputed by the current rank-one prediction (hard-impute iteration) [CHOICE for §5].
+def top_eigh(R: np.ndarray) -> tuple[float, np.ndarray]:
+    """Largest algebraic eigenpair of a symmetric matrix (LAPACK subset solver)."""
+    vals, vecs = sla.eigh(R, subset_by_index=[len(R) - 1, len(R) - 1], check_finite=False)
+    return float(vals[0]), vecs[:, 0]
 
-    Returns (eigenvalues descending, top eigenvector, completed matrix).
+
+def top_eigenpair(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: float = 1e-8):
+    """Largest *algebraic* eigenpair of R (diagonal already completed; never the largest magnitude, §3.3).
+    Invalid off-diagonal entries are imputed by the current rank-one prediction (hard-impute iteration)
+    [CHOICE for §5].  Returns (eigenvalues of the completed matrix, descending; top eigenvector; matrix).
     """
     R = R.copy()
     off = ~np.eye(len(R), dtype=bool)
     missing = off & ~valid
     R[missing] = 0.0
-    vals, vecs = np.linalg.eigh(R)
+    lam, e = top_eigh(R)
     if missing.any():
         for _ in range(max_impute):
-            lam, e = vals[-1], vecs[:, -1]
             pred = max(lam, 0.0) * np.outer(e, e)
-            delta = np.max(np.abs(pred[missing] - R[missing])) if missing.any() else 0.0
+            delta = np.max(np.abs(pred[missing] - R[missing]))
             R[missing] = pred[missing]
-            vals, vecs = np.linalg.eigh(R)
+            lam, e = top_eigh(R)
             if delta < tol:
                 break
-    return vals[::-1], vecs[:, -1], R
+    return np.linalg.eigvalsh(R)[::-1], e, R
 
 
 def als_rank_one(Q: np.ndarray, W: np.ndarray, u0: np.ndarray, qdiag: np.ndarray, tol: float = 1e-10, max_sweeps: int = 500):
@@ -299,15 +304,15 @@ def principal_axis(Q: np.ndarray, d0: np.ndarray, tol: float = 1e-9, max_iter: i
     d = d0.copy()
     for it in range(1, max_iter + 1):
         np.fill_diagonal(R, d)
-        vals, vecs = np.linalg.eigh(R)
-        new = max(vals[-1], 0) * vecs[:, -1] ** 2
+        lam, e = top_eigh(R)
+        new = max(lam, 0) * e**2
         if np.max(np.abs(new - d)) < tol:
             d = new
             break
         d = new
     np.fill_diagonal(R, d)
-    vals, vecs = np.linalg.eigh(R)
-    return np.sqrt(max(vals[-1], 0)) * vecs[:, -1], it
+    lam, e = top_eigh(R)
+    return np.sqrt(max(lam, 0)) * e, it
 
 
 def resolve_sign(v: np.ndarray, rule: str = "sum") -> tuple[np.ndarray, dict[str, Any]]:
@@ -394,10 +399,10 @@ def fit_spectral(
     rdiag, heywood = loglinear_diagonal(Qc, W, qdiag)
     R = np.where(valid_c, Qc, 0.0)
     np.fill_diagonal(R, rdiag)
-    spectrum, e1, Rc = top_eigenpair(R, valid_c)
+    use_als = completion == "als" or (completion == "auto" and not valid_c[~np.eye(len(idx), dtype=bool)].all())
+    spectrum, e1, Rc = top_eigenpair(R, valid_c, max_impute=20 if use_als else 200)
     lam = spectrum[0]
     v = np.sqrt(max(lam, 0.0)) * e1
-    use_als = completion == "als" or (completion == "auto" and not valid_c[~np.eye(len(idx), dtype=bool)].all())
     als_info: dict[str, Any] = {}
     if use_als:
         v, sig0 = resolve_sign(v, sign_rule)[0], None
@@ -421,13 +426,16 @@ def fit_spectral(
     vu_full[idx] = v_unit
     vu_full[mom.constant] = 0.0
     trace = float(np.sum(spectrum))
-    pos = spectrum[spectrum > 0]
+    # edge of the noise spectrum: 2√m · (typical standard error of a covariance entry) [CHOICE, P5]
+    sig = np.sqrt(sub.sigma2[valid_c]) if valid_c.any() else np.array([0.0])
+    noise_floor = float(2 * np.sqrt(len(idx)) * np.median(sig))
     diag: dict[str, Any] = {
         **sign_diag,
         "explained": float(spectrum[0] / trace) if trace > 0 else float("nan"),
         "eigen_gap": float(spectrum[0] / spectrum[1]) if len(spectrum) > 1 and spectrum[1] > 0 else float("inf"),
         "top_eigenvalues": spectrum[:10].tolist(),
         "heywood_count": heywood,
+        "noise_floor": noise_floor,
         "core_size": int(core.mask.sum()),
         "coverage": core.coverage,
         "valid_pair_fraction": core.valid_pair_fraction,
@@ -442,10 +450,10 @@ def fit_spectral(
             warnings.warn(
                 f"only {n_core} annotators in the spectral core: the rank-one fit has little redundancy and the "
                 "estimates are fragile (spec P7).", FewAnnotatorsWarning, stacklevel=3)
-        if lam <= 1e-8 or (len(pos) and lam < 1e-6 * np.sum(np.abs(spectrum))):
+        if lam <= noise_floor:
             warnings.warn(
-                f"leading eigenvalue is ~0 ({lam:.2e}): annotators look like random guessers, the ranking and "
-                "weights are noise.", DegenerateSpectrumWarning, stacklevel=3)
+                f"leading eigenvalue {lam:.3g} is at the noise level ({noise_floor:.3g}): the annotators look like "
+                "random guessers, so the ranking and weights are noise.", DegenerateSpectrumWarning, stacklevel=3)
         if sign_diag["sign_rule_disagreement"] or sign_diag["sign_margin"] < 0.2:
             warnings.warn(
                 f"SML/i-SML may be label-inverted (sign margin {sign_diag['sign_margin']:.2f}, "
@@ -526,12 +534,28 @@ def estimate_b_likelihood(
     delta_b: float = DELTA_B, grid_step: float = GRID_STEP, eps: float = EPS,
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """J15 Algorithm 2: grid scan of Ĝ on [−1+δ_b, 1−δ_b] (step h) and golden-section refinement (§3.9).
+    With more than 5·10⁷ entry-evaluations the scan is two-level (every 5th point, then step h around the
+    best) [CHOICE, speed].
 
     Returns (b̂, grid, Ĝ on the grid).
     """
     P, M, counts = _pattern_design(B, use)
     grid = np.round(np.arange(-1 + delta_b, 1 - delta_b + 1e-12, grid_step), 10)
-    curve = restricted_log_likelihood(P, M, counts, mu, v, grid, eps)
+    if P.nnz * len(grid) > 5e7:
+        # large sparse data: scan every 5th grid point, then the full-resolution grid around the best one
+        coarse = grid[::5]
+        cc = restricted_log_likelihood(P, M, counts, mu, v, coarse, eps)
+        kc = int(np.argmax(cc))
+        fine = grid[(grid >= coarse[max(kc - 1, 0)]) & (grid <= coarse[min(kc + 1, len(coarse) - 1)])]
+        cf = restricted_log_likelihood(P, M, counts, mu, v, fine, eps)
+        grid = np.concatenate([coarse, fine])
+        curve = np.concatenate([cc, cf])
+        order = np.argsort(grid, kind="stable")
+        grid, curve = grid[order], curve[order]
+        grid, uniq = np.unique(grid, return_index=True)
+        curve = curve[uniq]
+    else:
+        curve = restricted_log_likelihood(P, M, counts, mu, v, grid, eps)
     k = int(np.argmax(curve))
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
     g = (np.sqrt(5) - 1) / 2

@@ -1,0 +1,1 @@
+from fusion_core.diagnostics.cartels import CartelReport, detect_cartels  # noqa: F401

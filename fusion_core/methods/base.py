@@ -34,11 +34,30 @@ def safe_log(p: np.ndarray, floor: float = PROB_FLOOR) -> np.ndarray:
 
 
 def log_normalize(log_p: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
-    """Row-normalise log-probabilities: returns (probabilities, log normaliser per row)."""
+    """Row-normalise log-probabilities: returns (probabilities, log normaliser per row).
+
+    For the common items × K case the reduction runs over a transposed copy, one class at a time:
+    numpy reduces a short last axis ~10× slower than it combines K long rows (measured: 27 ms → 2.5 ms
+    for 200k × 4)."""
+    if log_p.ndim == 2 and axis in (-1, 1) and log_p.shape[1] <= 64:
+        t = np.array(log_p.T, dtype=float, order="C")
+        mx = t.max(axis=0) if t.shape[0] > 8 else _rowwise(np.maximum, t)
+        t -= mx
+        np.exp(t, out=t)
+        tot = _rowwise(np.add, t)
+        t /= tot
+        return np.ascontiguousarray(t.T), np.log(tot) + mx
     mx = np.max(log_p, axis=axis, keepdims=True)
     z = np.exp(log_p - mx)
     s = z.sum(axis=axis, keepdims=True)
     return z / s, (np.log(s) + mx).squeeze(axis)
+
+
+def _rowwise(op, t: np.ndarray) -> np.ndarray:
+    out = t[0].copy()
+    for row in t[1:]:  # K rows (classes), not responses
+        op(out, row, out=out)
+    return out
 
 
 @dataclass
@@ -192,6 +211,24 @@ class Aggregator:
 
     def fit_predict_proba(self, data: Responses | pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
         return self.fit(data, **kwargs).probas_
+
+    # ------------------------------------------- response model (held-out scoring, multilabel.md §8)
+    def response_log_likelihood(self, responses: Responses) -> np.ndarray:
+        """``log P(response r | true class k)`` as an ``n_responses × K`` array under the fitted model:
+        ``log Γ_w[k, l]`` from ``confusion_``.  ``responses`` must use the fitted coding (e.g. a
+        :meth:`Responses.subset` of the data passed to ``fit``).  Methods whose confusion depends on more than
+        the worker (context, item difficulty) override this."""
+        conf = getattr(self, "confusion_", None)
+        if conf is None:
+            raise UserInputError(f"method '{self.method_name}' has no response model (no confusion matrices) to score responses with.")
+        return safe_log(conf[responses.worker, :, responses.label])
+
+    def predict_response_proba(self, responses: Responses) -> np.ndarray:
+        """Probability of each given response under the fitted model: ``Σ_k q_nk Γ_w[k, l]`` with the fitted
+        posterior ``q`` of the response's item (uses :meth:`response_log_likelihood`)."""
+        ll = self.response_log_likelihood(responses)
+        q = self.result_.posterior[responses.item]
+        return np.einsum("rk,rk->r", q, np.exp(ll))
 
     # ------------------------------------------------------ fitted attributes
     def _set_fitted(self, resp: Responses, fit: Fit, seconds: float) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from fusion_core.errors import UserInputError
 
-INPUT_KINDS = ("plain", "sequence", "graph", "context")
+INPUT_KINDS = ("plain", "sequence", "graph", "context", "multilabel")
 _REGISTRY: dict[str, "MethodInfo"] = {}
 _LOADED = False
 

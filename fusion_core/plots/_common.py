@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable
 
-import numpy as np
 import plotly.graph_objects as go
 
 from fusion_core.methods.base import FitResult
@@ -62,7 +61,3 @@ def empty_figure(title: str, message: str) -> go.Figure:
 
 def color_for(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
-
-
-def finite_or_none(a: np.ndarray) -> list:
-    return [None if not np.isfinite(x) else float(x) for x in np.asarray(a, dtype=float)]

@@ -70,7 +70,7 @@ def confusion_small_multiples(
     nrow = int(np.ceil(len(codes) / ncol))
     skills = np.asarray(res.extras.get("skills", np.full(len(res.workers), np.nan)), dtype=float)
     titles = [f"{esc(res.workers[c])} (skill {skills[c]:.2f})" for c in codes]
-    fig = make_subplots(rows=nrow, cols=ncol, subplot_titles=titles, horizontal_spacing=0.06, vertical_spacing=0.12)
+    fig = make_subplots(rows=nrow, cols=ncol, subplot_titles=titles, horizontal_spacing=0.07, vertical_spacing=0.16)
     labels = esc_all(res.classes)
     for i, c in enumerate(codes):
         r, col = divmod(i, ncol)
@@ -89,8 +89,9 @@ def confusion_small_multiples(
             row=r + 1,
             col=col + 1,
         )
-        fig.update_xaxes(title_text="reported", type="category", row=r + 1, col=col + 1)
-        fig.update_yaxes(title_text="true", type="category", autorange="reversed", row=r + 1, col=col + 1)
+        last_row = i + ncol >= len(codes)
+        fig.update_xaxes(title_text="reported" if last_row else None, type="category", row=r + 1, col=col + 1)
+        fig.update_yaxes(title_text="true" if col == 0 else None, type="category", autorange="reversed", row=r + 1, col=col + 1)
     return base_layout(fig, f"Confusion matrices ({esc(res.method)}): rows = true, columns = reported", height=260 * nrow + 80)
 
 

@@ -1,0 +1,48 @@
+"""Helpers shared by benchmark scripts: dataset paths, peak memory, timing."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ROOT.parent / "shared" / "datasets"
+sys.path.insert(0, str(ROOT))
+
+
+def categorical_datasets() -> list[str]:
+    """Names of the crowd (categorical) and ensemble datasets in ../shared/datasets, or [] when absent."""
+    manifest = DATASETS / "manifest.json"
+    if not manifest.exists():
+        return []
+    return [d["name"] for d in json.loads(manifest.read_text()) if d["kind"] in ("categorical", "ensemble")]
+
+
+def load(name: str):
+    import pandas as pd
+
+    answers = pd.read_csv(DATASETS / name / "answers.csv")
+    truth = pd.read_csv(DATASETS / name / "truth.csv").set_index("task")["truth"]
+    return answers, truth
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far (MB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_rss_mb() -> float:
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@contextmanager
+def timer(store: dict, key: str):
+    t0 = time.perf_counter()
+    yield
+    store[key] = time.perf_counter() - t0

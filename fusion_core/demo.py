@@ -1,0 +1,152 @@
+"""Built-in SIMULATED demo datasets for the app (so no page is ever empty) and for tests.
+
+* ``crowd`` — binary crowd with honest annotators, a colluding cartel (spectral spec §6.7 simulator) and
+  spammers who answer at random;
+* ``sequence`` — token sequences whose labels follow a sticky Markov chain (HMM-Crowd setting);
+* ``graph`` — items on a stochastic block model graph whose communities are the true classes.
+
+Every demo carries its known truth (shown as "gold" for evaluation only, never used in fitting unless the
+user asks) and the annotators' simulated roles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from fusion_core.simulate.dawid_skene import confusion_from_accuracy
+
+DEMOS = {
+    "crowd": "Crowd with a cartel and spammers (binary, simulated)",
+    "sequence": "Sequence labelling task (HMM chain, simulated)",
+    "graph": "Items on a graph (stochastic block model, simulated)",
+}
+
+
+@dataclass
+class DemoData:
+    """A simulated dataset: responses (long format), known truth, optional graph, annotator roles."""
+
+    key: str
+    title: str
+    description: str
+    responses: pd.DataFrame
+    truth: pd.Series
+    graph: nx.Graph | None = None
+    roles: pd.Series | None = None
+    columns: dict[str, str] = field(default_factory=dict)
+
+
+def _sample_reports(truth: np.ndarray, item: np.ndarray, worker: np.ndarray, conf: np.ndarray, rng) -> np.ndarray:
+    """Reported label codes by inverse-CDF sampling from each worker's confusion row (vectorised)."""
+    cdf = np.cumsum(conf[worker, truth[item]], axis=1)
+    u = rng.random(len(item))[:, None]
+    return np.minimum((u > cdf).sum(axis=1), conf.shape[-1] - 1)
+
+
+def crowd_demo(seed: int = 0) -> DemoData:
+    """24 annotators on 400 binary items: ~20% form a cartel that follows its own target, 3 are spammers."""
+    labels = ("negative", "positive")
+    from fusion_core.simulate.spectral import cartel
+
+    sim = cartel(m=24, n=400, r=0.2, pi_c=0.5, pi_range=(0.65, 0.9), xi_range=(0.7, 0.9), observed=0.6, labels=labels, seed=seed)
+    df = sim.responses.copy()
+    roles = pd.Series(sim.extras["group"], index=sim.workers, name="role").astype(str)
+    honest = roles.index[roles == "honest"]
+    rng = np.random.default_rng(seed + 1)
+    spammers = pd.Index(rng.choice(honest, size=3, replace=False))
+    is_spam = df["worker"].isin(spammers).to_numpy()
+    df.loc[is_spam, "label"] = np.asarray(labels, dtype=object)[rng.integers(0, 2, size=int(is_spam.sum()))]
+    roles[spammers] = "spammer"
+    return DemoData(
+        key="crowd",
+        title=DEMOS["crowd"],
+        description=(
+            f"{len(df):,} simulated responses by {len(roles)} annotators on {len(sim.truth)} items. "
+            f"{int((roles != 'honest').sum()) - 3} annotators form a cartel that copies a shared target labelling "
+            "instead of the truth; 3 annotators are spammers answering at random."
+        ),
+        responses=df,
+        truth=sim.truth,
+        roles=roles,
+    )
+
+
+def sequence_demo(seed: int = 0) -> DemoData:
+    """30 sequences of 25 tokens with sticky Markov labels (O / PER / LOC), 8 annotators (5 good)."""
+    tags = np.array(["O", "PER", "LOC"], dtype=object)
+    from fusion_core.simulate.sequential import hmm_chain
+
+    sim = hmm_chain(n_sequences=30, length=25, n_classes=3, n_workers=8, n_good=5, accuracy=(0.6, 0.9), stickiness=0.8, p_observe=0.7, seed=seed)
+    df = sim.responses.copy()
+    df["label"] = tags[df["label"].to_numpy()]
+    df["sequence"] = "seq" + df["sequence"].astype(str)
+    roles = pd.Series(["good"] * 5 + ["noisy"] * 3, index=sim.workers, name="role")
+    return DemoData(
+        key="sequence",
+        title=DEMOS["sequence"],
+        description=(
+            f"{len(df):,} simulated token labels: 30 sequences × 25 tokens, labels follow a sticky Markov chain; "
+            "5 good annotators and 3 noisy ones."
+        ),
+        responses=df,
+        truth=pd.Series(tags[sim.truth.to_numpy()], index=sim.truth.index, name="truth"),
+        roles=roles,
+        columns={"sequence": "sequence", "position": "position"},
+    )
+
+
+def graph_demo(seed: int = 0, n_items: int = 300, n_workers: int = 10, responses_per_item: int = 3) -> DemoData:
+    """Stochastic block model: 3 communities = 3 true classes; each item labelled by 3 of 10 annotators."""
+    rng = np.random.default_rng(seed)
+    k = 3
+    sizes = [n_items // k] * (k - 1) + [n_items - (k - 1) * (n_items // k)]
+    probs = np.full((k, k), 0.004) + np.eye(k) * 0.06
+    g0 = nx.stochastic_block_model(sizes, probs.tolist(), seed=seed)
+    truth_codes = np.repeat(np.arange(k), sizes)
+    tasks = np.array([f"n{i}" for i in range(n_items)], dtype=object)
+    graph = nx.relabel_nodes(g0, dict(enumerate(tasks)))
+    for node in list(graph.nodes):  # drop the block attribute networkx adds (it is the truth)
+        graph.nodes[node].pop("block", None)
+    acc = rng.uniform(0.45, 0.8, size=n_workers)
+    conf = confusion_from_accuracy(acc, k, rng, symmetric=True)
+    keys = rng.random((n_items, n_workers))
+    chosen = np.argpartition(keys, responses_per_item - 1, axis=1)[:, :responses_per_item]
+    item = np.repeat(np.arange(n_items), responses_per_item)
+    worker = chosen.ravel()
+    reported = _sample_reports(truth_codes, item, worker, conf, rng)
+    classes = np.array(["A", "B", "C"], dtype=object)
+    workers = np.array([f"w{j}" for j in range(n_workers)], dtype=object)
+    df = pd.DataFrame({"task": tasks[item], "worker": workers[worker], "label": classes[reported]})
+    return DemoData(
+        key="graph",
+        title=DEMOS["graph"],
+        description=(
+            f"{len(df):,} simulated responses on {n_items} items that are nodes of a graph with "
+            f"{graph.number_of_edges():,} edges; linked items tend to share their class."
+        ),
+        responses=df,
+        truth=pd.Series(classes[truth_codes], index=pd.Index(tasks, name="task"), name="truth"),
+        graph=graph,
+        roles=pd.Series(np.where(acc > 0.65, "good", "noisy"), index=workers, name="role"),
+    )
+
+
+def load_demo(key: str, seed: int = 0) -> DemoData:
+    """One of :data:`DEMOS` by key."""
+    builders = {"crowd": crowd_demo, "sequence": sequence_demo, "graph": graph_demo}
+    if key not in builders:
+        from fusion_core.errors import UserInputError
+
+        raise UserInputError(f"unknown demo {key!r}; choose one of {list(builders)}.")
+    return builders[key](seed=seed)
+
+
+def demo_keys() -> list[str]:
+    return list(DEMOS)
+
+
+def describe(key: str) -> str:
+    return DEMOS[key]

@@ -1,0 +1,161 @@
+"""Bootstrap confidence intervals for annotator skills and confusion entries of any registered method.
+
+Items are resampled with replacement (``Responses.with_items_resampled``), the method is refitted on each
+replicate, and percentile intervals are taken per annotator.  Latent classes are only identified up to a
+permutation, so every replicate's true-class axis is first matched to the full-data fit: the permutation
+maximising ``Σ_n q_ref[draw_n] · q_boot[n]`` (Hungarian algorithm on a K × K score) is applied to the
+posterior, the class prior and the *true* axis of the confusion matrices (reported labels are observed and
+never permuted).  Annotators with no response in a replicate get NaN there and are left out of its quantiles.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import linear_sum_assignment
+
+from fusion_core.data.responses import Responses, as_responses
+from fusion_core.errors import AggregationWarning, UserInputError
+from fusion_core.methods.base import Aggregator, worker_skills
+from fusion_core.methods.registry import create, info
+
+
+@dataclass
+class BootstrapResult:
+    """Percentile intervals at ``level`` from ``n_bootstrap`` item-resampled refits."""
+
+    method: str
+    level: float
+    n_bootstrap: int
+    skills: pd.DataFrame  # worker × (estimate, low, high, n_replicates)
+    confusion: np.ndarray | None  # full-data estimate, workers × true × reported
+    confusion_low: np.ndarray | None
+    confusion_high: np.ndarray | None
+    skill_samples: np.ndarray  # n_bootstrap × workers (NaN where a worker had no response)
+    permuted: int  # replicates whose latent classes had to be re-ordered
+    failed: int  # replicates that raised (left out)
+    workers: pd.Index = field(default_factory=pd.Index)
+    classes: pd.Index = field(default_factory=pd.Index)
+
+
+def align_classes(reference: np.ndarray, posterior: np.ndarray) -> np.ndarray:
+    """Permutation ``perm`` with ``posterior[:, perm]`` best matching ``reference`` (both n × K).
+
+    ``perm[j]`` is the bootstrap class that plays reference class ``j``.
+    """
+    score = reference.T @ posterior  # K_ref × K_boot
+    rows, cols = linear_sum_assignment(-score)
+    perm = np.empty(reference.shape[1], dtype=np.int64)
+    perm[rows] = cols
+    return perm
+
+
+def _estimator(method: str | Aggregator, params: Mapping[str, Any] | None) -> tuple[str, dict[str, Any], type]:
+    if isinstance(method, Aggregator):
+        p = method.get_params()
+        p.update(params or {})
+        return method.method_name, p, type(method)
+    meta = info(method)
+    return meta.name, dict(params or {}), meta.cls
+
+
+def bootstrap_intervals(
+    data: Responses | pd.DataFrame,
+    method: str | Aggregator,
+    params: Mapping[str, Any] | None = None,
+    n_bootstrap: int = 100,
+    level: float = 0.9,
+    random_state: int | None = 0,
+    *,
+    fit_kwargs: Mapping[str, Any] | None = None,
+) -> BootstrapResult:
+    """Item-bootstrap percentile intervals for skills and confusion entries (see module docstring).
+
+    ``method``: a registered name or an estimator (its parameters are reused); ``fit_kwargs`` go to every
+    ``fit`` (e.g. ``context=``; graph methods cannot be bootstrapped by item resampling and are refused).
+    """
+    if not 0 < level < 1:
+        raise UserInputError(f"level must be between 0 and 1, got {level}.")
+    if n_bootstrap < 2:
+        raise UserInputError(f"n_bootstrap must be at least 2, got {n_bootstrap}.")
+    resp = as_responses(data)
+    name, p, cls = _estimator(method, params)
+    if {"graph", "sequence", "context"} & set(getattr(cls, "inputs", ())):
+        raise UserInputError(
+            f"method '{name}' uses item structure (sequences, a graph or context) that item resampling breaks; "
+            "bootstrap intervals are available for methods on plain responses."
+        )
+    kwargs = dict(fit_kwargs or {})
+    ref = cls(**p).fit(resp, **kwargs).result_
+    ref_post = ref.posterior
+    rng = np.random.default_rng(random_state)
+    w, k = resp.n_workers, resp.n_classes
+    skill_s = np.full((n_bootstrap, w), np.nan)
+    conf_s = np.full((n_bootstrap, w, k, k), np.nan) if ref.confusion is not None else None
+    permuted = failed = 0
+    for b in range(n_bootstrap):  # one refit per replicate; each refit is vectorised
+        draw = rng.integers(0, resp.n_items, size=resp.n_items)
+        boot = resp.with_items_resampled(draw)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", AggregationWarning)
+                r = cls(**p).fit(boot, **kwargs).result_
+        except (UserInputError, FloatingPointError, np.linalg.LinAlgError):
+            failed += 1
+            continue
+        perm = align_classes(ref_post[draw], r.posterior)
+        identity = bool(np.all(perm == np.arange(k)))
+        permuted += not identity
+        post = r.posterior[:, perm]
+        present = np.bincount(boot.worker, minlength=w) > 0
+        conf = None
+        if r.confusion is not None:
+            conf = r.confusion[:, perm, :]
+            prior = (r.class_prior[perm] if r.class_prior is not None else post.mean(axis=0))
+            skills = np.einsum("k,wkk->w", prior, conf)
+        elif identity:
+            skills = np.asarray(r.extras["skills"], dtype=float)
+        else:
+            skills = worker_skills(boot, post, None, None)
+        skill_s[b] = np.where(present, skills, np.nan)
+        if conf_s is not None and conf is not None:
+            conf_s[b] = np.where(present[:, None, None], conf, np.nan)
+    ok = np.isfinite(skill_s).any(axis=1)
+    if ok.sum() < 2:
+        raise UserInputError(f"only {int(ok.sum())} bootstrap replicates of '{name}' could be fitted; no intervals.")
+    lo_q, hi_q = (1 - level) / 2, 1 - (1 - level) / 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns for never-present workers
+        low = np.nanquantile(skill_s[ok], lo_q, axis=0)
+        high = np.nanquantile(skill_s[ok], hi_q, axis=0)
+        c_low = c_high = None
+        if conf_s is not None:
+            c_low = np.nanquantile(conf_s[ok], lo_q, axis=0)
+            c_high = np.nanquantile(conf_s[ok], hi_q, axis=0)
+    skills_df = pd.DataFrame(
+        {
+            "estimate": np.asarray(ref.extras["skills"], dtype=float),
+            "low": low,
+            "high": high,
+            "n_replicates": np.isfinite(skill_s[ok]).sum(axis=0),
+        },
+        index=pd.Index(resp.workers, name="worker"),
+    )
+    return BootstrapResult(
+        method=name,
+        level=level,
+        n_bootstrap=n_bootstrap,
+        skills=skills_df,
+        confusion=ref.confusion,
+        confusion_low=c_low,
+        confusion_high=c_high,
+        skill_samples=skill_s,
+        permuted=permuted,
+        failed=failed,
+        workers=resp.workers,
+        classes=resp.classes,
+    )

@@ -1,0 +1,219 @@
+"""Unsupervised model choice by held-out annotation log-likelihood (spec ``multilabel.md`` §8, [EXT]).
+
+Procedure (§8 and pitfall 9): the unit is one whole response.  For split b = 0..B−1 (seed ``random_state + b``)
+hide a uniformly random ``frac`` of all responses, drawn from those whose item and worker each have ≥ 2
+responses, then un-hide one response of any item or worker left without training responses.  Every candidate
+is fitted on the same training responses (same coding, so posteriors and parameters line up) and scored on the
+hidden ones by the joint posterior predictive
+
+    S_i = log Σ_k q̂_ik Π_{r ∈ H_i} P(r | k; θ̂)          (classes k; label sets for the multi-label model)
+
+in nats per hidden response.  The candidate score is the mean over splits.  :func:`choose` applies the decision
+rule of step 5 (the simplest candidate within 2 standard errors of the best, when complexities are known).
+Works for any registered probabilistic method exposing :meth:`Aggregator.response_log_likelihood` (default: from
+``confusion_``) and for :class:`~fusion_core.methods.multilabel.MultiLabelEM` (``heldout_item_scores``).
+Methods without a likelihood (majority vote) have no score.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from fusion_core.data.responses import Responses, as_responses
+from fusion_core.errors import UserInputError
+from fusion_core.methods.base import safe_log
+
+
+@dataclass
+class HeldoutScore:
+    """One candidate's held-out result."""
+
+    name: str
+    score: float  # mean over splits of Σ_i S_i / |H|  (nats per hidden response; higher is better)
+    split_scores: list[float]
+    item_scores: np.ndarray  # S_i of every (split, hidden item), pooled in split order
+    n_hidden: list[int]
+    seconds: float
+    n_parameters: int | None = None
+    error: str | None = None
+
+    @property
+    def se(self) -> float:
+        """Standard error of the candidate score over splits (0 with one split)."""
+        s = np.asarray(self.split_scores, float)
+        return float(s.std(ddof=1) / np.sqrt(len(s))) if len(s) > 1 else 0.0
+
+
+def heldout_splits(
+    item: np.ndarray, worker: np.ndarray, n_items: int, n_workers: int, *, frac: float = 0.1, n_splits: int = 3, random_state: int = 0
+) -> list[np.ndarray]:
+    """Boolean masks of hidden responses, one per split (spec §8 steps 1–2)."""
+    if not 0 < frac < 1:
+        raise UserInputError(f"frac (share of responses to hide) must be in (0, 1), got {frac}.")
+    if int(n_splits) < 1:
+        raise UserInputError(f"n_splits must be ≥ 1, got {n_splits}.")
+    R = len(item)
+    per_item = np.bincount(item, minlength=n_items)
+    per_worker = np.bincount(worker, minlength=n_workers)
+    eligible = np.flatnonzero((per_item[item] >= 2) & (per_worker[worker] >= 2))
+    n_hide = min(int(round(frac * R)), len(eligible))
+    if n_hide == 0:
+        raise UserInputError("no response can be held out: every item or worker has a single response.")
+    masks = []
+    for b in range(int(n_splits)):
+        rng = np.random.default_rng(int(random_state) + b)
+        hidden = np.zeros(R, bool)
+        hidden[rng.choice(eligible, size=n_hide, replace=False)] = True
+        for codes, n in ((item, n_items), (worker, n_workers)):
+            train_cnt = np.bincount(codes[~hidden], minlength=n)
+            h_idx = np.flatnonzero(hidden)
+            lost = train_cnt[codes[h_idx]] == 0
+            if lost.any():
+                cand = h_idx[lost]
+                _, first = np.unique(codes[cand], return_index=True)
+                hidden[cand[first]] = False
+        masks.append(hidden)
+    return masks
+
+
+def _clone(est):
+    return type(est)(**est.get_params())
+
+
+def _is_multilabel(est) -> bool:
+    return hasattr(est, "heldout_item_scores")
+
+
+def _score_split(est, data, hidden: np.ndarray, fit_kwargs: Mapping[str, Any]) -> tuple[np.ndarray, int]:
+    """Fit on the training responses and return S_i for the items with hidden responses."""
+    train = data.subset(~hidden)
+    test = data.subset(hidden)
+    est.fit(train, **fit_kwargs)
+    if _is_multilabel(est):
+        _, S = est.heldout_item_scores(test)
+        return S, test.n_responses
+    ll = np.asarray(est.response_log_likelihood(test), float)  # R_h × K
+    post = np.asarray(est.result_.posterior, float)
+    K = post.shape[1]
+    H = np.zeros((data.n_items, K))
+    for k in range(K):  # K classes, not responses
+        H[:, k] = np.bincount(test.item, weights=ll[:, k], minlength=data.n_items)
+    items = np.unique(test.item)
+    tot = safe_log(post[items]) + H[items]
+    mx = tot.max(axis=1)
+    S = mx + np.log(np.exp(tot - mx[:, None]).sum(axis=1))
+    return S, test.n_responses
+
+
+def heldout_score(
+    estimator,
+    data,
+    *,
+    frac: float = 0.1,
+    n_splits: int = 3,
+    random_state: int = 0,
+    fit_kwargs: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    splits: list[np.ndarray] | None = None,
+) -> HeldoutScore:
+    """Held-out annotation log-likelihood of one estimator (or registered method name) on ``data``."""
+    from fusion_core.methods.registry import create, info
+
+    if isinstance(estimator, str):
+        if not info(estimator).probabilistic:
+            raise UserInputError(f"method '{estimator}' has no likelihood, so it has no held-out score.")
+        estimator = create(estimator)
+    name = name or getattr(estimator, "method_name", type(estimator).__name__)
+    data = estimator._data(data) if _is_multilabel(estimator) else as_responses(data)
+    if splits is None:
+        splits = heldout_splits(data.item, data.worker, data.n_items, data.n_workers, frac=frac, n_splits=n_splits, random_state=random_state)
+    t0 = time.perf_counter()
+    split_scores, pooled, nh = [], [], []
+    est = _clone(estimator)
+    for hidden in splits:
+        S, n = _score_split(est, data, hidden, dict(fit_kwargs or {}))
+        split_scores.append(float(S.sum() / n))
+        pooled.append(S)
+        nh.append(int(n))
+    npar = est.n_free_parameters() if hasattr(est, "n_free_parameters") else None
+    return HeldoutScore(name, float(np.mean(split_scores)), split_scores, np.concatenate(pooled), nh, time.perf_counter() - t0, npar)
+
+
+def choose(scores: list[HeldoutScore], rule: str = "simplest") -> str:
+    """Spec §8 step 5: the best mean score s*; with ``rule="simplest"`` the simplest candidate (fewest free
+    parameters, when known) whose paired per-item difference to s* has mean below 2 standard errors."""
+    ok = [s for s in scores if s.error is None and np.isfinite(s.score)]
+    if not ok:
+        raise UserInputError("no candidate could be scored on held-out responses.")
+    best = max(ok, key=lambda s: s.score)
+    if rule == "best" or best.n_parameters is None:
+        return best.name
+    simpler = sorted((s for s in ok if s.n_parameters is not None and s.n_parameters < best.n_parameters), key=lambda s: s.n_parameters)
+    for s in simpler:
+        if len(s.item_scores) != len(best.item_scores):
+            continue
+        d = best.item_scores - s.item_scores
+        se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else 0.0
+        if d.mean() < 2 * se:
+            return s.name
+    return best.name
+
+
+def compare(
+    candidates: Mapping[str, Any] | list,
+    data,
+    *,
+    frac: float = 0.1,
+    n_splits: int = 3,
+    random_state: int = 0,
+    fit_kwargs: Mapping[str, Any] | None = None,
+    rule: str = "simplest",
+    skip_errors: bool = True,
+) -> tuple[pd.DataFrame, str, list[HeldoutScore]]:
+    """Score every candidate (name → estimator, or a list of registered names) on the same splits.
+
+    Returns (table with columns method, score, se, per-split scores, n_parameters, seconds, error; chosen name;
+    the :class:`HeldoutScore` objects)."""
+    from fusion_core.methods.registry import create
+
+    if not isinstance(candidates, Mapping):
+        candidates = {n: create(n) for n in candidates}
+    if not candidates:
+        raise UserInputError("no candidate methods to compare.")
+    first = next(iter(candidates.values()))
+    ml = _is_multilabel(first)
+    base = first._data(data) if ml else as_responses(data)
+    splits = heldout_splits(base.item, base.worker, base.n_items, base.n_workers, frac=frac, n_splits=n_splits, random_state=random_state)
+    results = []
+    for name, est in candidates.items():
+        try:
+            results.append(heldout_score(est, base, fit_kwargs=fit_kwargs, name=name, splits=splits))
+        except Exception as exc:  # a failing candidate is reported, not fatal
+            if not skip_errors:
+                raise
+            results.append(HeldoutScore(name, float("nan"), [], np.zeros(0), [], 0.0, None, f"{type(exc).__name__}: {exc}"))
+    chosen = choose(results, rule=rule)
+    table = pd.DataFrame(
+        {
+            "method": [r.name for r in results],
+            "score": [r.score for r in results],
+            "se": [r.se if r.error is None else np.nan for r in results],
+            "split_scores": [r.split_scores for r in results],
+            "n_parameters": [r.n_parameters for r in results],
+            "seconds": [r.seconds for r in results],
+            "error": [r.error for r in results],
+        }
+    )
+    table["chosen"] = table["method"] == chosen
+    return table, chosen, results
+
+
+def select_model(candidates, data, **kwargs) -> tuple[pd.DataFrame, str]:
+    """Spec §13 surface: the score table and the chosen setting (see :func:`compare`)."""
+    table, chosen, _ = compare(candidates, data, **kwargs)
+    return table, chosen

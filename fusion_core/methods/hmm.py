@@ -1,0 +1,507 @@
+"""Ensemble HMM for sequential data: moment-matched transitions (Alg. 2), Baum–Welch EM (Alg. 1), Viterbi.
+
+Spec ``sequential-networked.md`` §2.3 (paper: Traganitis & Giannakis §4 and App. A), with the [FIX]es:
+
+* the joint (19) includes the n = 1 emission;
+* **transition orientation** ``T[k_next, k_prev]`` (column-stochastic, the paper's definition).  Forward
+  ``α_{n+1} = b_{n+1} ⊙ (T α_n)``; backward ``β_n = Tᵀ(b_{n+1} ⊙ β_{n+1})``; ``ξ_n(k,k') ∝ α_n(k) T[k',k]
+  b_{n+1}(k') β_{n+1}(k')``; M-step ``T_new = (XI / XI.sum(1)).T`` (pitfall P1);
+* lagged moments pair learner m at time n (row) with learner m' at time n−1 (column), never across
+  sequence boundaries (P2).
+
+Forward–backward and Viterbi run on all sequences at once, position by position over a padded
+``sequences × max_length`` batch (Rabiner scaling, log-domain Viterbi); no loop over responses.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fusion_core.data.responses import Responses
+from fusion_core.errors import AggregationWarning, UserInputError
+from fusion_core.methods.base import Aggregator, Fit, safe_log
+from fusion_core.methods.dawid_skene import expected_counts, normalize_confusion, unary_log_likelihood
+from fusion_core.methods.moment_matching import _MM_PARAMS, _qp_vector, fit_mm, floor_columns
+from fusion_core.methods.registry import register
+
+T_FLOOR = 1e-6
+
+
+# ----------------------------------------------------------------------------- layout
+@dataclass
+class SequenceLayout:
+    """Items arranged as a padded ``n_sequences × max_length`` grid (``index`` = item code, -1 = padding)."""
+
+    index: np.ndarray
+    lengths: np.ndarray
+
+    @property
+    def valid(self) -> np.ndarray:
+        return np.arange(self.index.shape[1])[None, :] < self.lengths[:, None]
+
+    def pad(self, per_item: np.ndarray, fill: float = 0.0) -> np.ndarray:
+        """``per_item`` (items × …) placed on the grid; padding gets ``fill``."""
+        out = np.full(self.index.shape + per_item.shape[1:], fill, dtype=per_item.dtype)
+        v = self.valid
+        out[v] = per_item[self.index[v]]
+        return out
+
+    def transitions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(previous item, next item) codes of every within-sequence consecutive pair."""
+        v = self.valid
+        nxt = v[:, 1:]
+        return self.index[:, :-1][nxt], self.index[:, 1:][nxt]
+
+
+def layout_from_responses(resp: Responses) -> SequenceLayout:
+    """Padded grid from ``item_order``/``sequence_bounds`` (positions sorted; gaps treated as adjacent)."""
+    bounds = resp.sequence_bounds
+    lengths = np.diff(bounds)
+    n_seq, lmax = len(lengths), int(lengths.max()) if len(lengths) else 0
+    index = np.full((n_seq, lmax), -1, dtype=np.int64)
+    seq_of = np.repeat(np.arange(n_seq), lengths)
+    pos_of = np.arange(resp.n_items) - np.repeat(bounds[:-1], lengths)
+    index[seq_of, pos_of] = resp.item_order
+    return SequenceLayout(index=index, lengths=lengths)
+
+
+# ----------------------------------------------------------------------------- inference
+@dataclass
+class ForwardBackward:
+    posterior: np.ndarray  # S × L × K (zeros at padding)
+    xi_sum: np.ndarray  # K × K, XI[k, k'] = Σ_n Pr(y_n = k, y_{n+1} = k' | F)
+    log_likelihood: np.ndarray  # per sequence
+    xi: np.ndarray | None = None  # S × (L-1) × K × K when requested
+    alpha: np.ndarray | None = None
+    beta: np.ndarray | None = None
+    scale: np.ndarray | None = None
+
+
+def _time_major(log_emission: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sequences sorted by decreasing length, arrays as ``L × S × K`` (contiguous per position), and the
+    number of sequences still running at each position (a prefix of the sorted order)."""
+    perm = np.argsort(-lengths, kind="stable")
+    le = np.ascontiguousarray(log_emission[perm].transpose(1, 0, 2))
+    active = (lengths[perm][None, :] > np.arange(log_emission.shape[1])[:, None]).sum(axis=1)
+    return le, perm, active
+
+
+def forward_backward(
+    log_emission: np.ndarray, lengths: np.ndarray, transition: np.ndarray, start: np.ndarray, *, return_xi: bool = False
+) -> ForwardBackward:
+    """Rabiner-scaled forward–backward (App. A with the [FIX]ed orientation), batched over sequences.
+
+    ``log_emission`` is ``S × L × K`` (``L[n, k] = Σ_m log Γ_m(f_m(x_n), k)``, zero at padding);
+    ``transition[k_next, k_prev]`` column-stochastic; ``start`` = p0.
+    ``log Pr(F) = Σ_n (log c_n + max_k L[n, k])`` per sequence.  Position t only touches the sequences
+    longer than t (sequences sorted by length), so the cost is O(Σ_s N_s K²).
+    """
+    s_count, lmax, k = log_emission.shape
+    le, perm, active = _time_major(log_emission, lengths)
+    mx = le.max(axis=2, keepdims=True)
+    b = np.exp(le - mx)
+    alpha = np.zeros_like(b)
+    scale = np.ones((lmax, s_count))
+    tt = np.ascontiguousarray(transition.T)
+    a = start[None, :] * b[0]
+    scale[0] = a.sum(axis=1)
+    alpha[0] = a / scale[0][:, None]
+    for t in range(1, lmax):
+        na = active[t]
+        a = b[t, :na] * (alpha[t - 1, :na] @ tt)
+        scale[t, :na] = a.sum(axis=1)
+        alpha[t, :na] = a / scale[t, :na, None]
+    beta = np.zeros_like(b)
+    beta[0] = 1.0
+    w = np.zeros_like(b)  # w[t] = b_t ⊙ β_t / c_t  (t ≥ 1)
+    for t in range(lmax - 1, -1, -1):
+        na = active[t]
+        if t + 1 < lmax:
+            nn = active[t + 1]
+            beta[t, :na] = 1.0
+            beta[t, :nn] = w[t + 1, :nn] @ transition
+        else:
+            beta[t, :na] = 1.0
+        if t >= 1:
+            w[t, :na] = b[t, :na] * beta[t, :na] / scale[t, :na, None]
+    post = alpha * beta
+    tot = post.sum(axis=2, keepdims=True)
+    post = np.where(tot > 0, post / np.where(tot > 0, tot, 1), 0.0)
+    valid_tm = np.arange(s_count)[None, :] < active[:, None]
+    loglik_sorted = (np.log(scale) * valid_tm).sum(axis=0) + (mx[:, :, 0] * valid_tm).sum(axis=0)
+    xi_sum = np.zeros((k, k))
+    xi = None
+    if lmax > 1:
+        xi_sum = np.einsum("tsk,tsj->kj", alpha[:-1], w[1:]) * tt
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(s_count)
+    posterior = post.transpose(1, 0, 2)[inv]
+    if return_xi and lmax > 1:
+        xi = (alpha[:-1, :, :, None] * tt[None, None] * w[1:, :, None, :]).transpose(1, 0, 2, 3)[inv]
+    loglik = loglik_sorted[inv]
+    back = lambda x: x.transpose(1, 0, 2)[inv]  # noqa: E731
+    return ForwardBackward(posterior, xi_sum, loglik, xi, back(alpha), back(beta), scale.T[inv])
+
+
+def viterbi(log_emission: np.ndarray, lengths: np.ndarray, transition: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Log-domain Viterbi (A3) for every sequence at once; returns ``S × L`` state codes (-1 at padding).
+
+    ``d_1 = log p0 + L_1``; ``d_n(k) = L_n(k) + max_k' [d_{n-1}(k') + log T(k, k')]`` — the [FIX]ed (19).
+    """
+    s_count, lmax, k = log_emission.shape
+    le, perm, active = _time_major(log_emission, lengths)
+    log_t = safe_log(transition, 1e-300)
+    d = safe_log(start, 1e-300)[None, :] + le[0]
+    back = np.zeros((lmax, s_count, k), dtype=np.int64)
+    last = np.zeros(s_count, dtype=np.int64)
+    for t in range(1, lmax):
+        na, prev_na = active[t], active[t - 1]
+        if na < prev_na:  # sequences that ended at t-1: their best final state
+            last[na:prev_na] = d[na:prev_na].argmax(axis=1)
+        cand = d[:na, None, :] + log_t[None, :, :]  # s, next, prev
+        arg = cand.argmax(axis=2)
+        back[t, :na] = arg
+        d = d.copy()
+        d[:na] = le[t, :na] + np.take_along_axis(cand, arg[:, :, None], axis=2)[:, :, 0]
+    na = active[lmax - 1]
+    last[:na] = d[:na].argmax(axis=1)
+    path = np.full((lmax, s_count), -1, dtype=np.int64)
+    lengths_sorted = lengths[perm]
+    cur = last.copy()
+    for t in range(lmax - 1, -1, -1):
+        ending = lengths_sorted == t + 1
+        running = lengths_sorted > t + 1
+        cur = np.where(ending, last, cur)
+        if t + 1 < lmax:
+            nxt = back[t + 1, np.arange(s_count), np.maximum(path[t + 1], 0)]
+            cur = np.where(running, nxt, cur)
+        path[t, : active[t]] = cur[: active[t]]
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(s_count)
+    return path.T[inv]
+
+
+# ----------------------------------------------------------------------------- moments of Alg. 2
+def lagged_moments(resp: Responses, layout: SequenceLayout) -> tuple[np.ndarray, np.ndarray]:
+    """Sample lagged cross-moments (21): ``S~[m, m'] = mean over consecutive pairs (n−1, n) of
+    e_{f_m(x_n)} e_{f_m'(x_{n−1})}ᵀ`` — learner m at time n is the ROW (P2).  Each pair (m, m') is
+    normalised by its own support (the transitions where both answered); returns ``(S~ (M×M×K×K), support (M×M))``."""
+    m_count, k = resp.n_workers, resp.n_classes
+    prev, nxt = layout.transitions()
+    order = np.argsort(resp.item, kind="stable")
+    starts = np.r_[0, np.cumsum(resp.responses_per_item)]
+    cn, cp = resp.responses_per_item[nxt], resp.responses_per_item[prev]
+    tot = cn * cp
+    rep = np.repeat(np.arange(len(nxt)), tot)
+    off = np.arange(int(tot.sum())) - np.repeat(np.cumsum(tot) - tot, tot)
+    r_next = order[starts[nxt[rep]] + off // cp[rep]]
+    r_prev = order[starts[prev[rep]] + off % cp[rep]]
+    pair = resp.worker[r_next] * m_count + resp.worker[r_prev]
+    code = pair * k * k + resp.label[r_next] * k + resp.label[r_prev]
+    acc = np.bincount(code, minlength=m_count * m_count * k * k).reshape(m_count, m_count, k, k).astype(float)
+    support = np.bincount(pair, minlength=m_count * m_count).reshape(m_count, m_count).astype(float)
+    s_tilde = acc / np.maximum(support, 1)[:, :, None, None]
+    return s_tilde, support
+
+
+def estimate_transition_mm(
+    gamma: np.ndarray,
+    s_tilde: np.ndarray,
+    support: np.ndarray,
+    *,
+    pairs: str = "upper",
+    min_support: int | None = None,
+    n_iter: int = 2000,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Eqs. (22)–(23): ``min_{A ∈ C_S} Σ ||S~_mm' − Γ_m A Γ_m'ᵀ||²`` then ``T = A diag(π)^{-1}``, ``π = 1ᵀA``.
+
+    ``gamma`` is the paper's ``Γ_m[resp, true]``.  ``pairs``: 'upper' (m < m', the paper), 'distinct'
+    (m ≠ m') or 'all' (also m = m').  Pairs with support below ``min_support`` (default max(20, K²)) are
+    dropped.  Solved as a QP over the K²-simplex (closed form if feasible, else FISTA).
+    Returns ``(T_hat, A_hat, pi_hat)``; columns of T_hat with ``π_k = 0`` are uniform.
+    """
+    m_count, k, _ = gamma.shape
+    ms = max(20, k * k) if min_support is None else min_support
+    mi, mj = np.meshgrid(np.arange(m_count), np.arange(m_count), indexing="ij")
+    sel = {"upper": mi < mj, "distinct": mi != mj, "all": np.ones_like(mi, dtype=bool)}.get(pairs)
+    if sel is None:
+        raise UserInputError(f"lag pairs must be 'upper', 'distinct' or 'all', got {pairs!r}.")
+    sel = sel & (support >= ms)
+    a_idx, b_idx = mi[sel], mj[sel]
+    if len(a_idx) == 0:
+        raise UserInputError(
+            "no pair of annotators labelled enough consecutive items to estimate the transition matrix "
+            "by moments; use method 'hmm-mv'."
+        )
+    gram = np.einsum("mik,mil->mkl", gamma, gamma)
+    # column-major vec: vec(Γ_a A Γ_bᵀ) = (Γ_b ⊗ Γ_a) vec(A)
+    quad = np.einsum("pjl,pik->jilk", gram[b_idx], gram[a_idx]).reshape(k * k, k * k)
+    lin = np.einsum("pia,pij,pjb->ab", gamma[a_idx], s_tilde[sel], gamma[b_idx]).reshape(-1, order="F")
+    a_vec = _qp_vector(quad, lin, np.full(k * k, 1.0 / (k * k)), n_iter)
+    a_hat = np.maximum(a_vec.reshape(k, k, order="F"), 0.0)
+    a_hat /= a_hat.sum()
+    pi_hat = a_hat.sum(axis=0)
+    t_hat = np.where(pi_hat[None, :] > 0, a_hat / np.where(pi_hat > 0, pi_hat, 1)[None, :], 1.0 / k)
+    return t_hat, a_hat, pi_hat
+
+
+# ----------------------------------------------------------------------------- Baum–Welch (Alg. 1)
+@dataclass
+class HMMState:
+    confusion: np.ndarray  # workers × true × reported
+    transition: np.ndarray  # T[next, prev]
+    start: np.ndarray
+
+
+def _floor_t(t: np.ndarray) -> np.ndarray:
+    return floor_columns(t[None], T_FLOOR)[0]
+
+
+def _emissions(resp: Responses, layout: SequenceLayout, confusion: np.ndarray) -> np.ndarray:
+    return layout.pad(unary_log_likelihood(resp, confusion))
+
+
+def baum_welch(
+    resp: Responses,
+    layout: SequenceLayout,
+    init: HMMState,
+    *,
+    smoothing: float = 0.01,
+    start_mode: str = "stationary",
+    tol: float = 1e-7,
+    max_iter: int = 500,
+) -> tuple[HMMState, ForwardBackward, list[float], int, bool]:
+    """Alg. 1 with the [FIX]ed M-step (26): E-step by forward–backward, Γ by (27) and T by
+    ``T_new[k, k'] = Σ_n ξ_n(k', k) / Σ_n q_{nk'}``; Dirichlet ``smoothing`` on both count tables (P5).
+    ``start_mode='estimate'`` re-estimates p0 as the mean first-position posterior; otherwise p0 stays fixed.
+    The trace is the observed log-likelihood plus the smoothing log-prior; it is non-decreasing.
+    """
+    k = resp.n_classes
+    state = HMMState(normalize_confusion(init.confusion, 0.0), _floor_t(init.transition), init.start / init.start.sum())
+    fb = forward_backward(_emissions(resp, layout, state.confusion), layout.lengths, state.transition, state.start)
+    trace: list[float] = []
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        q_items = np.zeros((resp.n_items, k))
+        v = layout.valid
+        q_items[layout.index[v]] = fb.posterior[v]
+        conf = normalize_confusion(expected_counts(resp, q_items), smoothing)
+        xi = fb.xi_sum + smoothing
+        t_new = (xi / xi.sum(axis=1, keepdims=True)).T
+        start = state.start
+        if start_mode == "estimate":
+            start = fb.posterior[:, 0].mean(axis=0) + 1e-12
+            start = start / start.sum()
+        state = HMMState(conf, t_new, start)
+        fb = forward_backward(_emissions(resp, layout, conf), layout.lengths, t_new, start)
+        ll = float(fb.log_likelihood.sum())
+        if smoothing > 0:
+            ll += smoothing * (safe_log(conf).sum() + safe_log(t_new).sum())
+        trace.append(ll)
+        if len(trace) >= 2 and abs(trace[-1] - trace[-2]) <= tol * max(1.0, abs(trace[-1])):
+            converged = True
+            break
+    return state, fb, trace, it, converged
+
+
+# ----------------------------------------------------------------------------- estimators
+_HMM_PARAMS = {
+    "decode": {"choices": ("viterbi", "posterior"), "help": "Final labels: Viterbi path (the paper) or per-token posterior argmax."},
+    "start_prob": {"choices": ("stationary", "uniform", "estimate"), "help": "p0: stationary π̂, uniform, or re-estimated by EM (P7)."},
+    "smoothing": {"low": 0.0, "high": 100.0, "help": "Dirichlet pseudo-count on confusion and transition counts (P5)."},
+    "tol": {"low": 0.0, "high": 1.0, "help": "EM stops when the relative log-likelihood change is below tol.", "advanced": True},
+    "em_max_iter": {"low": 1, "high": 10000, "help": "Maximum Baum–Welch iterations."},
+    "lag_pairs": {"choices": ("upper", "distinct", "all"), "help": "Annotator pairs in the transition moments (22): m<m' (paper), m≠m', all.", "advanced": True},
+    **_MM_PARAMS,
+}
+
+
+class _HMMBase(Aggregator):
+    """Shared parameters and fitted attributes of the HMM methods.
+
+    Fitted: ``transition_`` (DataFrame, rows = next label, columns = previous label; column-stochastic,
+    the paper's ``T[k_next, k_prev]``), ``start_prob_`` (Series), ``viterbi_`` (Series by task),
+    ``probas_`` = per-token forward–backward posteriors, ``labels_`` = the Viterbi path when
+    ``decode='viterbi'`` (default) else the posterior argmax.  Extras: "transition", "start_prob", "viterbi".
+    """
+
+    use_mm = True
+    refine = True
+
+    def __init__(
+        self,
+        decode: str = "viterbi",
+        start_prob: str = "stationary",
+        smoothing: float = 0.01,
+        tol: float = 1e-7,
+        em_max_iter: int = 500,
+        lag_pairs: str = "upper",
+        n_restarts: int = 0,
+        max_iter: int = 500,
+        inner_iter: int = 50,
+        min_pair_support: int | None = None,
+        min_triple_support: int | None = None,
+        item_weights: pd.Series | None = None,
+        random_state: int = 0,
+    ):
+        self.decode = decode
+        self.start_prob = start_prob
+        self.smoothing = smoothing
+        self.tol = tol
+        self.em_max_iter = em_max_iter
+        self.lag_pairs = lag_pairs
+        self.n_restarts = n_restarts
+        self.max_iter = max_iter
+        self.inner_iter = inner_iter
+        self.min_pair_support = min_pair_support
+        self.min_triple_support = min_triple_support
+        self.item_weights = item_weights
+        self.random_state = random_state
+
+    def _check(self) -> None:
+        if self.decode not in ("viterbi", "posterior"):
+            raise UserInputError(f"decode must be 'viterbi' or 'posterior', got {self.decode!r}.")
+        if self.start_prob not in ("stationary", "uniform", "estimate"):
+            raise UserInputError(f"start_prob must be 'stationary', 'uniform' or 'estimate', got {self.start_prob!r}.")
+        if not self.smoothing >= 0:
+            raise UserInputError("smoothing must be ≥ 0.")
+
+    def _init_mm(self, resp: Responses, layout: SequenceLayout) -> tuple[HMMState, dict]:
+        """Alg. 2 steps 1–2: MM on the pooled items, then T̂ from the lagged moments (22)–(23)."""
+        res = fit_mm(resp, self)
+        gamma = floor_columns(res.gamma)
+        s_tilde, support = lagged_moments(resp, layout)
+        k = resp.n_classes
+        t_hat, _, pi_hat = estimate_transition_mm(gamma, s_tilde, support, pairs=self.lag_pairs)
+        start = {"stationary": pi_hat, "estimate": pi_hat, "uniform": np.full(k, 1.0 / k)}[self.start_prob]
+        extras = {"mm_transition": t_hat, "mm_fallback": res.fallback, "diagonal_dominance": res.dominance}
+        return HMMState(gamma.transpose(0, 2, 1), t_hat, np.maximum(start, 1e-12)), extras
+
+    def _init_mv(self, resp: Responses, layout: SequenceLayout) -> HMMState:
+        """MV + Alg. 1 init: Γ⁽⁰⁾ from the M-step on one-hot MV (+0.01), T⁽⁰⁾ from within-sequence MV
+        transition counts (+0.01, column-normalised), p0 uniform unless 'estimate' (spec §2.3.4)."""
+        k = resp.n_classes
+        votes = resp.vote_counts()
+        mv = np.argmax(votes, axis=1)  # ties: lowest class index
+        onehot = np.eye(k)[mv]
+        conf = normalize_confusion(expected_counts(resp, onehot), 0.01)
+        prev, nxt = layout.transitions()
+        counts = np.bincount(mv[nxt] * k + mv[prev], minlength=k * k).reshape(k, k) + 0.01  # [next, prev]
+        t0 = counts / counts.sum(axis=0, keepdims=True)
+        start = np.full(k, 1.0 / k)
+        if self.start_prob == "stationary":
+            vals, vecs = np.linalg.eig(t0)
+            start = np.abs(np.real(vecs[:, np.argmin(np.abs(vals - 1))]))
+            start = start / start.sum()
+        return HMMState(conf, t0, start)
+
+    def _fit(self, responses, *, gold, graph, context) -> Fit:
+        self._check()
+        layout = layout_from_responses(responses)
+        extras: dict = {}
+        if self.use_mm:
+            state, extras = self._init_mm(responses, layout)
+        else:
+            state = self._init_mv(responses, layout)
+        trace: list[float] = []
+        n_iter, converged = 0, True
+        if self.refine:
+            state, fb, trace, n_iter, converged = baum_welch(
+                responses,
+                layout,
+                state,
+                smoothing=float(self.smoothing),
+                start_mode=self.start_prob,
+                tol=float(self.tol),
+                max_iter=int(self.em_max_iter),
+            )
+            if not converged:
+                warnings.warn(f"Baum–Welch did not converge in {self.em_max_iter} iterations.", AggregationWarning)
+        else:
+            state = HMMState(state.confusion, _floor_t(state.transition), state.start)
+            fb = forward_backward(_emissions(responses, layout, state.confusion), layout.lengths, state.transition, state.start)
+            trace = [float(fb.log_likelihood.sum())]
+        log_e = _emissions(responses, layout, state.confusion)
+        path = viterbi(log_e, layout.lengths, state.transition, state.start)
+        v = layout.valid
+        post = np.zeros((responses.n_items, responses.n_classes))
+        post[layout.index[v]] = fb.posterior[v]
+        vit = np.zeros(responses.n_items, dtype=np.int64)
+        vit[layout.index[v]] = path[v]
+        if gold is not None and len(gold[0]):
+            post[gold[0]] = 0.0
+            post[gold[0], gold[1]] = 1.0
+        extras.update(transition=state.transition, start_prob=state.start, viterbi=vit)
+        return Fit(
+            posterior=post,
+            confusion=state.confusion,
+            class_prior=_stationary_or_mean(state.transition, post),
+            log_likelihood=trace,
+            n_iter=n_iter,
+            converged=converged,
+            extras=extras,
+        )
+
+    def _set_fitted(self, resp, fit, seconds) -> None:
+        super()._set_fitted(resp, fit, seconds)
+        labels = pd.Index(resp.classes, name="label")
+        self.transition_ = pd.DataFrame(
+            fit.extras["transition"], index=pd.Index(resp.classes, name="next"), columns=pd.Index(resp.classes, name="previous")
+        )
+        self.start_prob_ = pd.Series(fit.extras["start_prob"], index=labels, name="start_prob")
+        self.viterbi_ = pd.Series(resp.classes.take(fit.extras["viterbi"]), index=self.result_.task_index, name="label")
+        if self.decode == "viterbi":
+            self.labels_ = self.viterbi_.copy()
+
+
+def _stationary_or_mean(transition: np.ndarray, post: np.ndarray) -> np.ndarray:
+    vals, vecs = np.linalg.eig(transition)
+    v = np.abs(np.real(vecs[:, np.argmin(np.abs(vals - 1))]))
+    if not np.all(np.isfinite(v)) or v.sum() <= 0:
+        return post.mean(axis=0)
+    return v / v.sum()
+
+
+@register(
+    "hmm-em",
+    summary="Sequence-aware EM: moment-matching start, transition matrix from lagged moments, Baum–Welch, Viterbi.",
+    inputs=("sequence",),
+    family="hmm",
+    params=_HMM_PARAMS,
+    reference="Traganitis & Giannakis Alg. 2 + Alg. 1 (§4, App. A), with the spec's orientation [FIX]es.",
+)
+class HMMEM(_HMMBase):
+    """Alg. 2 + Alg. 1 (the default sequential method): MM (17) → T̂ by (22)–(23) → Baum–Welch → Viterbi."""
+
+
+@register(
+    "hmm-mm",
+    summary="Sequence-aware moment matching: MM confusions, transition matrix from lagged moments, Viterbi (no EM).",
+    inputs=("sequence",),
+    family="hmm",
+    params=_HMM_PARAMS,
+    reference="Traganitis & Giannakis Alg. 2 (§4.2, eqs. (20)–(23)).",
+)
+class HMMMomentMatching(_HMMBase):
+    """Alg. 2 without refinement; ``probas_`` are forward–backward posteriors under the MM parameters."""
+
+    refine = False
+
+
+@register(
+    "hmm-mv",
+    summary="Sequence-aware EM from majority vote: Baum–Welch started at MV confusions and MV transitions, Viterbi.",
+    inputs=("sequence",),
+    family="hmm",
+    params=_HMM_PARAMS,
+    reference="Traganitis & Giannakis 'MV + Alg. 1' (§4.3).",
+)
+class HMMMajority(_HMMBase):
+    """MV + Alg. 1: Γ⁽⁰⁾, T⁽⁰⁾ from majority-vote labels, then Baum–Welch and Viterbi."""
+
+    use_mm = False

@@ -1,0 +1,715 @@
+"""Moment matching (MM) for i.i.d. multiclass data, and Dawid–Skene EM initialised from it.
+
+Spec ``sequential-networked.md`` §2.2 (paper: Traganitis & Giannakis §3.2, eq. (17); solver [OURS]).
+
+* Sample moments with missing responses (§2.2.6): ``mu_m`` over the items learner m labelled,
+  ``S_mm'`` over the items both labelled, ``T_mm'm''`` over the items all three labelled; pairs and
+  triples with too little support are dropped.  Triples are enumerated per item (``Σ_n C(|obs_n|, 3)``
+  work, vectorised per combination of positions), never as an ``M³`` loop over learners.
+* Block-coordinate solver (§2.2.4): each ``Γ_m`` block and the ``π`` block is a convex QP over a
+  simplex-type set.  It is solved exactly by the equality-constrained closed form when that is
+  non-negative, otherwise by warm-started FISTA with column-wise simplex projection.
+* As2 permutation fix (§2.2.5): Hungarian assignment on ``Σ_m Γ_m``.
+
+Orientation: inside this module ``gamma[m]`` is the paper's ``Γ_m[k_resp, k_true]`` (columns are pmfs);
+the fitted ``confusion_`` of the estimators is the package's ``workers × true × reported`` layout
+(``confusion_[m] == gamma[m].T``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import linear_sum_assignment
+
+from fusion_core.data.responses import Responses
+from fusion_core.errors import AggregationWarning, UserInputError
+from fusion_core.methods.base import Aggregator, Fit, log_normalize, safe_log
+from fusion_core.methods.dawid_skene import run_em, unary_log_likelihood
+from fusion_core.methods.registry import register
+
+GAMMA_FLOOR = 1e-6  # spec P5: floor and renormalise before logs / EM
+
+
+# ----------------------------------------------------------------------------- simplex helpers
+def project_simplex_columns(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection of every column of ``v`` onto the probability simplex (Duchi et al. 2008)."""
+    k = v.shape[0]
+    u = -np.sort(-v, axis=0)
+    css = np.cumsum(u, axis=0) - 1.0
+    ind = np.arange(1, k + 1).reshape((k,) + (1,) * (v.ndim - 1))
+    cond = u - css / ind > 0
+    rho = k - 1 - np.argmax(cond[::-1], axis=0)
+    if v.ndim == 2:
+        theta = css[rho, np.arange(v.shape[1])] / (rho + 1)
+    else:
+        theta = np.take_along_axis(css, rho[None], axis=0)[0] / (rho + 1)
+    return np.maximum(v - theta, 0.0)
+
+
+def floor_columns(gamma: np.ndarray, eps: float = GAMMA_FLOOR) -> np.ndarray:
+    """Floor at ``eps`` and renormalise columns (axis -2 is the response axis), spec P5."""
+    g = np.maximum(gamma, eps)
+    return g / g.sum(axis=-2, keepdims=True)
+
+
+def _active_set(hess: np.ndarray, lin: np.ndarray, eq: np.ndarray, zero: np.ndarray, max_iter: int = 50) -> np.ndarray | None:
+    """Exact ``min ½xᵀHx − cᵀx`` s.t. ``E x = 1``, ``x ≥ 0`` by a guess-and-check active set on the
+    zero pattern (KKT solve on the free variables, then multiplier signs).  ``None`` if it does not settle."""
+    n = len(lin)
+    ne = eq.shape[0]
+    zero = zero.copy()
+    for _ in range(max_iter):
+        free = ~zero
+        nf = int(free.sum())
+        kkt = np.zeros((nf + ne, nf + ne))
+        kkt[:nf, :nf] = hess[np.ix_(free, free)]
+        kkt[:nf, nf:] = eq[:, free].T
+        kkt[nf:, :nf] = eq[:, free]
+        rhs = np.r_[lin[free], np.ones(ne)]
+        try:
+            sol = np.linalg.solve(kkt, rhs)
+        except np.linalg.LinAlgError:
+            return None
+        if not np.all(np.isfinite(sol)):
+            return None
+        x = np.zeros(n)
+        x[free] = sol[:nf]
+        if x.min() < -1e-13:
+            zero |= x < -1e-13
+            continue
+        mult = hess @ x - lin + eq.T @ sol[nf:]
+        mz = np.where(zero, mult, np.inf)
+        j = int(np.argmin(mz))
+        if mz[j] >= -1e-11 * max(1.0, np.abs(lin).max()):
+            return np.maximum(x, 0.0)
+        zero[j] = False
+    return None
+
+
+def _qp_columns(gram: np.ndarray, lin: np.ndarray, start: np.ndarray, inner_iter: int) -> np.ndarray:
+    """``min tr(X gram Xᵀ) − 2 tr(Xᵀ lin)`` over column-stochastic X (K×K), spec §2.2.4.
+
+    Exact: closed form of the equality-constrained problem when it is non-negative, else an active-set
+    KKT solve; FISTA with column-wise simplex projection as the last resort.
+    """
+    k = gram.shape[0]
+    ones = np.ones(k)
+    x = None
+    try:
+        ginv_t = np.linalg.solve(gram.T + 1e-14 * np.trace(gram) * np.eye(k), np.eye(k)).T  # gram^{-1}
+        lam = (ones @ lin - ones @ gram) / k
+        x = (lin - np.outer(ones, lam)) @ ginv_t
+        if np.all(np.isfinite(x)) and x.min() >= 0:
+            return x
+    except np.linalg.LinAlgError:
+        pass
+    # row-major vec: x[i*K + c] = X[i, c]; Hessian 2 (I ⊗ gram), column sums = 1
+    hess = 2.0 * np.kron(np.eye(k), gram)
+    eq = np.kron(np.ones((1, k)), np.eye(k))
+    zero = (x.ravel() <= 0) if x is not None and np.all(np.isfinite(x)) else (start.ravel() <= 0)
+    out = _active_set(hess, 2.0 * lin.ravel(), eq, zero)
+    if out is not None:
+        return out.reshape(k, k)
+    return _fista(lambda y: 2.0 * (y @ gram - lin), gram, start, inner_iter, project_simplex_columns)
+
+
+def _qp_vector(quad: np.ndarray, lin: np.ndarray, start: np.ndarray, inner_iter: int) -> np.ndarray:
+    """``min xᵀ quad x − 2 linᵀ x`` over the simplex (closed form, active set, or FISTA)."""
+    k = quad.shape[0]
+    ones = np.ones(k)
+    x = None
+    try:
+        reg = quad + 1e-14 * np.trace(quad) * np.eye(k)
+        qi_r = np.linalg.solve(reg, lin)
+        qi_1 = np.linalg.solve(reg, ones)
+        nu = (ones @ qi_r - 1.0) / (ones @ qi_1)
+        x = qi_r - nu * qi_1
+        if np.all(np.isfinite(x)) and x.min() >= 0:
+            return x
+    except np.linalg.LinAlgError:
+        pass
+    zero = (x <= 0) if x is not None and np.all(np.isfinite(x)) else (start <= 0)
+    out = _active_set(2.0 * quad, 2.0 * lin, ones[None, :], zero)
+    if out is not None:
+        return out
+    proj = lambda y: project_simplex_columns(y[:, None])[:, 0]  # noqa: E731
+    return _fista(lambda y: 2.0 * (quad @ y - lin), quad, start, inner_iter, proj)
+
+
+def _fista(grad, quad: np.ndarray, start: np.ndarray, n_iter: int, proj) -> np.ndarray:
+    lip = 2.0 * max(np.linalg.eigvalsh((quad + quad.T) / 2).max(), 1e-12)
+    x = proj(start)
+    y, t = x.copy(), 1.0
+    for _ in range(n_iter):
+        x_new = proj(y - grad(y) / lip)
+        if np.abs(x_new - x).max() < 1e-13:
+            return x_new
+        t_new = (1 + np.sqrt(1 + 4 * t * t)) / 2
+        y = x_new + ((t - 1) / t_new) * (x_new - x)
+        x, t = x_new, t_new
+    return x
+
+
+# ----------------------------------------------------------------------------- moments
+@dataclass
+class Moments:
+    """Sample moments of (17) with their supports (spec §2.2.2, §2.2.6).
+
+    ``mu`` (M×K) with ``mu_ok``; pairs ``pair (P×2)`` with ``S (P×K×K)`` (row = first learner's response);
+    triples ``triple (Q×3)`` with ``T3 (Q×K×K×K)``; learner indices ascending within each pair/triple.
+    """
+
+    n_learners: int
+    n_classes: int
+    mu: np.ndarray
+    mu_ok: np.ndarray
+    pair: np.ndarray
+    S: np.ndarray
+    triple: np.ndarray
+    T3: np.ndarray
+    pair_support: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    triple_support: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    _blocks: dict = field(default_factory=dict, repr=False)
+
+    def blocks(self, m: int):
+        """Terms containing learner m, re-oriented with m first (cached)."""
+        if m not in self._blocks:
+            pa, pb = self.pair[:, 0], self.pair[:, 1]
+            s_first = np.flatnonzero(pa == m)
+            s_second = np.flatnonzero(pb == m)
+            s_m = np.concatenate([self.S[s_first], self.S[s_second].transpose(0, 2, 1)])
+            s_other = np.concatenate([pb[s_first], pa[s_second]])
+            tri = self.triple
+            parts, o1, o2 = [], [], []
+            for mode, (x, y), axes in ((0, (1, 2), (0, 1, 2, 3)), (1, (0, 2), (0, 2, 1, 3)), (2, (0, 1), (0, 3, 1, 2))):
+                idx = np.flatnonzero(tri[:, mode] == m)
+                parts.append(self.T3[idx].transpose(axes))
+                o1.append(tri[idx, x])
+                o2.append(tri[idx, y])
+            k = self.n_classes
+            t_m = np.concatenate(parts) if parts else np.zeros((0, k, k, k))
+            self._blocks[m] = (s_m, s_other, t_m, np.concatenate(o1), np.concatenate(o2))
+        return self._blocks[m]
+
+
+def _combination_index(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Rank of the sorted triple a<b<c in the combinatorial number system."""
+    return c * (c - 1) * (c - 2) // 6 + b * (b - 1) // 2 + a
+
+
+def default_min_support(k: int) -> tuple[int, int]:
+    """Spec §2.2.6: n_min = max(20, K²) for pairs and max(20, K³/2) for triples."""
+    return max(20, k * k), max(20, int(np.ceil(k**3 / 2)))
+
+
+def compute_moments(
+    F: np.ndarray,
+    n_classes: int,
+    *,
+    weights: np.ndarray | None = None,
+    min_pair_support: int | None = None,
+    min_triple_support: int | None = None,
+    max_triple_entries: int = 40_000_000,
+) -> Moments:
+    """Sample moments from ``F`` (learners × items, -1 = no response) with optional item weights.
+
+    Each moment is normalised by its own (weighted) support; pairs/triples whose unweighted support
+    (number of items) is below the minimum are dropped (spec §2.2.6).
+    """
+    F = np.asarray(F, dtype=np.int64)
+    m_count, n = F.shape
+    k = int(n_classes)
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
+    if w.shape != (n,) or (w < 0).any():
+        raise UserInputError("item weights must be one non-negative number per item.")
+    p_min, t_min = default_min_support(k)
+    p_min = p_min if min_pair_support is None else int(min_pair_support)
+    t_min = t_min if min_triple_support is None else int(min_triple_support)
+    obs = F >= 0
+
+    # first order
+    for_m, for_n = np.nonzero(obs)
+    flat = np.bincount(for_m * k + F[for_m, for_n], weights=w[for_n], minlength=m_count * k)
+    mu = flat.reshape(m_count, k)
+    wm = mu.sum(axis=1)
+    mu_ok = wm > 0
+    mu = np.where(mu_ok[:, None], mu / np.where(wm > 0, wm, 1)[:, None], 0.0)
+
+    # per-item sorted learners (items in order, learners ascending within an item)
+    item_of, learner_of = np.nonzero(obs.T)
+    label_of = F[learner_of, item_of]
+    r_item = np.bincount(item_of, minlength=n)
+    starts = np.r_[0, np.cumsum(r_item)]
+
+    def groups(min_r: int):
+        for r in np.unique(r_item[r_item >= min_r]):
+            items_r = np.flatnonzero(r_item == r)
+            pos = starts[items_r][:, None] + np.arange(r)[None, :]
+            yield r, items_r, learner_of[pos], label_of[pos]
+
+    # second order: accumulate over (pair rank, code)
+    n_pair_all = m_count * (m_count - 1) // 2
+    pair_w = np.zeros(n_pair_all * k * k)
+    pair_cnt = np.zeros(n_pair_all)
+    for r, items_r, lrn, lab in groups(2):
+        wr = w[items_r]
+        for i, j in itertools.combinations(range(r), 2):
+            a, b = lrn[:, i], lrn[:, j]
+            rank = b * (b - 1) // 2 + a
+            pair_w += np.bincount(rank * k * k + lab[:, i] * k + lab[:, j], weights=wr, minlength=len(pair_w))
+            pair_cnt += np.bincount(rank, minlength=n_pair_all)
+    pair_w = pair_w.reshape(n_pair_all, k, k)
+    keep_p = np.flatnonzero((pair_cnt >= p_min) & (pair_w.sum(axis=(1, 2)) > 0))
+    bb = np.floor((1 + np.sqrt(1 + 8 * keep_p)) / 2).astype(np.int64)
+    bb = np.where(bb * (bb - 1) // 2 > keep_p, bb - 1, bb)
+    aa = keep_p - bb * (bb - 1) // 2
+    S = pair_w[keep_p]
+    S = S / S.sum(axis=(1, 2), keepdims=True)
+    pair = np.stack([aa, bb], axis=1) if len(keep_p) else np.zeros((0, 2), dtype=np.int64)
+
+    # third order: supports first (cheap), then codes for the kept triples only
+    n_tri_all = m_count * (m_count - 1) * (m_count - 2) // 6
+    dense_complete = bool(obs.all())
+    if dense_complete:
+        tri_cnt = None
+    else:
+        tri_cnt = np.zeros(n_tri_all)
+        for r, items_r, lrn, lab in groups(3):
+            for i, j, l in itertools.combinations(range(r), 3):
+                tri_cnt += np.bincount(_combination_index(lrn[:, i], lrn[:, j], lrn[:, l]), minlength=n_tri_all)
+    if tri_cnt is None:
+        keep_t = np.arange(n_tri_all) if n >= t_min else np.zeros(0, dtype=np.int64)
+        support_t = np.full(len(keep_t), float(n))
+    else:
+        keep_t = np.flatnonzero(tri_cnt >= t_min)
+        support_t = tri_cnt[keep_t]
+    budget = max(1, max_triple_entries // k**3)
+    if len(keep_t) > budget:  # [OURS] memory cap: keep the best-supported triples
+        warnings.warn(
+            f"moment matching kept the {budget:,} best-supported of {len(keep_t):,} learner triples (memory cap).",
+            AggregationWarning,
+        )
+        best = np.argsort(-support_t, kind="stable")[:budget]
+        keep_t, support_t = keep_t[np.sort(best)], support_t[np.sort(best)]
+    compact = np.full(n_tri_all, -1, dtype=np.int64)
+    compact[keep_t] = np.arange(len(keep_t))
+    t_acc = np.zeros(len(keep_t) * k**3)
+    if len(keep_t):
+        for r, items_r, lrn, lab in groups(3):
+            wr = w[items_r]
+            for i, j, l in itertools.combinations(range(r), 3):
+                c = compact[_combination_index(lrn[:, i], lrn[:, j], lrn[:, l])]
+                ok = c >= 0
+                if not ok.any():
+                    continue
+                code = (lab[ok, i] * k + lab[ok, j]) * k + lab[ok, l]
+                t_acc += np.bincount(c[ok] * k**3 + code, weights=wr[ok], minlength=len(t_acc))
+    T3 = t_acc.reshape(len(keep_t), k, k, k)
+    tot = T3.sum(axis=(1, 2, 3))
+    good = tot > 0
+    T3, keep_t, support_t = T3[good] / tot[good, None, None, None], keep_t[good], support_t[good]
+    # decode combination ranks
+    if len(keep_t):
+        rem = keep_t.copy()
+        cand = np.arange(m_count)
+        cvals = cand * (cand - 1) * (cand - 2) // 6
+        cc = np.searchsorted(cvals, rem, side="right") - 1
+        rem = rem - cvals[cc]
+        bvals = cand * (cand - 1) // 2
+        bcode = np.searchsorted(bvals, rem, side="right") - 1
+        acode = rem - bvals[bcode]
+        triple = np.stack([acode, bcode, cc], axis=1)
+    else:
+        triple = np.zeros((0, 3), dtype=np.int64)
+    return Moments(
+        n_learners=m_count,
+        n_classes=k,
+        mu=mu,
+        mu_ok=mu_ok,
+        pair=pair,
+        S=S,
+        triple=triple,
+        T3=T3,
+        pair_support=pair_cnt[keep_p],
+        triple_support=support_t,
+    )
+
+
+# ----------------------------------------------------------------------------- objective and blocks
+def objective(mom: Moments, gamma: np.ndarray, pi: np.ndarray) -> float:
+    """The MM objective g of eq. (17) on the kept moments (unit weights)."""
+    g1 = np.einsum("mik,k->mi", gamma, pi)
+    val = float(((mom.mu - g1) ** 2)[mom.mu_ok].sum())
+    if len(mom.pair):
+        a, b = gamma[mom.pair[:, 0]], gamma[mom.pair[:, 1]]
+        model = np.einsum("pik,k,pjk->pij", a, pi, b)
+        val += float(((mom.S - model) ** 2).sum())
+    if len(mom.triple):
+        a, b, c = (gamma[mom.triple[:, i]] for i in range(3))
+        model = np.einsum("qik,k,qjk,qlk->qijl", a, pi, b, c, optimize=True)
+        val += float(((mom.T3 - model) ** 2).sum())
+    return val
+
+
+def block_quadratic(mom: Moments, gamma: np.ndarray, pi: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(G_m, F_m)``: the terms of (17) containing ``Γ_m`` equal ``tr(Γ G Γᵀ) − 2 tr(Γᵀ F) + const`` (§2.2.4)."""
+    k = mom.n_classes
+    s_m, s_other, t_m, o1, o2 = mom.blocks(m)
+    gram = np.zeros((k, k))
+    lin = np.zeros((k, k))
+    if mom.mu_ok[m]:
+        gram += np.outer(pi, pi)
+        lin += np.outer(mom.mu[m], pi)
+    pp = np.outer(pi, pi)
+    if len(s_other):
+        go = gamma[s_other]
+        gram += pp * np.einsum("pik,pil->kl", go, go)
+        lin += np.einsum("pij,pjk->ik", s_m, go) * pi[None, :]
+    if len(o1):
+        g1, g2 = gamma[o1], gamma[o2]
+        a1 = np.einsum("tik,til->tkl", g1, g1)
+        a2 = np.einsum("tik,til->tkl", g2, g2)
+        gram += pp * (a1 * a2).sum(axis=0)
+        inner = np.matmul(t_m, g2[:, None, :, :])  # t,i,j,r = Σ_l T[i,j,l] Γc[l,r]
+        lin += np.einsum("tijr,tjr->ir", inner, g1) * pi[None, :]
+    return gram, lin
+
+
+def prior_quadratic(mom: Moments, gamma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(Q, r)`` with ``g = πᵀQπ − 2rᵀπ + const`` for fixed Γ (§2.2.4, π block)."""
+    gram = np.einsum("mik,mil->mkl", gamma, gamma)
+    quad = gram[mom.mu_ok].sum(axis=0)
+    lin = np.einsum("mik,mi->k", gamma[mom.mu_ok], mom.mu[mom.mu_ok])
+    if len(mom.pair):
+        a, b = mom.pair[:, 0], mom.pair[:, 1]
+        quad = quad + (gram[a] * gram[b]).sum(axis=0)
+        lin = lin + np.einsum("pik,pij,pjk->k", gamma[a], mom.S, gamma[b])
+    if len(mom.triple):
+        a, b, c = (mom.triple[:, i] for i in range(3))
+        quad = quad + (gram[a] * gram[b] * gram[c]).sum(axis=0)
+        inner = np.matmul(mom.T3, gamma[c][:, None, :, :])  # q,i,j,k
+        lin = lin + np.einsum("qijk,qik,qjk->k", inner, gamma[a], gamma[b])
+    return quad, lin
+
+
+def fix_permutation_as2(gamma: np.ndarray, pi: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """As2 fix (§2.2.5): the column permutation maximising the diagonal mass of ``Σ_m Γ_m``.
+
+    Returns ``(Γ P, Pᵀ π, perm)`` with ``new column i = old column perm[i]``.
+    """
+    total = gamma.sum(axis=0)
+    rows, cols = linear_sum_assignment(-total)
+    perm = np.empty(gamma.shape[-1], dtype=np.int64)
+    perm[rows] = cols
+    return gamma[:, :, perm], (None if pi is None else pi[perm]), perm
+
+
+def diagonal_dominance(gamma: np.ndarray) -> np.ndarray:
+    """Per learner: fraction of columns whose diagonal entry is the column's largest (As2)."""
+    k = gamma.shape[-1]
+    diag = gamma[:, np.arange(k), np.arange(k)]
+    return (diag >= gamma.max(axis=1) - 1e-12).mean(axis=1)
+
+
+@dataclass
+class MMResult:
+    gamma: np.ndarray  # M × K_resp × K_true (paper orientation), permutation-fixed, not floored
+    class_prior: np.ndarray
+    objective: list[float]
+    n_iter: int
+    converged: bool
+    moments: Moments
+    fallback: bool = False
+    dominance: np.ndarray | None = None
+
+
+def mv_init(F: np.ndarray, n_classes: int, weights: np.ndarray | None = None, smoothing: float = 0.01):
+    """Γ⁽⁰⁾ from the M-step (11) on one-hot MV labels plus smoothing, π⁽⁰⁾ = MV label frequencies (§2.2.5).
+
+    MV ties go to the lowest class index.
+    """
+    m_count, n = F.shape
+    k = n_classes
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
+    mm, nn = np.nonzero(F >= 0)
+    votes = np.bincount(nn * k + F[mm, nn], minlength=n * k).reshape(n, k)
+    mv = np.argmax(votes, axis=1)
+    has = votes.sum(axis=1) > 0
+    counts = np.bincount(
+        (mm * k + F[mm, nn]) * k + mv[nn], weights=w[nn] * has[nn], minlength=m_count * k * k
+    ).reshape(m_count, k, k)
+    counts = counts + smoothing
+    gamma = counts / counts.sum(axis=1, keepdims=True)
+    pi = np.bincount(mv[has], weights=w[has], minlength=k) + 1e-12
+    return gamma, pi / pi.sum(), mv
+
+
+def solve_moments(
+    mom: Moments,
+    gamma0: np.ndarray,
+    pi0: np.ndarray,
+    *,
+    max_iter: int = 500,
+    tol: float = 1e-7,
+    obj_tol: float = 1e-9,
+    inner_iter: int = 50,
+) -> tuple[np.ndarray, np.ndarray, list[float], int, bool]:
+    """Block-coordinate descent on (17): Γ_1..Γ_M then π per sweep (§2.2.4).
+
+    Stops when ``max|ΔΓ| < tol`` or the relative change of g is below ``obj_tol`` (§2.2.5).
+    """
+    gamma = np.array(gamma0, dtype=float)
+    pi = np.array(pi0, dtype=float)
+    trace = [objective(mom, gamma, pi)]
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        old = gamma.copy()
+        for m in range(mom.n_learners):
+            gram, lin = block_quadratic(mom, gamma, pi, m)
+            if not np.any(gram):
+                continue
+            gamma[m] = _qp_columns(gram, lin, gamma[m], inner_iter)
+        quad, lin = prior_quadratic(mom, gamma)
+        pi = _qp_vector(quad, lin, pi, inner_iter)
+        trace.append(objective(mom, gamma, pi))
+        delta = float(np.abs(gamma - old).max())
+        rel = abs(trace[-2] - trace[-1]) / max(abs(trace[-2]), 1e-300)
+        if delta < tol or (rel < obj_tol and trace[-1] > 1e-20):
+            converged = True
+            break
+    return gamma, pi, trace, it, converged
+
+
+def moment_matching(
+    F: np.ndarray,
+    n_classes: int,
+    *,
+    weights: np.ndarray | None = None,
+    moments: Moments | None = None,
+    n_restarts: int = 0,
+    max_iter: int = 500,
+    tol: float = 1e-7,
+    inner_iter: int = 50,
+    min_pair_support: int | None = None,
+    min_triple_support: int | None = None,
+    random_state: int | None = 0,
+) -> MMResult:
+    """Alg. A2 (spec §2.2): MV-initialised block-coordinate MM plus ``n_restarts`` random simplex
+    restarts (columns ~ Dirichlet(1)); keeps the lowest g, then applies the As2 permutation fix.
+
+    Falls back to the MV initialisation (with an :class:`AggregationWarning`) when no learner triple
+    has enough support (e.g. K = 2 with M < 3, or very sparse data; spec P15, §2.2.6).
+    """
+    F = np.asarray(F, dtype=np.int64)
+    k = int(n_classes)
+    mom = moments or compute_moments(
+        F, k, weights=weights, min_pair_support=min_pair_support, min_triple_support=min_triple_support
+    )
+    g0, p0, _ = mv_init(F, k, weights) if F.size else (np.full((mom.n_learners, k, k), 1.0 / k), np.full(k, 1 / k), None)
+    if len(mom.triple) == 0:
+        warnings.warn(
+            "moment matching: no learner triple has enough co-labelled items, so the model is not identifiable "
+            "from moments; falling back to the majority-vote initialisation.",
+            AggregationWarning,
+        )
+        gamma, pi, _ = fix_permutation_as2(g0, p0)
+        return MMResult(gamma, pi, [], 0, False, mom, fallback=True, dominance=diagonal_dominance(gamma))
+    rng = np.random.default_rng(random_state)
+    best = None
+    for restart in range(int(n_restarts) + 1):
+        if restart == 0:
+            gi, pi_i = g0, p0
+        else:
+            gi = rng.dirichlet(np.ones(k), size=(mom.n_learners, k)).transpose(0, 2, 1)
+            pi_i = rng.dirichlet(np.ones(k))
+        out = solve_moments(mom, gi, pi_i, max_iter=max_iter, tol=tol, inner_iter=inner_iter)
+        if best is None or out[2][-1] < best[2][-1]:
+            best = out
+    gamma, pi, trace, n_iter, converged = best
+    gamma, pi, _ = fix_permutation_as2(gamma, pi)
+    dom = diagonal_dominance(gamma)
+    if (dom >= 0.5).mean() < 0.5:
+        warnings.warn(
+            f"only {(dom >= 0.5).mean():.0%} of annotators have a dominant diagonal in most classes after the As2 permutation fix; "
+            "the label permutation may be wrong (As2 assumes most annotators beat random guessing).",
+            AggregationWarning,
+        )
+    last_rel = abs(trace[-2] - trace[-1]) / max(abs(trace[-2]), 1e-300) if len(trace) > 1 else 0.0
+    if not converged and last_rel > 1e-7:  # a slow linear tail (ΔΓ still > tol, g settled) is not worth a warning
+        warnings.warn(
+            f"moment matching did not converge in {max_iter} sweeps (last relative change of the objective "
+            f"{last_rel:.1e}); raise max_iter.",
+            AggregationWarning,
+        )
+    return MMResult(gamma, pi, trace, n_iter, converged, mom, dominance=dom)
+
+
+def map_posterior(resp: Responses, gamma: np.ndarray, pi: np.ndarray) -> tuple[np.ndarray, float]:
+    """MAP rule (18) as posteriors: softmax over k of ``log π_k + Σ_m log Γ_m(f_m, k)``, floored Γ (P5)."""
+    conf = floor_columns(gamma).transpose(0, 2, 1)
+    joint = unary_log_likelihood(resp, conf) + safe_log(pi)[None, :]
+    post, lognorm = log_normalize(joint)
+    return post, float(lognorm.sum())
+
+
+def item_weight_array(resp: Responses, item_weights) -> np.ndarray | None:
+    if item_weights is None:
+        return None
+    s = pd.Series(item_weights, dtype=float)
+    codes = resp.item_codes(s.index, what="item-weight tasks")
+    w = np.zeros(resp.n_items)
+    w[codes] = s.to_numpy()
+    if not np.all(np.isfinite(w)) or (w < 0).any():
+        raise UserInputError("item weights must be finite and non-negative.")
+    return w
+
+
+_MM_PARAMS = {
+    "n_restarts": {"low": 0, "high": 50, "help": "Extra random simplex restarts; the lowest objective wins."},
+    "max_iter": {"low": 1, "high": 100000, "help": "Maximum block-coordinate sweeps."},
+    "tol": {"low": 0.0, "high": 1.0, "help": "Stop when max |ΔΓ| over a sweep is below tol.", "advanced": True},
+    "inner_iter": {"low": 1, "high": 1000, "help": "FISTA iterations per block when the closed form is infeasible.", "advanced": True},
+    "min_pair_support": {"kind": "object", "help": "Minimum co-labelled items for a pair moment (default max(20, K²)).", "advanced": True},
+    "min_triple_support": {"kind": "object", "help": "Minimum co-labelled items for a triple moment (default max(20, K³/2)).", "advanced": True},
+    "item_weights": {"kind": "object", "help": "Optional weight per item (Series by task) for the sample moments.", "advanced": True},
+    "random_state": {"kind": "int", "help": "Seed for the random restarts."},
+}
+
+
+def fit_mm(resp: Responses, est) -> MMResult:
+    """Run :func:`moment_matching` with an estimator's parameters on a :class:`Responses`."""
+    if int(est.max_iter) < 1 or int(est.n_restarts) < 0:
+        raise UserInputError("max_iter must be ≥ 1 and n_restarts ≥ 0.")
+    return moment_matching(
+        resp.dense_matrix(-1),
+        resp.n_classes,
+        weights=item_weight_array(resp, est.item_weights),
+        n_restarts=int(est.n_restarts),
+        max_iter=int(est.max_iter),
+        tol=float(est.tol),
+        inner_iter=int(est.inner_iter),
+        min_pair_support=est.min_pair_support,
+        min_triple_support=est.min_triple_support,
+        random_state=est.random_state,
+    )
+
+
+def _mm_extras(res: MMResult) -> dict:
+    return {
+        "diagonal_dominance": res.dominance,
+        "mm_objective": res.objective[-1] if res.objective else None,
+        "mm_fallback": res.fallback,
+        "n_pairs": int(len(res.moments.pair)),
+        "n_triples": int(len(res.moments.triple)),
+    }
+
+
+@register(
+    "mm",
+    summary="Moment matching: confusion matrices and priors from 1st–3rd order response moments (no EM).",
+    family="moment_matching",
+    params=_MM_PARAMS,
+    reference="Traganitis & Giannakis §3.2, eqs. (13)–(18); spec sequential-networked §2.2.",
+)
+class MomentMatching(Aggregator):
+    """Moment matching (spec §2.2): solves (17) by block-coordinate descent, As2 permutation fix,
+    labels by the MAP rule (18) with the estimated priors.  ``confusion_[m] = Γ_m.T`` (floored at 1e-6).
+    Extras: ``diagonal_dominance`` per annotator (As2 diagnostic), ``mm_objective``, ``n_pairs``, ``n_triples``.
+    """
+
+    def __init__(
+        self,
+        n_restarts: int = 0,
+        max_iter: int = 500,
+        tol: float = 1e-7,
+        inner_iter: int = 50,
+        min_pair_support: int | None = None,
+        min_triple_support: int | None = None,
+        item_weights: pd.Series | None = None,
+        random_state: int = 0,
+    ):
+        self.n_restarts = n_restarts
+        self.max_iter = max_iter
+        self.tol = tol
+        self.inner_iter = inner_iter
+        self.min_pair_support = min_pair_support
+        self.min_triple_support = min_triple_support
+        self.item_weights = item_weights
+        self.random_state = random_state
+
+    def _fit(self, responses, *, gold, graph, context) -> Fit:
+        res = fit_mm(responses, self)
+        post, ll = map_posterior(responses, res.gamma, res.class_prior)
+        if gold is not None and len(gold[0]):
+            post[gold[0]] = 0.0
+            post[gold[0], gold[1]] = 1.0
+        self.gamma_ = res.gamma
+        return Fit(
+            posterior=post,
+            confusion=floor_columns(res.gamma).transpose(0, 2, 1),
+            class_prior=res.class_prior,
+            log_likelihood=[ll],
+            n_iter=res.n_iter,
+            converged=res.converged,
+            extras=_mm_extras(res),
+        )
+
+
+@register(
+    "mm-ds",
+    summary="Dawid–Skene EM initialised from moment matching (the paper's 'DS' baseline).",
+    family="moment_matching",
+    params={
+        **_MM_PARAMS,
+        "smoothing": {"low": 0.0, "high": 100.0, "help": "Dirichlet pseudo-count on the EM confusion counts."},
+        "estimate_priors": {"help": "Estimate class priors in EM (default on, as Dawid & Skene)."},
+        "em_tol": {"low": 0.0, "high": 1.0, "help": "EM relative log-likelihood tolerance.", "advanced": True},
+        "em_max_iter": {"low": 1, "high": 10000, "help": "Maximum EM iterations."},
+    },
+    reference="Traganitis & Giannakis §3.1–3.2 ('DS' = EM of [14] initialised with MM); spec §2.1, §2.2.",
+)
+class MomentMatchingDawidSkene(MomentMatching):
+    """Dawid–Skene EM started from the MM estimate: the E-step with MM's floored Γ and π̂ gives the
+    initial posteriors, then :func:`fusion_core.methods.dawid_skene.run_em` iterates (spec §2.1 step 1)."""
+
+    def __init__(
+        self,
+        n_restarts: int = 0,
+        max_iter: int = 500,
+        tol: float = 1e-7,
+        inner_iter: int = 50,
+        min_pair_support: int | None = None,
+        min_triple_support: int | None = None,
+        item_weights: pd.Series | None = None,
+        random_state: int = 0,
+        smoothing: float = 0.0,
+        estimate_priors: bool = True,
+        em_tol: float = 1e-7,
+        em_max_iter: int = 500,
+    ):
+        super().__init__(n_restarts, max_iter, tol, inner_iter, min_pair_support, min_triple_support, item_weights, random_state)
+        self.smoothing = smoothing
+        self.estimate_priors = estimate_priors
+        self.em_tol = em_tol
+        self.em_max_iter = em_max_iter
+
+    def _fit(self, responses, *, gold, graph, context) -> Fit:
+        res = fit_mm(responses, self)
+        post0, _ = map_posterior(responses, res.gamma, res.class_prior)
+        fit = run_em(
+            responses,
+            post0,
+            smoothing=float(self.smoothing),
+            estimate_priors=bool(self.estimate_priors),
+            tol=float(self.em_tol),
+            max_iter=int(self.em_max_iter),
+            gold=gold,
+        )
+        fit.extras.update(_mm_extras(res))
+        return fit

@@ -1,0 +1,180 @@
+"""Data page: demo datasets, upload + column mapping, extras (gold, graph, context), validation, summary."""
+
+import streamlit as st
+
+from fusion_core import app_state as S
+from fusion_core.demo import DEMOS
+from fusion_core.errors import UserInputError
+from fusion_core.plots import kappa_heatmap, label_distribution, overlap_heatmap, response_count_histograms
+
+ds = S.page_setup("Data")
+ss = S.state()
+st.title("Data")
+
+NONE = "(none)"
+UPLOAD_TYPES = ["csv", "tsv", "txt", "tab", "parquet", "pq", "jsonl", "ndjson"]
+
+
+def show_error(exc: Exception) -> None:
+    st.error(S.md_escape(str(exc)), icon=":material/error:")
+
+
+tab_demo, tab_upload, tab_extras = st.tabs(["Demo datasets", "Upload responses", "Gold, graph, context"])
+
+with tab_demo:
+    st.caption("Built-in **simulated** datasets with known truth (used only for evaluation on the Compare page).")
+    choice = st.selectbox("Demo dataset", list(DEMOS), format_func=DEMOS.get, key="demo_choice")
+    if st.button("Load demo", key="load_demo"):
+        S.set_dataset(S.demo_dataset(choice))
+        ss["fc_pending"] = None
+        st.success(f"Loaded the demo: {DEMOS[choice]}.")
+        ds = S.current()
+
+with tab_upload:
+    st.caption(
+        f"CSV, TSV, Parquet or JSON lines; long (one row per response) or wide (one row per item, one column per "
+        f"annotator). Limit {S.max_upload_bytes() / 1024 / 1024:,.0f} MB."
+    )
+    up = st.file_uploader("Responses file", type=UPLOAD_TYPES, key="upload_responses")
+    if up is not None:
+        seen = ss.setdefault("fc_seen_uploads", {})
+        token = (up.file_id, up.name, up.size)
+        if seen.get("responses") != token:  # read each new upload once, not on every rerun
+            seen["responses"] = token
+            ss.pop("fc_upload_error", None)
+            try:
+                table = S.read_upload(up.name, up.getvalue(), S.max_upload_bytes())
+                ss["fc_pending"] = {"name": up.name, "table": table}
+            except UserInputError as exc:  # the previous data (and any pending mapping) stay as they were
+                ss["fc_upload_error"] = (token, str(exc))
+        err = ss.get("fc_upload_error")
+        if err and err[0] == token:
+            show_error(UserInputError(err[1]))
+    else:
+        ss.pop("fc_upload_error", None)
+
+    pending = ss.get("fc_pending")
+    if pending is not None:
+        table = pending["table"]
+        cols = [str(c) for c in table.columns]
+        table.columns = cols
+        st.markdown(f"**Map the columns of** {S.md_escape(pending['name'])} ({len(table):,} rows)")
+        st.dataframe(table.head(20), key="upload_preview", height=240)
+        layout = st.radio("Layout", ["long", "wide"], horizontal=True, key="map_layout",
+                          help="long: task, annotator, label per row; wide: one row per item, one column per annotator")
+        taken: set = set()
+
+        def pick(role: str, label: str, optional: bool = False) -> str | None:
+            guess = S.guess_column(cols, role, taken)
+            options = ([NONE] if optional else []) + cols
+            index = options.index(guess) if guess in options else 0
+            if not optional and guess is None:
+                index = min(len(taken), len(options) - 1)
+            value = st.selectbox(label, options, index=index, key=f"map_{role}")
+            value = None if value == NONE else value
+            if value:
+                taken.add(value)
+            return value
+
+        c1, c2, c3 = st.columns(3)
+        with c1:
+            task_col = pick("task", "Task (item id) column", optional=layout == "wide")
+        if layout == "long":
+            with c2:
+                worker_col = pick("worker", "Annotator column")
+            with c3:
+                label_col = pick("label", "Label column")
+            with st.expander("Optional: sequences, context, duplicates"):
+                seq_col = pick("sequence", "Sequence id column", optional=True)
+                pos_col = pick("position", "Position column", optional=True)
+                ctx_col = pick("context", "Context column (numeric, one value per item)", optional=True)
+                dup = st.selectbox("Repeated (task, annotator) pairs", ["keep", "first", "last", "error"], key="map_dup")
+        else:
+            worker_col = label_col = seq_col = pos_col = ctx_col = None
+            dup = "keep"
+        if st.button("Use these columns", type="primary", key="use_columns"):
+            try:
+                resp = S.build_responses(table, layout=layout, task=task_col, worker=worker_col, label=label_col,
+                                         sequence=seq_col, position=pos_col, duplicates=dup)
+                context = S.context_from_table(table, task_col, ctx_col, resp) if ctx_col else None
+                new = S.make_dataset(resp, name=f"upload: {pending['name']}", source="upload", context=context)
+                S.set_dataset(new)
+                ss["fc_pending"] = None
+                ds = new
+                st.success(f"Loaded {resp.n_responses:,} responses from the upload.")
+            except UserInputError as exc:
+                show_error(exc)
+
+with tab_extras:
+    if ds is None:
+        st.caption("Load responses first.")
+    else:
+        st.caption("Gold labels are used for evaluation (Compare page) and, if you choose so on the Fit page, in fitting.")
+        gold_up = st.file_uploader("Gold labels (task + truth columns)", type=UPLOAD_TYPES, key="upload_gold")
+        if gold_up is not None and ss["fc_seen_uploads"].get("gold") != (gold_up.file_id, ds.fingerprint):
+            ss["fc_seen_uploads"]["gold"] = (gold_up.file_id, ds.fingerprint)
+            try:
+                gold = S.read_gold_upload(gold_up.name, gold_up.getvalue(), ds.responses, S.max_upload_bytes())
+                ds = S.with_gold(ds, gold)
+                S.set_dataset(ds)
+                st.success(f"Gold labels for {len(gold):,} items loaded.")
+            except UserInputError as exc:
+                show_error(exc)
+        graph_up = st.file_uploader("Item graph (edge list CSV, GraphML, GML)", type=["csv", "tsv", "txt", "graphml", "gml"], key="upload_graph")
+        if graph_up is not None and ss["fc_seen_uploads"].get("graph") != (graph_up.file_id, ds.fingerprint):
+            try:
+                graph = S.read_graph_upload(graph_up.name, graph_up.getvalue(), ds.responses, S.max_upload_bytes())
+                ds = S.with_graph(ds, graph, graph_up.name)
+                S.set_dataset(ds)
+                ss["fc_seen_uploads"]["graph"] = (graph_up.file_id, ds.fingerprint)
+                st.success("Item graph loaded.")
+            except UserInputError as exc:
+                ss["fc_seen_uploads"]["graph"] = (graph_up.file_id, ds.fingerprint)
+                show_error(exc)
+
+ds = S.current()
+st.divider()
+if ds is None:
+    st.info("No data is loaded: pick a demo dataset or upload a file above.")
+    st.stop()
+
+r = ds.responses
+st.header("Summary")
+st.caption(S.md_escape(ds.name))
+if ds.description:
+    st.caption(S.md_escape(ds.description))
+c = st.columns(5)
+c[0].metric("responses", f"{r.n_responses:,}")
+c[1].metric("items", f"{r.n_items:,}")
+c[2].metric("annotators", f"{r.n_workers:,}")
+c[3].metric("labels", r.n_classes)
+c[4].metric("inputs", ", ".join(ds.inputs))
+with st.expander("Validation report", expanded=ds.source == "upload"):
+    for line in ds.messages:
+        st.text(line)
+    if ds.gold is not None:
+        st.text(f"Gold labels: {len(ds.gold):,} items.")
+    if ds.graph is not None:
+        st.text(f"Item graph: {ds.graph_name or 'graph'}.")
+    if ds.context is not None:
+        st.text(f"Context values: {len(ds.context):,} items.")
+
+left, right = st.columns(2)
+left.plotly_chart(response_count_histograms(r), key="data_counts")
+right.plotly_chart(label_distribution(r), key="data_labels")
+
+st.subheader("Agreement")
+stats = S.agreement_stats(ds.fingerprint, r)
+summ = stats["summary"]
+a = st.columns(4)
+a[0].metric("Fleiss' κ", f"{summ.fleiss_kappa:.3f}", help="Chance-corrected agreement over items with ≥ 2 responses (unequal numbers of raters allowed).")
+a[1].metric("Krippendorff's α (nominal)", f"{summ.krippendorff_alpha:.3f}")
+a[2].metric("mean pairwise Cohen's κ", f"{summ.mean_pairwise_kappa:.3f}", help=f"over {summ.pairs_used} pairs of the most active annotators")
+a[3].metric("items with ≥ 2 responses", f"{summ.items_used:,}")
+k1, k2 = st.columns(2)
+k1.plotly_chart(kappa_heatmap(stats["kappa"]), key="data_kappa")
+k2.plotly_chart(overlap_heatmap(stats["shared"]), key="data_overlap")
+
+if st.button("Clear data", key="clear_data"):
+    S.set_dataset(None)
+    st.rerun()

@@ -1,0 +1,76 @@
+"""Annotators page: confusion heatmaps (rows = true, columns = reported), skill ranking with bootstrap
+intervals, the ranking eigenvector of spectral methods, and the downloadable annotator table."""
+
+import streamlit as st
+
+from fusion_core import app_state as S
+from fusion_core.errors import UserInputError
+from fusion_core.methods import info as method_info
+from fusion_core.plots import confusion_heatmap, confusion_small_multiples, eigenvector_bar, skill_ranking
+
+ds = S.page_setup("Annotators")
+st.title("Annotators")
+if ds is None:
+    S.no_data_notice()
+    st.stop()
+results = S.active_results()
+if not results:
+    S.no_results_notice()
+    st.stop()
+
+method = st.selectbox("Method", list(results), key="ann_method")
+res = results[method]
+info_inputs = set(method_info(method).inputs)
+
+with st.expander("Uncertainty: bootstrap intervals (resampling items)", expanded=False):
+    c1, c2 = st.columns(2)
+    ss = S.state()  # settings survive page switches
+    n_boot = c1.select_slider("Bootstrap replicates", [20, 50, 100, 200], value=ss.get("fc_boot_n", 50), key="ann_nboot")
+    level = c2.select_slider("Interval level", [0.8, 0.9, 0.95], value=ss.get("fc_boot_level", 0.9), key="ann_level")
+    ss["fc_boot_n"], ss["fc_boot_level"] = n_boot, level
+    if info_inputs - {"plain"}:
+        st.caption("Item resampling would break this method's sequences / graph / context; no intervals.")
+    elif st.button("Compute intervals", key="ann_boot"):
+        try:
+            with st.spinner(f"Refitting {method} on {n_boot} bootstrap samples…", show_time=True):
+                S.bootstrap_for(ds, method, res, n_boot, level)
+        except UserInputError as exc:
+            st.error(S.md_escape(str(exc)))
+boot = S.cached_bootstrap(method, n_boot, level)
+intervals = boot.skills if boot is not None else None
+
+table = S.annotator_table(ds, res, intervals)
+st.plotly_chart(skill_ranking(res, intervals), key="ann_skill")
+if boot is not None:
+    st.caption(
+        f"{int(boot.level * 100)}% percentile intervals from {boot.n_bootstrap} item-bootstrap refits "
+        f"({boot.permuted} replicates needed their latent classes re-ordered, {boot.failed} failed)."
+    )
+
+if "eigenvector" in res.extras:
+    st.plotly_chart(eigenvector_bar(res), key="ann_eigen")
+
+st.subheader("Confusion matrices")
+if res.confusion is None:
+    st.info(f"{S.md_escape(method)} does not estimate confusion matrices; see the skill ranking above.")
+else:
+    c1, c2, c3 = st.columns([2, 1, 1])
+    search = c1.text_input("Search annotators", key="ann_search", placeholder="annotator id contains…")
+    order = c2.radio("Sort by skill", ["best first", "worst first"], horizontal=True, key="ann_sort")
+    panels = c3.slider("Panels", 1, 24, 8, key="ann_panels")
+    shown = table.sort_values("skill", ascending=order == "worst first")
+    if search:
+        shown = shown[shown.index.str.contains(search, case=False, regex=False)]
+    ids = list(res.workers.astype(str))
+    workers = [res.workers[ids.index(w)] for w in shown.index[:panels]]
+    if workers:
+        st.plotly_chart(confusion_small_multiples(res, workers, max_panels=panels), key="ann_confusions")
+        one = st.selectbox("One annotator in detail", workers, format_func=str, key="ann_one")
+        st.plotly_chart(confusion_heatmap(res, one), key="ann_confusion_one")
+    else:
+        st.caption("No annotator matches the search.")
+
+st.subheader("Annotator table")
+st.dataframe(table, key="ann_table")
+st.download_button("Download annotator table (CSV)", S.csv_bytes(table), file_name=f"annotators_{method}.csv",
+                   mime="text/csv", key="ann_download")

@@ -1,0 +1,95 @@
+"""Cartels page: eigenvalue spectrum against independent annotators, annotator loadings coloured by group,
+the groups with their test result, and what changes in the labels without the cartel."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from fusion_core import app_state as S
+from fusion_core.errors import UserInputError
+from fusion_core.plots import loadings_scatter, scree_plot
+
+ds = S.page_setup("Cartels")
+st.title("Cartels")
+st.caption(
+    "Colluding annotators (a cartel) agree with each other more than their accuracy explains. The detector "
+    "compares the spectrum of the annotators' agreement matrix with what independent annotators would give."
+)
+if ds is None:
+    S.no_data_notice()
+    st.stop()
+if S.cartel_detector() is None:
+    st.warning("Cartel detection is not available in this installation (fusion_core.diagnostics.cartels is missing).")
+    st.stop()
+if ds.responses.n_classes != 2:
+    st.info(
+        f"Cartel detection works on binary labels; this data has {ds.responses.n_classes} labels. "
+        "Load the crowd demo or binary data to use it."
+    )
+    st.stop()
+
+c1, c2 = st.columns(2)
+ss = S.state()  # remember the settings across page switches (widget state is dropped when leaving a page)
+n_boot = c1.select_slider("Bootstrap samples for the null", [50, 100, 200, 400], value=ss.get("fc_cartel_nboot", 100), key="cartel_nboot")
+alpha = c2.select_slider("Significance level α", [0.01, 0.05, 0.1], value=ss.get("fc_cartel_alpha", 0.05), key="cartel_alpha")
+ss["fc_cartel_nboot"], ss["fc_cartel_alpha"] = n_boot, alpha
+report = S.cached_cartels(ds, n_boot, alpha)
+if report is None and st.button("Detect cartels", type="primary", key="cartel_run"):
+    try:
+        with st.spinner("Fitting the independent model and its bootstrap null…", show_time=True):
+            report = S.cartels_for(ds, n_boot, alpha)
+    except UserInputError as exc:
+        st.error(S.md_escape(str(exc)))
+if report is None:
+    st.caption("Press **Detect cartels** (takes a few seconds on the bootstrap null).")
+    st.stop()
+
+for w in getattr(report, "warnings", []) or []:
+    st.warning(S.md_escape(w))
+groups = list(getattr(report, "groups", []) or [])
+if groups:
+    st.warning(f"{len(groups)} group(s) of annotators behave as a cartel (α = {alpha}).", icon=":material/group_off:")
+else:
+    st.success(f"No cartel detected at α = {alpha}: the spectrum is consistent with independent annotators.")
+
+left, right = st.columns(2)
+left.plotly_chart(scree_plot(report), key="cartel_scree")
+right.plotly_chart(loadings_scatter(report), key="cartel_loadings")
+
+p_values = np.atleast_1d(np.asarray(getattr(report, "p_value", []), dtype=float))
+if p_values.size:
+    st.dataframe(
+        pd.DataFrame({"extra component": np.arange(2, p_values.size + 2), "bootstrap p-value": p_values}),
+        key="cartel_tests", hide_index=True,
+    )
+if groups:
+    st.subheader("Groups")
+    rows = [{"group": f"cartel {i + 1}", "members": len(g), "annotators": ", ".join(sorted(map(str, g)))} for i, g in enumerate(groups)]
+    st.dataframe(rows, key="cartel_groups", hide_index=True)
+
+membership = getattr(report, "membership", None)
+scores = getattr(report, "scores", None)
+if membership is not None:
+    tab = pd.DataFrame({"group": pd.Series(membership).astype(str)})
+    if scores is not None:
+        tab["cartel score"] = pd.Series(scores).reindex(tab.index)
+    if ds.roles is not None:
+        tab["simulated role"] = ds.roles.reindex(tab.index).astype(str)
+    tab.index = tab.index.astype(str)
+    st.dataframe(tab.sort_values(tab.columns[-1] if "cartel score" not in tab else "cartel score", ascending=False),
+                 key="cartel_membership")
+
+labels = getattr(report, "labels", None)
+without = getattr(report, "labels_without_cartel", None)
+if labels is not None and without is not None:
+    st.subheader("Labels without the cartel")
+    a, b = pd.Series(labels), pd.Series(without)
+    common = a.index.intersection(b.index)
+    diff = common[a.loc[common].astype(str).to_numpy() != b.loc[common].astype(str).to_numpy()]
+    st.metric("items whose label changes when the cartel is excluded", f"{len(diff):,} of {len(common):,}")
+    if len(diff):
+        changed = pd.DataFrame({"with cartel": a.loc[diff].astype(str), "without cartel": b.loc[diff].astype(str)})
+        changed.index = changed.index.astype(str)
+        st.dataframe(changed, key="cartel_changed")
+        st.download_button("Download changed items (CSV)", S.csv_bytes(changed), "cartel_changed_items.csv",
+                           mime="text/csv", key="cartel_download")

@@ -1,0 +1,74 @@
+"""Items page: posterior table (filter, sort, search), confidence histogram, items to re-annotate,
+posteriors along a sequence, and a graph neighbourhood coloured by posterior label."""
+
+import streamlit as st
+
+from fusion_core import app_state as S
+from fusion_core.plots import neighbourhood_view, posterior_histogram, sequence_strip
+
+ds = S.page_setup("Items")
+st.title("Items")
+if ds is None:
+    S.no_data_notice()
+    st.stop()
+results = S.active_results()
+if not results:
+    S.no_results_notice()
+    st.stop()
+
+method = st.selectbox("Method", list(results), key="items_method")
+res = results[method]
+table = S.item_table(ds, res)
+
+st.plotly_chart(posterior_histogram(res), key="items_hist")
+
+st.subheader("Posterior table")
+c1, c2, c3 = st.columns([2, 2, 1])
+labels = c1.multiselect("Predicted label", sorted(table["label"].unique()), key="items_labels")
+search = c2.text_input("Search task id", key="items_search", placeholder="task id contains…")
+sort = c3.selectbox("Sort", ["lowest confidence first", "highest confidence first", "highest entropy first", "task id"],
+                    key="items_sort")
+shown = S.filter_items(table, labels=labels, search=search, sort=sort)
+st.caption(f"{len(shown):,} of {len(table):,} items")
+st.dataframe(
+    shown,
+    key="items_table",
+    column_config={
+        "confidence": st.column_config.ProgressColumn("confidence", min_value=0.0, max_value=1.0, format="%.3f"),
+        "entropy": st.column_config.NumberColumn("entropy", format="%.3f"),
+        **{c: st.column_config.NumberColumn(c, format="%.3f") for c in shown.columns if c.startswith("P(")},
+    },
+)
+st.download_button("Download posteriors (CSV)", S.csv_bytes(table), f"posteriors_{method}.csv", mime="text/csv",
+                   key="items_download_all")
+
+st.subheader("Items to re-annotate")
+n_low = st.slider("How many (lowest confidence first)", 10, max(10, min(1000, len(table))), min(50, len(table)), key="items_nlow")
+low = S.filter_items(table, labels=None, search="", sort="lowest confidence first").head(n_low)
+st.dataframe(low, key="items_reannotate", height=240)
+st.download_button("Download items to re-annotate (CSV)", S.csv_bytes(low), f"reannotate_{method}.csv", mime="text/csv",
+                   key="items_download_low")
+
+r = ds.responses
+if r.has_sequences:
+    st.subheader("Posteriors along a sequence")
+    seq = st.selectbox("Sequence", list(r.sequences), format_func=str, key="items_sequence")
+    st.plotly_chart(sequence_strip(res, r, seq), key="items_strip")
+
+if ds.graph is not None:
+    st.subheader("Graph neighbourhood")
+    graph = ds.graph_view
+    if graph is None:
+        st.caption("The item graph is not in a drawable form.")
+    else:
+        nodes = [str(n) for n in list(graph.nodes)[:1]]
+        c1, c2, c3 = st.columns(3)
+        center_id = c1.text_input("Centre item (task id)", value=nodes[0] if nodes else "", key="items_center")
+        radius = c2.slider("Hops", 1, 4, 2, key="items_radius")
+        max_nodes = c3.slider("Max nodes drawn", 20, 500, 150, key="items_maxnodes")
+        lookup = {str(n): n for n in graph.nodes}
+        if center_id in lookup:
+            st.plotly_chart(neighbourhood_view(graph, res, lookup[center_id], radius=radius, max_nodes=max_nodes),
+                            key="items_graph")
+        else:
+            st.warning(f"Item {S.md_escape(center_id)} is not a node of the graph.")

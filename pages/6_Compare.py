@@ -1,0 +1,53 @@
+"""Compare page: label agreement between methods, items that change, annotator rankings (Spearman ρ),
+accuracy against gold labels when given."""
+
+import streamlit as st
+
+from fusion_core import app_state as S
+from fusion_core.diagnostics.compare import changed_items, compare_methods
+from fusion_core.plots import accuracy_bar, agreement_matrix
+
+ds = S.page_setup("Compare")
+st.title("Compare methods")
+if ds is None:
+    S.no_data_notice()
+    st.stop()
+results = S.active_results()
+if not results:
+    S.no_results_notice()
+    st.stop()
+
+cmp = compare_methods(results, gold=ds.gold)
+st.dataframe(cmp.summary, key="cmp_summary")
+if len(results) < 2:
+    st.info("Fit at least two methods on the Fit page to compare them side by side.")
+
+st.plotly_chart(agreement_matrix(cmp.agreement), key="cmp_agreement")
+c1, c2 = st.columns(2)
+with c1:
+    st.markdown("**Items whose label differs** (method × method)")
+    st.dataframe(cmp.changed, key="cmp_changed")
+with c2:
+    st.markdown("**Annotator ranking agreement** (Spearman ρ of skills)")
+    st.dataframe(cmp.rank_correlation.round(3), key="cmp_rank")
+
+if ds.gold is not None:
+    src = "simulated truth" if ds.source == "demo" else "uploaded gold labels"
+    st.caption(f"Accuracy against {src} on {cmp.gold_items:,} items.")
+    st.plotly_chart(accuracy_bar(cmp.accuracy), key="cmp_accuracy")
+else:
+    st.caption("Upload gold labels on the Data page to see accuracy.")
+
+if len(results) >= 2:
+    st.subheader("Items that change between two methods")
+    names = list(results)
+    a1, a2 = st.columns(2)
+    first = a1.selectbox("First method", names, index=0, key="cmp_first")
+    second = a2.selectbox("Second method", names, index=1, key="cmp_second")
+    if first != second:
+        diff = changed_items(results[first], results[second])
+        diff.index = diff.index.astype(str)
+        st.caption(f"{len(diff):,} items change")
+        st.dataframe(diff, key="cmp_diff")
+        st.download_button("Download changed items (CSV)", S.csv_bytes(diff), f"changed_{first}_vs_{second}.csv",
+                           mime="text/csv", key="cmp_download")

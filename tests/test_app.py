@@ -1,0 +1,396 @@
+"""Streamlit AppTest: every page in every state (no data, demos, upload, after each method fit) and bad uploads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fusion_core.methods import available
+from fusion_core.simulate import dawid_skene
+
+pytest.importorskip("streamlit.testing.v1")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [
+    "pages/1_Data.py",
+    "pages/2_Fit.py",
+    "pages/3_Annotators.py",
+    "pages/4_Cartels.py",
+    "pages/5_Items.py",
+    "pages/6_Compare.py",
+]
+TITLES = {
+    "pages/1_Data.py": "Data",
+    "pages/2_Fit.py": "Fit methods",
+    "pages/3_Annotators.py": "Annotators",
+    "pages/4_Cartels.py": "Cartels",
+    "pages/5_Items.py": "Items",
+    "pages/6_Compare.py": "Compare methods",
+}
+RESULT_PAGES = ["pages/3_Annotators.py", "pages/5_Items.py", "pages/6_Compare.py"]
+
+
+def _app() -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _visit(at: AppTest, page: str) -> AppTest:
+    at.switch_page(page).run()
+    assert not at.exception, f"{page}: {[e.value for e in at.exception]}"
+    assert any(t.value == TITLES[page] for t in at.title), f"{page}: title missing"
+    return at
+
+
+def _charts(at: AppTest) -> int:
+    return len(at.get("plotly_chart"))
+
+
+def _frame(at: AppTest, *columns: str):
+    """The first dataframe on the page that has all these columns (AppTest exposes no dataframe keys)."""
+    for d in at.dataframe:
+        v = d.value
+        if set(columns) <= set(map(str, v.columns)):
+            return v
+    raise AssertionError(f"no dataframe with columns {columns}")
+
+
+def _csv(df) -> bytes:
+    return df.to_csv(index=False).encode()
+
+
+def _upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    _visit(at, "pages/1_Data.py")
+    at.file_uploader(key="upload_responses").set_value((name, data, "text/csv")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _use_columns(at: AppTest) -> AppTest:
+    at.button(key="use_columns").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _fit(at: AppTest, methods: list[str]) -> AppTest:
+    _visit(at, "pages/2_Fit.py")
+    at.multiselect(key="fit_methods").set_value(methods).run()
+    at.button(key="fit_button").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _enabled_methods(at: AppTest) -> list[str]:
+    return list(at.multiselect(key="fit_methods").options_values) if hasattr(at.multiselect(key="fit_methods"), "options_values") else [
+        o.split(" — ")[0] for o in at.multiselect(key="fit_methods").options
+    ]
+
+
+def test_home_loads_demo_and_every_page_renders():
+    at = _app()
+    assert at.session_state["fc_dataset"].source == "demo"
+    assert any("simulated" in s.value for s in at.success)
+    assert _charts(at) == 2
+    for page in PAGES:
+        _visit(at, page)
+    _visit(at, "pages/1_Data.py")
+    assert {m.label for m in at.metric} >= {"responses", "items", "annotators", "Fleiss' κ", "Krippendorff's α (nominal)"}
+    assert _charts(at) == 4  # counts, labels, κ heatmap, overlap
+    _visit(at, "pages/2_Fit.py")
+    table = _frame(at, "method", "needs")
+    assert set(table["method"]) == {m.name for m in available()}
+
+
+def test_no_data_state_every_page():
+    at = _app()
+    _visit(at, "pages/1_Data.py")
+    at.button(key="clear_data").click().run()
+    assert at.session_state["fc_dataset"] is None
+    for page in PAGES:
+        _visit(at, page)
+        if page != "pages/1_Data.py":
+            assert at.info, f"{page} should say that no data is loaded"
+    at.switch_page("app.py").run()
+    assert not at.exception and at.info
+
+
+@pytest.mark.parametrize("demo", ["crowd", "sequence", "graph"])
+def test_each_demo_then_every_enabled_method(demo):
+    at = _app()
+    _visit(at, "pages/1_Data.py")
+    at.selectbox(key="demo_choice").set_value(demo).run()
+    at.button(key="load_demo").click().run()
+    assert not at.exception
+    ds = at.session_state["fc_dataset"]
+    assert ds.source == "demo" and ds.gold is not None
+    for page in PAGES:
+        _visit(at, page)
+    _visit(at, "pages/2_Fit.py")
+    enabled = _enabled_methods(at)
+    needs = {m.name: set(m.needs()) for m in available()}
+    assert all(needs[m] <= set(ds.inputs) for m in enabled)
+    assert {m for m, n in needs.items() if n <= set(ds.inputs)} == set(enabled)
+    # the methods that need this demo's extra input, plus two plain ones (every plain method is fitted in
+    # test_every_method_on_uploaded_data; all methods on the full demos run under -m slow)
+    methods = [m for m in enabled if needs[m]] + ["ds", "mv"]
+    _fit(at, methods)
+    results = at.session_state["fc_active"]
+    failed = [e.value for e in at.error]
+    assert set(results) == set(methods), failed
+    count = at.session_state["fc_fit_count"]
+    for page in RESULT_PAGES:
+        _visit(at, page)
+        for m in methods:
+            if page in ("pages/3_Annotators.py", "pages/5_Items.py"):
+                key = "ann_method" if page == "pages/3_Annotators.py" else "items_method"
+                at.selectbox(key=key).set_value(m).run()
+                assert not at.exception, (page, m, [e.value for e in at.exception])
+                assert _charts(at) >= 1
+    _visit(at, "pages/5_Items.py")
+    assert len(_frame(at, "label", "confidence", "entropy")) == ds.responses.n_items
+    if demo == "sequence":
+        assert at.get("plotly_chart")[-1] is not None and at.selectbox(key="items_sequence")
+    if demo == "graph":
+        assert at.text_input(key="items_center").value
+    _visit(at, "pages/6_Compare.py")
+    cmp_table = _frame(at, "mean confidence", "accuracy on gold")
+    assert list(cmp_table.index) == list(results)
+    assert cmp_table["accuracy on gold"].notna().all()
+    assert at.session_state["fc_fit_count"] == count, "page switches must not refit"
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_every_method_on_uploaded_data(n_classes):
+    sim = dawid_skene(n_items=120, n_workers=8, n_classes=n_classes, responses_per_item=5, spammers=1, seed=5)
+    at = _app()
+    _upload(at, "small.csv", _csv(sim.responses))
+    _use_columns(at)
+    assert at.session_state["fc_dataset"].source == "upload"
+    for page in PAGES:
+        _visit(at, page)
+    _visit(at, "pages/2_Fit.py")
+    enabled = _enabled_methods(at)
+    assert {m.name for m in available() if not m.needs()} == set(enabled)
+    _fit(at, enabled)
+    assert set(at.session_state["fc_active"]) == set(enabled), [e.value for e in at.error]
+    for page in RESULT_PAGES:
+        _visit(at, page)
+        if page != "pages/6_Compare.py":
+            key = "ann_method" if page == "pages/3_Annotators.py" else "items_method"
+            for m in enabled:
+                at.selectbox(key=key).set_value(m).run()
+                assert not at.exception, (page, m, [e.value for e in at.exception])
+    _visit(at, "pages/6_Compare.py")
+    assert len(_frame(at, "mean confidence")) == len(enabled)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("demo", ["crowd", "sequence", "graph"])
+def test_all_methods_on_full_demos(demo):
+    at = _app()
+    _visit(at, "pages/1_Data.py")
+    at.selectbox(key="demo_choice").set_value(demo).run()
+    at.button(key="load_demo").click().run()
+    _visit(at, "pages/2_Fit.py")
+    enabled = _enabled_methods(at)
+    _fit(at, enabled)
+    assert set(at.session_state["fc_active"]) == set(enabled), [e.value for e in at.error]
+    for page in RESULT_PAGES:
+        _visit(at, page)
+
+
+def test_uploaded_data_with_context_column_and_fit():
+    from fusion_core.simulate.context import table1
+
+    sim = table1(n_items=200)
+    at = _app()
+    _upload(at, "context_export.csv", _csv(sim.responses))
+    assert at.selectbox(key="map_task").value == "task"
+    assert at.selectbox(key="map_context").value == "context"
+    _use_columns(at)
+    ds = at.session_state["fc_dataset"]
+    assert ds.source == "upload" and "context" in ds.inputs and ds.responses.n_items == 200
+    for page in PAGES:
+        _visit(at, page)
+    _visit(at, "pages/2_Fit.py")
+    enabled = _enabled_methods(at)
+    ctx_methods = [m.name for m in available() if "context" in m.needs()]
+    assert set(ctx_methods) <= set(enabled)
+    _fit(at, ctx_methods + ["mv"])
+    assert set(at.session_state["fc_active"]) == set(ctx_methods + ["mv"]), [e.value for e in at.error]
+    for page in RESULT_PAGES:
+        _visit(at, page)
+
+
+def test_fit_cache_and_page_switches_do_not_refit():
+    at = _app()
+    _fit(at, ["ds", "mv"])
+    assert at.session_state["fc_fit_count"] == 2
+    for _ in range(2):
+        for page in PAGES + ["app.py"]:
+            at.switch_page(page).run()
+            assert not at.exception
+    assert at.session_state["fc_fit_count"] == 2
+    _fit(at, ["ds", "mv"])  # same data, same parameters: served from the cache
+    assert at.session_state["fc_fit_count"] == 2
+    at.number_input(key="param_ds_smoothing").set_value(1.0).run()
+    at.button(key="fit_button").click().run()
+    assert at.session_state["fc_fit_count"] == 3
+    assert at.session_state["fc_params"]["ds"] == {"smoothing": 1.0}
+
+
+def test_annotator_bootstrap_error_bars_and_downloads():
+    at = _app()
+    _fit(at, ["ds"])
+    _visit(at, "pages/3_Annotators.py")
+    at.select_slider(key="ann_nboot").set_value(20).run()
+    at.button(key="ann_boot").click().run()
+    assert not at.exception
+    table = _frame(at, "skill", "responses")
+    assert {"skill", "skill low", "skill high", "simulated role"} <= set(table.columns)
+    assert (table["skill low"] <= table["skill"] + 1e-9).all()
+    spam = table[table["simulated role"] == "spammer"]
+    honest = table[table["simulated role"] == "honest"]
+    assert spam["skill"].max() < honest["skill"].median()
+    assert at.get("download_button")
+
+
+def _state_snapshot(at: AppTest):
+    ds = at.session_state["fc_dataset"]
+    return ds.fingerprint, ds.name
+
+
+@pytest.mark.parametrize(
+    "name,data,expect",
+    [
+        ("empty.csv", b"", "empty"),
+        ("garbage.csv", bytes(np.random.default_rng(0).integers(0, 256, 4000, dtype=np.uint8)), "utf"),
+        ("big.csv", b"task,worker,label\n" + b"t1,w1,a\n" * 2000, "limit"),
+    ],
+)
+def test_bad_upload_read_errors_keep_state(name, data, expect):
+    at = _app()
+    before = _state_snapshot(at)
+    at.session_state["fc_max_upload_bytes"] = 10_000  # lowered limit: 'big.csv' is 16 kB
+    _upload(at, name, data)
+    assert len(at.error) == 1, [e.value for e in at.error]
+    assert expect in at.error[0].value.lower()
+    assert _state_snapshot(at) == before
+    _visit(at, "pages/3_Annotators.py")  # other pages still work on the previous data
+    assert _state_snapshot(at) == before
+
+
+def test_oversize_upload_message_names_the_limit():
+    at = _app()
+    at.session_state["fc_max_upload_bytes"] = 1024
+    payload = _csv(dawid_skene(n_items=200, n_workers=5, seed=0).responses)
+    _upload(at, "export.csv", payload)
+    assert len(at.error) == 1 and "upload limit" in at.error[0].value
+
+
+def test_wrong_columns_one_clear_error_and_state_kept():
+    at = _app()
+    before = _state_snapshot(at)
+    _upload(at, "two_cols.csv", b"a,b\n1,2\n3,4\n")
+    _use_columns(at)
+    assert len(at.error) == 1
+    assert "three different columns" in at.error[0].value
+    assert _state_snapshot(at) == before
+
+
+def test_html_labels_refused_escaped_and_state_kept():
+    sim = dawid_skene(n_items=100, n_workers=6, n_classes=2, labels=["ok", "<script>alert(1)</script>"], seed=1)
+    at = _app()
+    before = _state_snapshot(at)
+    _upload(at, "labels.csv", _csv(sim.responses))
+    _use_columns(at)
+    assert len(at.error) == 1
+    msg = at.error[0].value
+    assert "HTML markup" in msg
+    assert "<script>" not in msg and r"\<script\>" in msg  # shown literally, never as markup
+    assert _state_snapshot(at) == before
+
+
+def test_user_strings_escaped_in_markdown():
+    sim = dawid_skene(n_items=60, n_workers=5, n_classes=2, seed=2)
+    at = _app()
+    _upload(at, "<b>evil</b>_name.csv", _csv(sim.responses))
+    _use_columns(at)
+    ds = at.session_state["fc_dataset"]
+    assert ds.source == "upload"
+    for page in PAGES:
+        _visit(at, page)
+        texts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [c.value for c in at.sidebar.caption]
+        assert not any("<b>evil" in t for t in texts), page
+    assert any(r"\<b\>evil\</b\>" in c.value for c in at.sidebar.caption)
+
+
+def test_wide_upload():
+    sim = dawid_skene(n_items=80, n_workers=6, n_classes=2, responses_per_item=6, seed=3)
+    wide = sim.responses.pivot(index="task", columns="worker", values="label").reset_index()
+    at = _app()
+    _upload(at, "wide.csv", _csv(wide))
+    at.radio(key="map_layout").set_value("wide").run()
+    at.selectbox(key="map_task").set_value("task").run()
+    _use_columns(at)
+    assert not at.error
+    ds = at.session_state["fc_dataset"]
+    assert ds.responses.n_items == 80 and ds.responses.n_workers == 6
+
+
+def test_cartel_page_finds_the_simulated_cartel():
+    at = _app()
+    _visit(at, "pages/4_Cartels.py")
+    if at.session_state["fc_dataset"].responses.n_classes != 2:
+        pytest.fail("the default demo should be the binary crowd")
+    at.select_slider(key="cartel_nboot").set_value(50).run()
+    at.button(key="cartel_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.get("plotly_chart")) == 2  # scree + loadings
+    report = next(iter(at.session_state["fc_cartels"].values()))
+    roles = at.session_state["fc_dataset"].roles
+    assert len(report.groups) == 1
+    assert {str(w) for w in report.groups[0]} == set(roles.index[roles == "cartel 1"])
+    assert any("cartel" in w.value for w in at.warning)
+    groups = _frame(at, "group", "members")
+    assert groups["members"].tolist() == [len(report.groups[0])]
+    count = at.session_state["fc_fit_count"]
+    _visit(at, "pages/1_Data.py")
+    _visit(at, "pages/4_Cartels.py")  # cached: the report is shown again without re-running the detector
+    assert len(at.get("plotly_chart")) == 2 and at.session_state["fc_fit_count"] == count
+
+
+def test_gold_and_graph_uploads_enable_evaluation_and_graph_methods():
+    from fusion_core.demo import graph_demo
+
+    demo = graph_demo()
+    at = _app()
+    _upload(at, "answers.csv", _csv(demo.responses))
+    _use_columns(at)
+    before = at.session_state["fc_dataset"].fingerprint
+    gold = demo.truth.rename("truth").reset_index()
+    at.file_uploader(key="upload_gold").set_value(("truth.csv", _csv(gold), "text/csv")).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    ds = at.session_state["fc_dataset"]
+    assert ds.gold is not None and len(ds.gold) == 300 and ds.fingerprint == before  # gold does not invalidate fits
+    edges = "source,target\n" + "\n".join(f"{u},{v}" for u, v in demo.graph.edges)
+    at.file_uploader(key="upload_graph").set_value(("edges.csv", edges.encode(), "text/csv")).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    ds = at.session_state["fc_dataset"]
+    assert "graph" in ds.inputs and ds.graph_view.number_of_edges() == demo.graph.number_of_edges()
+    bad = "source,target\nn0,not-a-task\n"
+    at.file_uploader(key="upload_graph").set_value(("bad.csv", bad.encode(), "text/csv")).run()
+    assert len(at.error) == 1 and at.session_state["fc_dataset"].fingerprint == ds.fingerprint
+    graph_methods = [m.name for m in available() if "graph" in m.needs()]
+    _fit(at, graph_methods + ["mv"])
+    assert set(at.session_state["fc_active"]) == set(graph_methods + ["mv"]), [e.value for e in at.error]
+    _visit(at, "pages/5_Items.py")
+    assert at.text_input(key="items_center").value == "n0"
+    assert len(at.get("plotly_chart")) == 2  # confidence histogram + neighbourhood
+    _visit(at, "pages/6_Compare.py")
+    assert _frame(at, "accuracy on gold")["accuracy on gold"].notna().all()

@@ -1,0 +1,162 @@
+"""Real-browser end-to-end test: Streamlit server + Playwright driving Debian's Chromium.
+
+Starts ``streamlit run app.py`` on a free loopback port, uploads a CSV, maps the columns, fits
+Dawid–Skene, and checks that the confusion heatmap and the posterior table render.  Screenshots go to
+``test-artifacts/``.  Skips with a reason when /usr/bin/chromium or Playwright is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fusion_core.simulate import dawid_skene
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+TIMEOUT_MS = 30_000
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"streamlit did not become healthy within {timeout:.0f}s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def server(tmp_path):
+    if not CHROMIUM.exists():
+        pytest.skip("Debian Chromium is not installed at /usr/bin/chromium (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = _free_port()
+    log = ARTIFACTS / "e2e-streamlit.log"
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+             "--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc, log)
+        yield url
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def _goto_page(page, name: str) -> None:
+    page.locator('[data-testid="stSidebarNav"] a', has_text=re.compile(rf"^\s*{name}\s*$")).first.click()
+    page.get_by_role("heading", name=re.compile(name)).first.wait_for(timeout=TIMEOUT_MS)
+
+
+def _no_exception(page) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_upload_fit_and_explore(server, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    sim = dawid_skene(n_items=400, n_workers=12, n_classes=3, responses_per_item=5, labels=["cat", "dog", "<b>bird</b>"], seed=11)
+    csv = tmp_path / "export.csv"
+    sim.responses.rename(columns={"task": "item_id", "worker": "annotator", "label": "answer"}).to_csv(csv, index=False)
+    good = tmp_path / "clean.csv"
+    sim.responses.assign(label=sim.responses["label"].str.replace("<b>bird</b>", "bird", regex=False)).rename(
+        columns={"task": "item_id", "worker": "annotator", "label": "answer"}
+    ).to_csv(good, index=False)
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(server, wait_until="domcontentloaded")
+            page.get_by_role("heading", name="Annotator reliability audit").wait_for()
+            expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "e2e-01-home-demo.png"), full_page=True)
+
+            _goto_page(page, "Cartels")  # the built-in demo is a binary crowd with a simulated cartel
+            page.get_by_role("button", name="Detect cartels").click()
+            expect(page.locator('[data-testid="stPlotlyChart"]', has_text="scree").first).to_be_visible()
+            expect(page.get_by_text("group(s) of annotators behave as a cartel")).to_be_visible()
+            _no_exception(page)
+            page.screenshot(path=str(ARTIFACTS / "e2e-01b-cartels-demo.png"), full_page=True)
+
+            _goto_page(page, "Data")
+            page.get_by_role("tab", name="Upload responses").click()
+            uploader = page.locator('[data-testid="stFileUploaderDropzoneInput"]').first
+            # a label with HTML markup is refused with one clear message; the demo data stays loaded
+            uploader.set_input_files(str(csv))
+            expect(page.get_by_text(re.compile(r"Map the columns of\s*export"))).to_be_visible()
+            page.get_by_role("button", name="Use these columns").click()
+            expect(page.locator('[data-testid="stAlertContentError"]')).to_have_count(1)
+            expect(page.locator('[data-testid="stAlertContentError"]')).to_contain_text("HTML markup")
+            assert page.locator("b", has_text="bird").count() == 0  # shown as text, never rendered
+            page.screenshot(path=str(ARTIFACTS / "e2e-02-html-label-refused.png"), full_page=True)
+
+            uploader.set_input_files(str(good))
+            expect(page.get_by_text(re.compile(r"Map the columns of\s*clean"))).to_be_visible()
+            page.get_by_role("button", name="Use these columns").click()
+            expect(page.get_by_text("Loaded 2,000 responses from the upload.")).to_be_visible()
+            _no_exception(page)
+            page.screenshot(path=str(ARTIFACTS / "e2e-03-data-uploaded.png"), full_page=True)
+
+            _goto_page(page, "Fit")
+            page.locator('[data-testid="stMultiSelect"]').first.click()
+            page.get_by_role("option", name=re.compile(r"^ds — ")).click()
+            page.keyboard.press("Escape")
+            page.get_by_role("button", name="Fit selected methods").click()
+            expect(page.get_by_text("Fitted: ds")).to_be_visible()
+            _no_exception(page)
+            page.screenshot(path=str(ARTIFACTS / "e2e-04-fit.png"), full_page=True)
+
+            _goto_page(page, "Annotators")
+            heat = page.locator('[data-testid="stPlotlyChart"]', has_text="Confusion matrices")
+            expect(heat.first).to_be_visible()
+            expect(heat.first.get_by_text("true", exact=True).first).to_be_attached()  # y axis: true class (rows)
+            expect(heat.first.get_by_text("reported", exact=True).first).to_be_attached()  # x axis: reported
+            _no_exception(page)
+            heat.first.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "e2e-05-annotators.png"), full_page=True)
+
+            _goto_page(page, "Items")
+            expect(page.get_by_role("heading", name="Posterior table")).to_be_visible()
+            table = page.locator('[data-testid="stDataFrame"]').first
+            expect(table).to_be_visible()
+            _no_exception(page)
+            page.screenshot(path=str(ARTIFACTS / "e2e-06-items.png"), full_page=True)
+        finally:
+            browser.close()

@@ -1,0 +1,295 @@
+"""Ensemble HMM (spec sequential-networked §2.3; oracles T1, T2, T6–T9, T15)."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fusion_core.data.responses import Responses
+from fusion_core.errors import UserInputError
+from fusion_core.methods import create
+from fusion_core.methods.dawid_skene import e_step, m_step, unary_log_likelihood
+from fusion_core.methods.hmm import (
+    HMMState,
+    baum_welch,
+    estimate_transition_mm,
+    forward_backward,
+    layout_from_responses,
+    lagged_moments,
+    viterbi,
+)
+from fusion_core.metrics import accuracy, confusion_error, transition_error
+from fusion_core.simulate.sequential import gen_confusions, hmm_chain, stationary, transition_matrix
+
+
+def _random_problem(seed=0, k=3, m=3, n=6):
+    rng = np.random.default_rng(seed)
+    conf = rng.dirichlet(np.ones(k), size=(m, k))  # workers × true × reported
+    t = rng.dirichlet(np.ones(k), size=k).T  # column-stochastic, not symmetric
+    p0 = rng.dirichlet(np.ones(k))
+    y = rng.integers(0, k, size=n)
+    f = np.array([[rng.choice(k, p=conf[w, y[i]]) for i in range(n)] for w in range(m)])
+    log_e = np.log(conf[np.arange(m)[:, None], :, f].transpose(1, 2, 0)).sum(axis=2)  # n × K: Σ_m log Γ_m(f_m, k)
+    return conf, t, p0, f, log_e
+
+
+def _brute_force(log_e, t, p0):
+    n, k = log_e.shape
+    paths = np.array(list(itertools.product(range(k), repeat=n)))
+    logp = np.log(p0[paths[:, 0]]) + log_e[np.arange(n), paths].sum(axis=1)
+    logp += np.log(t[paths[:, 1:], paths[:, :-1]]).sum(axis=1)  # T[next, prev]
+    p = np.exp(logp)
+    z = p.sum()
+    q = np.zeros((n, k))
+    xi = np.zeros((n - 1, k, k))
+    for i in range(n):
+        np.add.at(q[i], paths[:, i], p / z)
+    for i in range(n - 1):
+        np.add.at(xi[i], (paths[:, i], paths[:, i + 1]), p / z)
+    return q, xi, z, paths[np.argmax(logp)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_t1_forward_backward_matches_enumeration(seed):
+    conf, t, p0, f, log_e = _random_problem(seed)
+    q_bf, xi_bf, z, path_bf = _brute_force(log_e, t, p0)
+    fb = forward_backward(log_e[None], np.array([6]), t, p0, return_xi=True)
+    np.testing.assert_allclose(fb.posterior[0], q_bf, atol=1e-10)
+    np.testing.assert_allclose(fb.xi[0], xi_bf, atol=1e-10)
+    assert abs(fb.log_likelihood[0] - np.log(z)) < 1e-10
+    # eq. (47): Σ_k α_nk β_nk (unscaled) is the same for every n and equals Pr(F)
+    mx = log_e.max(axis=1)
+    log_c = np.log(fb.scale[0])
+    for i in range(6):
+        log_alpha_unscaled = np.log(fb.alpha[0, i]) + np.cumsum(log_c)[i] + mx[: i + 1].sum()
+        log_beta_unscaled = np.log(fb.beta[0, i]) + log_c[i + 1 :].sum() + mx[i + 1 :].sum()
+        total = np.log(np.exp(log_alpha_unscaled + log_beta_unscaled).sum())
+        assert abs(total - np.log(z)) < 1e-10
+    path = viterbi(log_e[None], np.array([6]), t, p0)[0]
+    np.testing.assert_array_equal(path, path_bf)
+
+
+def test_batched_sequences_of_different_lengths_match_single_runs():
+    rng = np.random.default_rng(3)
+    k = 3
+    t = rng.dirichlet(np.ones(k), size=k).T
+    p0 = rng.dirichlet(np.ones(k))
+    lengths = np.array([4, 1, 6, 2])
+    log_e = np.zeros((4, 6, k))
+    for s, n in enumerate(lengths):
+        log_e[s, :n] = np.log(rng.dirichlet(np.ones(k), size=n))
+    fb = forward_backward(log_e, lengths, t, p0)
+    paths = viterbi(log_e, lengths, t, p0)
+    for s, n in enumerate(lengths):
+        one = forward_backward(log_e[s : s + 1, :n], np.array([n]), t, p0)
+        np.testing.assert_allclose(fb.posterior[s, :n], one.posterior[0], atol=1e-12)
+        assert abs(fb.log_likelihood[s] - one.log_likelihood[0]) < 1e-10
+        q_bf, _, _, path_bf = _brute_force(log_e[s, :n], t, p0) if n > 1 else (None, None, None, None)
+        if n > 1:
+            np.testing.assert_array_equal(paths[s, :n], path_bf)
+        assert (paths[s, n:] == -1).all()
+
+
+def _sim_responses(sim):
+    return Responses.from_frame(sim.responses)
+
+
+def test_t2_hmm_with_iid_chain_reduces_to_dawid_skene():
+    sim = hmm_chain(n_sequences=20, length=10, chain="random", seed=4)
+    resp = _sim_responses(sim)
+    lay = layout_from_responses(resp)
+    pi = np.array([0.4, 0.3, 0.2, 0.1])
+    t = np.repeat(pi[:, None], 4, axis=1)  # every column = π
+    conf = sim.confusion
+    log_e = lay.pad(unary_log_likelihood(resp, conf))
+    fb = forward_backward(log_e, lay.lengths, t, pi)
+    q_ds, _ = e_step(resp, conf, pi)
+    v = lay.valid
+    np.testing.assert_allclose(fb.posterior[v], q_ds[lay.index[v]], atol=1e-10)
+    path = viterbi(log_e, lay.lengths, t, pi)
+    map_labels = np.argmax(unary_log_likelihood(resp, conf) + np.log(pi), axis=1)
+    np.testing.assert_array_equal(path[v], map_labels[lay.index[v]])
+    state, _, _, _, _ = baum_welch(resp, lay, HMMState(conf, t, pi), smoothing=0.0, max_iter=1)
+    conf_ds, _ = m_step(resp, q_ds, 0.0, False)
+    np.testing.assert_allclose(state.confusion, conf_ds, atol=1e-10)
+
+
+def test_t15_transition_from_true_parameters_and_population_moments():
+    rng = np.random.default_rng(0)
+    k, m = 4, 10
+    conf = gen_confusions(k, m, 6, 0.3, 0.5, rng)
+    gamma = conf.transpose(0, 2, 1)  # paper Γ_m[resp, true]
+    t = transition_matrix("cyclic", k)
+    pi = stationary(t)
+    a = t * pi[None, :]
+    s_tilde = np.einsum("aik,kl,bjl->abij", gamma, a, gamma)  # Γ_m A Γ_m'ᵀ
+    t_hat, a_hat, pi_hat = estimate_transition_mm(gamma, s_tilde, np.full((m, m), 1e6))
+    assert transition_error(t, t_hat) <= 0.02
+    np.testing.assert_allclose(t_hat.sum(axis=0), 1.0, atol=1e-12)
+    # the lag orientation matters: the time-reversed moments give a clearly different chain (P2)
+    t_rev, _, _ = estimate_transition_mm(gamma, s_tilde.transpose(1, 0, 3, 2), np.full((m, m), 1e6))
+    assert transition_error(t, t_rev) >= 1.0
+
+
+def test_lagged_moments_never_cross_sequence_boundaries():
+    df = pd.DataFrame(
+        {
+            "task": ["a0", "a1", "b0", "b1", "a0", "a1", "b0", "b1"],
+            "worker": ["u", "u", "u", "u", "v", "v", "v", "v"],
+            "label": [0, 1, 1, 0, 0, 1, 1, 0],
+            "sequence": ["a", "a", "b", "b"] * 2,
+            "position": [0, 1, 0, 1] * 2,
+        }
+    )
+    resp = Responses.from_frame(df)
+    s, support = lagged_moments(resp, layout_from_responses(resp))
+    assert support.sum() == 2 * 4  # two transitions, 2×2 learner pairs each
+    u = list(resp.workers).index("u")
+    # pair (u at n, u at n-1): seq a gives (1, 0), seq b gives (0, 1)
+    np.testing.assert_allclose(s[u, u], [[0, 0.5], [0.5, 0]])
+
+
+def _run(sim, names):
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in names:
+            out[name] = create(name).fit(sim.responses)
+    return out
+
+
+def _oracle_acc(sim):
+    resp = _sim_responses(sim)
+    lay = layout_from_responses(resp)
+    log_e = lay.pad(unary_log_likelihood(resp, sim.confusion))
+    path = viterbi(log_e, lay.lengths, sim.extras["transition"], sim.extras["start_prob"])
+    v = lay.valid
+    pred = pd.Series(np.zeros(resp.n_items, dtype=int), index=resp.items)
+    pred.iloc[lay.index[v]] = path[v]
+    return accuracy(pred, sim.truth), resp
+
+
+def _check_t6(seed, n_sequences=100, gap=0.03):
+    sim = hmm_chain(n_sequences=n_sequences, chain="sticky", seed=seed)
+    fits = _run(sim, ["ds", "hmm-mm", "hmm-em"])
+    acc = {k: accuracy(v.labels_, sim.truth) for k, v in fits.items()}
+    oracle, _ = _oracle_acc(sim)
+    t_true = sim.extras["transition"]
+    assert acc["hmm-em"] - acc["ds"] >= gap, acc
+    assert oracle - acc["hmm-em"] <= 0.015
+    if n_sequences == 100:
+        assert transition_error(t_true, fits["hmm-mm"].transition_.to_numpy()) <= 0.25
+        assert transition_error(t_true, fits["hmm-em"].transition_.to_numpy()) <= 0.15
+        assert confusion_error(sim.confusion, fits["hmm-em"].confusion_) <= 0.10
+        assert confusion_error(sim.confusion, fits["hmm-mm"].confusion_) <= 0.12
+    else:
+        assert transition_error(t_true, fits["hmm-em"].transition_.to_numpy()) <= 0.3
+    return fits
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_t6_sequential_benefit_sticky_chain(seed):
+    fits = _check_t6(seed)
+    est = fits["hmm-em"]
+    # fitted attributes: orientation documented as T[next, previous], column-stochastic
+    assert est.transition_.index.name == "next" and est.transition_.columns.name == "previous"
+    np.testing.assert_allclose(est.transition_.sum(axis=0), 1.0, atol=1e-9)
+    assert est.viterbi_.equals(est.labels_)
+    assert set(est.result_.extras) >= {"transition", "start_prob", "viterbi"}
+    tr = est.loss_history_
+    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(tr, tr[1:]))  # Baum–Welch never decreases
+
+
+def test_t6_model_level_viterbi_beats_iid_map():
+    sim = hmm_chain(chain="sticky", seed=0)
+    oracle, resp = _oracle_acc(sim)
+    iid = np.argmax(unary_log_likelihood(resp, sim.confusion) + np.log(sim.class_prior), axis=1)
+    iid_acc = accuracy(pd.Series(iid, index=resp.items), sim.truth)
+    assert oracle - iid_acc >= 0.04
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(10))
+def test_t6_many_seeds(seed):
+    _check_t6(seed)
+    _check_t6(seed, n_sequences=25, gap=0.02)
+
+
+@pytest.mark.parametrize("seed", [0])
+def test_t7_no_harm_with_iid_labels(seed):
+    sim = hmm_chain(chain="iid", seed=seed)
+    fits = _run(sim, ["ds", "hmm-em"])
+    assert abs(accuracy(fits["hmm-em"].labels_, sim.truth) - accuracy(fits["ds"].labels_, sim.truth)) <= 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(1, 10))
+def test_t7_many_seeds(seed):
+    test_t7_no_harm_with_iid_labels(seed)
+
+
+@pytest.mark.slow
+def test_t8_errors_shrink_with_n():
+    err = {}
+    for n_seq in (25, 100):
+        t_err, c_err = [], []
+        for seed in range(5):
+            sim = hmm_chain(n_sequences=n_seq, chain="sticky", seed=seed)
+            est = _run(sim, ["hmm-em"])["hmm-em"]
+            t_err.append(transition_error(sim.extras["transition"], est.transition_.to_numpy()))
+            c_err.append(confusion_error(sim.confusion, est.confusion_))
+        err[n_seq] = (np.mean(t_err), np.mean(c_err))
+    assert err[100][0] < err[25][0] and err[100][1] < err[25][1]
+
+
+def _check_t9(seed):
+    sim = hmm_chain(chain="cyclic", seed=seed)
+    resp = _sim_responses(sim)
+    lay = layout_from_responses(resp)
+    fits = _run(sim, ["hmm-mm", "hmm-em"])
+    t_true = sim.extras["transition"]
+    assert transition_error(t_true, fits["hmm-mm"].transition_.to_numpy()) <= 0.3
+    # the lag-swapped estimate (P2 bug) is far off: the test is sensitive to orientation
+    s, support = lagged_moments(resp, lay)
+    gamma = fits["hmm-mm"].confusion_.transpose(0, 2, 1)
+    t_swapped, _, _ = estimate_transition_mm(gamma, s.transpose(1, 0, 3, 2), support.T)
+    assert transition_error(t_true, t_swapped) >= 1.0
+    oracle, _ = _oracle_acc(sim)
+    assert accuracy(fits["hmm-em"].labels_, sim.truth) >= oracle - 0.02
+
+
+def test_t9_orientation_guard_cyclic_chain():
+    _check_t9(0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(1, 5))
+def test_t9_many_seeds(seed):
+    _check_t9(seed)
+
+
+def test_hmm_mv_and_missing_responses():
+    sim = hmm_chain(n_sequences=60, chain="sticky", p_observe=0.5, seed=5)
+    fits = _run(sim, ["ds", "hmm-mv"])
+    assert accuracy(fits["hmm-mv"].labels_, sim.truth) > accuracy(fits["ds"].labels_, sim.truth)
+
+
+def test_hmm_requires_sequences_and_validates_parameters():
+    sim = hmm_chain(n_sequences=5, length=5, seed=0)
+    with pytest.raises(UserInputError):
+        create("hmm-em").fit(sim.responses.drop(columns=["sequence", "position"]))
+    with pytest.raises(UserInputError):
+        create("hmm-mv", decode="beam").fit(sim.responses)
+
+
+def test_length_one_sequences_are_handled():
+    sim = hmm_chain(n_sequences=300, length=1, n_classes=3, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = create("hmm-mv").fit(sim.responses)
+    assert accuracy(est.labels_, sim.truth) > 0.6
+    assert np.isfinite(est.transition_.to_numpy()).all()
