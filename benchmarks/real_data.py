@@ -64,6 +64,7 @@ def main() -> None:
             except Exception as exc:  # a method may refuse a dataset (e.g. binary-only on K > 2): report it
                 print(f"  {ds} / {m}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
             secs.loc[ds, m] = time.perf_counter() - t0
+            print(f"  {ds:<15} {m:<14} acc {acc.loc[ds, m]:.4f}  {secs.loc[ds, m]:7.2f} s", flush=True)
         for m, make in ck.items():
             t0 = time.perf_counter()
             try:
@@ -74,6 +75,7 @@ def main() -> None:
             except Exception as exc:
                 print(f"  {ds} / {m}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
             secs.loc[ds, m] = time.perf_counter() - t0
+            print(f"  {ds:<15} {m:<14} acc {acc.loc[ds, m]:.4f}  {secs.loc[ds, m]:7.2f} s", flush=True)
     pd.set_option("display.width", 250)
     pd.set_option("display.max_columns", 50)
     print("\nAccuracy on gold items (NaN = method refused the dataset)")

@@ -58,9 +58,15 @@ class AnnealSchedule:
 def resolve_schedule(anneal: Any) -> AnnealSchedule | None:
     """``None``/``False`` → no annealing; ``True``/``"default"`` → the default schedule; a dict overrides fields
     (``T0``, ``factor``, ``inner_max``, ``inner_tol``, ``T_final``, ``guard``, ``schedule`` …)."""
+    if isinstance(anneal, str):  # command-line / app spellings
+        low = anneal.strip().lower()
+        if low in ("", "none", "false", "off", "no", "0"):
+            return None
+        if low in ("default", "true", "on", "yes", "1"):
+            return AnnealSchedule()
     if anneal is None or anneal is False:
         return None
-    if anneal is True or anneal == "default":
+    if anneal is True:
         return AnnealSchedule()
     if isinstance(anneal, AnnealSchedule):
         return anneal
@@ -231,3 +237,22 @@ def anneal_dawid_skene(
     )
     clamp_gold(res.posterior, gold)
     return res
+
+
+def majority_alignment(resp, posterior: np.ndarray) -> np.ndarray:
+    """Hungarian matching (spec §7.4) between argmax-posterior classes and majority-vote labels: returns the
+    permutation ``perm`` maximising agreement (``perm[k]`` = majority label matched to posterior class k).
+    The identity means no sign of label switching."""
+    from scipy.optimize import linear_sum_assignment
+
+    K = posterior.shape[1]
+    votes = resp.vote_counts()
+    has = votes.sum(axis=1) > 0
+    mv = np.argmax(votes[has], axis=1)
+    em = np.argmax(posterior[has], axis=1)
+    table = np.zeros((K, K))
+    np.add.at(table, (em, mv), 1.0)
+    rows, cols = linear_sum_assignment(-table)
+    perm = np.empty(K, dtype=np.int64)
+    perm[rows] = cols
+    return perm

@@ -336,6 +336,28 @@ def read_gold_upload(name: str, data: bytes, responses: Responses, limit: int) -
     return gold
 
 
+def read_context_upload(name: str, data: bytes, responses: Responses, limit: int) -> pd.Series:
+    """A numeric context value per item from an uploaded file with ``task`` and ``context`` columns."""
+    from fusion_core.data.loading import read_context
+
+    if len(data) > limit:
+        raise UserInputError(f"{name} is over the {limit / 1e6:,.1f} MB upload limit.")
+    ctx = read_context(io.BytesIO(data), name=name)
+    codes = responses.item_codes(ctx.index, what="context tasks", strict=False)
+    if (codes < 0).all():
+        raise UserInputError("none of the context tasks occur in the responses; check the task ids.")
+    ctx = ctx[codes >= 0]
+    ctx.index = responses.items.take(codes[codes >= 0])
+    return ctx.rename("context")
+
+
+def with_context(ds: Dataset, context: pd.Series | None) -> Dataset:
+    new = make_dataset(ds.responses, name=ds.name, source=ds.source, gold=ds.gold, graph=ds.graph, graph_name=ds.graph_name,
+                       context=context, roles=ds.roles, description=ds.description)
+    new.graph_view, new.messages = ds.graph_view, list(ds.messages)
+    return new
+
+
 def read_graph_upload(name: str, data: bytes, responses: Responses, limit: int) -> Any:
     """An item graph (edge-list CSV, GraphML, GML) from an upload, in the form graph methods take."""
     if len(data) > limit:
@@ -386,7 +408,12 @@ def method_status(ds: Dataset | None) -> list[tuple[MethodInfo, bool, str]]:
         if ds is None:
             out.append((info, False, "load data first"))
         elif missing:
-            need = {"sequence": "sequence + position columns", "graph": "an item graph", "context": "a context column"}
+            need = {
+                "sequence": "sequence + position columns",
+                "graph": "an item graph",
+                "context": "a context value per item",
+                "multilabel": "multi-label responses (label sets; use the library API)",
+            }
             out.append((info, False, "needs " + ", ".join(need.get(m, m) for m in missing)))
         else:
             out.append((info, True, ""))
@@ -556,9 +583,8 @@ def item_table(ds: Dataset, result: FitResult) -> pd.DataFrame:
     for k, c in enumerate(result.classes):
         df[f"P({c})"] = post[:, k]
     if ds.gold is not None:
-        g = ds.gold.copy()
-        g.index = g.index.astype(str)
-        df["gold"] = g.reindex(df.index).astype(object).where(lambda s: s.notna(), None).astype(str).replace("None", "")
+        g = pd.Series(ds.gold.astype(str).to_numpy(), index=ds.gold.index.astype(str))
+        df["gold"] = g.reindex(df.index).fillna("")
     return df
 
 
@@ -588,8 +614,10 @@ def with_gold(ds: Dataset, gold: pd.Series | None) -> Dataset:
 
 
 def with_graph(ds: Dataset, graph: Any, name: str | None) -> Dataset:
-    return make_dataset(ds.responses, name=ds.name, source=ds.source, gold=ds.gold, graph=graph, graph_name=name,
-                        context=ds.context, roles=ds.roles, description=ds.description)
+    new = make_dataset(ds.responses, name=ds.name, source=ds.source, gold=ds.gold, graph=graph, graph_name=name,
+                       context=ds.context, roles=ds.roles, description=ds.description)
+    new.messages = list(ds.messages)
+    return new
 
 
 # ------------------------------------------------------------------------------------------- page shell

@@ -16,8 +16,6 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from fusion_core.simulate.dawid_skene import confusion_from_accuracy
-
 DEMOS = {
     "crowd": "Crowd with a cartel and spammers (binary, simulated)",
     "sequence": "Sequence labelling task (HMM chain, simulated)",
@@ -37,13 +35,6 @@ class DemoData:
     graph: nx.Graph | None = None
     roles: pd.Series | None = None
     columns: dict[str, str] = field(default_factory=dict)
-
-
-def _sample_reports(truth: np.ndarray, item: np.ndarray, worker: np.ndarray, conf: np.ndarray, rng) -> np.ndarray:
-    """Reported label codes by inverse-CDF sampling from each worker's confusion row (vectorised)."""
-    cdf = np.cumsum(conf[worker, truth[item]], axis=1)
-    u = rng.random(len(item))[:, None]
-    return np.minimum((u > cdf).sum(axis=1), conf.shape[-1] - 1)
 
 
 def crowd_demo(seed: int = 0) -> DemoData:
@@ -98,39 +89,33 @@ def sequence_demo(seed: int = 0) -> DemoData:
     )
 
 
-def graph_demo(seed: int = 0, n_items: int = 300, n_workers: int = 10, responses_per_item: int = 3) -> DemoData:
-    """Stochastic block model: 3 communities = 3 true classes; each item labelled by 3 of 10 annotators."""
-    rng = np.random.default_rng(seed)
-    k = 3
-    sizes = [n_items // k] * (k - 1) + [n_items - (k - 1) * (n_items // k)]
-    probs = np.full((k, k), 0.004) + np.eye(k) * 0.06
-    g0 = nx.stochastic_block_model(sizes, probs.tolist(), seed=seed)
-    truth_codes = np.repeat(np.arange(k), sizes)
-    tasks = np.array([f"n{i}" for i in range(n_items)], dtype=object)
-    graph = nx.relabel_nodes(g0, dict(enumerate(tasks)))
-    for node in list(graph.nodes):  # drop the block attribute networkx adds (it is the truth)
-        graph.nodes[node].pop("block", None)
-    acc = rng.uniform(0.45, 0.8, size=n_workers)
-    conf = confusion_from_accuracy(acc, k, rng, symmetric=True)
-    keys = rng.random((n_items, n_workers))
-    chosen = np.argpartition(keys, responses_per_item - 1, axis=1)[:, :responses_per_item]
-    item = np.repeat(np.arange(n_items), responses_per_item)
-    worker = chosen.ravel()
-    reported = _sample_reports(truth_codes, item, worker, conf, rng)
+def graph_demo(seed: int = 0, n_items: int = 300, n_workers: int = 10) -> DemoData:
+    """Stochastic block model (networked-crowd simulator, spec §3.4): 3 communities = 3 true classes,
+    average degree 6, homophily 0.9; 10 annotators (6 good, 4 random), each labels ~30% of the items."""
+    from fusion_core.simulate.graph import sbm
+
+    sim = sbm(n_items=n_items, n_classes=3, avg_degree=6.0, homophily=0.9, n_workers=n_workers, n_good=6,
+              accuracy=(0.4, 0.6), p_observe=0.3, seed=seed)
     classes = np.array(["A", "B", "C"], dtype=object)
-    workers = np.array([f"w{j}" for j in range(n_workers)], dtype=object)
-    df = pd.DataFrame({"task": tasks[item], "worker": workers[worker], "label": classes[reported]})
+    df = sim.responses.copy()
+    df["label"] = classes[df["label"].to_numpy()]
+    edges = sim.extras["edges"]
+    graph = nx.Graph()
+    graph.add_nodes_from(sim.truth.index)
+    graph.add_edges_from(edges[["source", "target"]].itertuples(index=False, name=None))
+    roles = pd.Series(["good"] * 6 + ["random"] * (n_workers - 6), index=sim.workers, name="role")
     return DemoData(
         key="graph",
         title=DEMOS["graph"],
         description=(
             f"{len(df):,} simulated responses on {n_items} items that are nodes of a graph with "
-            f"{graph.number_of_edges():,} edges; linked items tend to share their class."
+            f"{graph.number_of_edges():,} edges; linked items tend to share their class "
+            f"({100 * sim.extras['homophily_realised']:.0f}% of edges join items of the same class)."
         ),
         responses=df,
-        truth=pd.Series(classes[truth_codes], index=pd.Index(tasks, name="task"), name="truth"),
+        truth=pd.Series(classes[sim.truth.to_numpy()], index=sim.truth.index, name="truth"),
         graph=graph,
-        roles=pd.Series(np.where(acc > 0.65, "good", "noisy"), index=workers, name="role"),
+        roles=roles,
     )
 
 

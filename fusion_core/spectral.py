@@ -135,10 +135,16 @@ def pairwise_moments(B: BinaryMatrix, n_min: int = 10) -> Moments:
     A pair is valid iff ``n_ij ≥ n_min`` and both annotators vary on their shared items; invalid pairs are
     missing (NaN), never 0.  Dense data give exactly ``np.cov(Z)``.
     """
-    Z, O = B.Z, B.O
-    N = np.asarray((O @ O.T).todense(), dtype=float)
-    S1 = np.asarray((Z @ O.T).todense(), dtype=float)
-    S12 = np.asarray((Z @ Z.T).todense(), dtype=float)
+    # one sparse product X Xᵀ with X = [P; M] (indicators of +1 and −1 labels) gives all three moments:
+    # with Z = P − M and O = P + M, OOᵀ, ZOᵀ and ZZᵀ are signed sums of its four blocks
+    m = B.m
+    pos = B.z > 0
+    X = sp.csr_matrix((np.ones(len(B.z)), (B.worker + m * (~pos), B.item)), shape=(2 * m, B.n))
+    G = (X @ X.T).toarray()
+    PP, PM, MP, MM = G[:m, :m], G[:m, m:], G[m:, :m], G[m:, m:]
+    N = PP + PM + MP + MM
+    S1 = PP + PM - MP - MM
+    S12 = PP - PM - MP + MM
     n_i = np.diag(N).copy()
     mu = np.divide(np.diag(S1), n_i, out=np.zeros(B.m), where=n_i > 0)
     constant = (n_i == 0) | (np.abs(mu) >= 1 - 1e-12)
@@ -210,7 +216,11 @@ def spectral_core(B: BinaryMatrix, mom: Moments, d_min: int = 3, min_coverage: f
     ov = mom.N[valid]
     med = float(np.median(ov)) if ov.size else 0.0
     reason = ""
-    if mask.sum() < 3:
+    n_const = int(mom.constant.sum())
+    if mask.sum() < 3 and B.m - n_const < 3:
+        reason = (f"{n_const} of {B.m} annotators always give the same label (e.g. labelling functions that abstain "
+                  "otherwise), so they carry no covariance information")
+    elif mask.sum() < 3:
         reason = f"only {int(mask.sum())} annotators share ≥ {mom.n_min} items with ≥ {d_min} others"
     elif bip:
         reason = "the graph of annotator pairs with enough overlap is bipartite (no odd cycle)"
@@ -242,7 +252,12 @@ def loglinear_diagonal(Q: np.ndarray, W: np.ndarray, qdiag: np.ndarray) -> tuple
         Y = np.where(W > 0, np.log(np.abs(np.nan_to_num(Q))), 0.0)
     A = W + np.diag(W.sum(axis=1))
     c = (W * Y).sum(axis=1)
-    t = np.linalg.lstsq(A, c, rcond=None)[0]
+    try:
+        t = np.linalg.solve(A, c)
+        if not np.all(np.isfinite(t)):
+            raise np.linalg.LinAlgError
+    except np.linalg.LinAlgError:  # singular: disconnected or bipartite pair graph (§3.3 step 3)
+        t = np.linalg.lstsq(A, c, rcond=None)[0]
     r = np.exp(2 * t)
     clipped = r > qdiag
     return np.minimum(r, qdiag), int(clipped.sum())
@@ -254,7 +269,7 @@ def top_eigh(R: np.ndarray) -> tuple[float, np.ndarray]:
     return float(vals[0]), vecs[:, 0]
 
 
-def top_eigenpair(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: float = 1e-8):
+def top_eigenpair(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: float = 1e-8, spectrum: bool = True):
     """Largest *algebraic* eigenpair of R (diagonal already completed; never the largest magnitude, §3.3).
     Invalid off-diagonal entries are imputed by the current rank-one prediction (hard-impute iteration)
     [CHOICE for §5].  Returns (eigenvalues of the completed matrix, descending; top eigenvector; matrix).
@@ -272,7 +287,7 @@ def top_eigenpair(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: 
             lam, e = top_eigh(R)
             if delta < tol:
                 break
-    return np.linalg.eigvalsh(R)[::-1], e, R
+    return (np.linalg.eigvalsh(R)[::-1] if spectrum else np.array([lam])), e, R
 
 
 def als_rank_one(Q: np.ndarray, W: np.ndarray, u0: np.ndarray, qdiag: np.ndarray, tol: float = 1e-10, max_sweeps: int = 500):
@@ -283,14 +298,14 @@ def als_rank_one(Q: np.ndarray, W: np.ndarray, u0: np.ndarray, qdiag: np.ndarray
     Qz = np.where(W > 0, np.nan_to_num(Q), 0.0)
     WQ = W * Qz
     u = u0.astype(float).copy()
-    bound = np.sqrt(np.maximum(qdiag, 0))
+    bound = np.sqrt(np.maximum(qdiag, 0)).tolist()
     for sweep in range(1, max_sweeps + 1):
         change = 0.0
         for i in range(len(u)):  # loop over annotators (Gauss–Seidel needs the in-place order)
             den = W[i] @ (u * u)
             if den <= 0:
                 continue
-            new = np.clip((WQ[i] @ u) / den, -bound[i], bound[i])
+            new = min(max(float(WQ[i] @ u) / den, -bound[i]), bound[i])
             change = max(change, abs(new - u[i]))
             u[i] = new
         if change < tol:
@@ -400,17 +415,20 @@ def fit_spectral(
     R = np.where(valid_c, Qc, 0.0)
     np.fill_diagonal(R, rdiag)
     use_als = completion == "als" or (completion == "auto" and not valid_c[~np.eye(len(idx), dtype=bool)].all())
-    spectrum, e1, Rc = top_eigenpair(R, valid_c, max_impute=20 if use_als else 200)
+    spectrum, e1, Rc = top_eigenpair(R, valid_c, max_impute=5 if use_als else 200, spectrum=not use_als)
     lam = spectrum[0]
     v = np.sqrt(max(lam, 0.0)) * e1
     als_info: dict[str, Any] = {}
     if use_als:
-        v, sig0 = resolve_sign(v, sign_rule)[0], None
+        v = resolve_sign(v, sign_rule)[0]  # ALS start with the resolved sign
         wB = np.where(valid_c, sub.N, 0.0)
         u, sweeps, conv = als_rank_one(Qc, wB, v, qdiag)
         if np.all(np.isfinite(u)) and np.linalg.norm(u) > 0:
             v = u
         als_info = {"als_sweeps": sweeps, "als_converged": conv}
+        if warn and not conv:
+            warnings.warn(f"the rank-one fit of the covariances did not converge in {sweeps} sweeps; the eigenvector "
+                          "is approximate.", DegenerateSpectrumWarning, stacklevel=3)
         Rf = np.where(valid_c, Qc, np.outer(v, v))
         np.fill_diagonal(Rf, v**2)
         spectrum = np.linalg.eigvalsh(Rf)[::-1]

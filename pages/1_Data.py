@@ -131,6 +131,16 @@ with tab_extras:
             except UserInputError as exc:
                 ss["fc_seen_uploads"]["graph"] = (graph_up.file_id, ds.fingerprint)
                 show_error(exc)
+        ctx_up = st.file_uploader("Context per item (task + context columns, numeric)", type=UPLOAD_TYPES, key="upload_context")
+        if ctx_up is not None and ss["fc_seen_uploads"].get("context") != (ctx_up.file_id, ds.fingerprint):
+            try:
+                ctx = S.read_context_upload(ctx_up.name, ctx_up.getvalue(), ds.responses, S.max_upload_bytes())
+                ds = S.with_context(ds, ctx)
+                S.set_dataset(ds)
+                st.success(f"Context values for {len(ctx):,} items loaded.")
+            except UserInputError as exc:
+                show_error(exc)
+            ss["fc_seen_uploads"]["context"] = (ctx_up.file_id, ds.fingerprint)
 
 ds = S.current()
 st.divider()

@@ -94,10 +94,16 @@ if st.button("Fit selected methods", type="primary", disabled=not chosen, key="f
 
     with st.spinner("Fitting…", show_time=True):
         done, errors = S.fit_many(ds, requests, use_gold=use_gold, progress=progress)
-    for name, msg in errors.items():
+    # show the outcome after a rerun so the sidebar and the tables below include the new results
+    ss["fc_flash"] = {"done": list(done), "errors": errors}
+    st.rerun()
+
+flash = ss.pop("fc_flash", None)
+if flash:
+    for name, msg in flash["errors"].items():
         st.error(f"{S.md_escape(name)}: {S.md_escape(msg)}")
-    if done:
-        st.success("Fitted: " + ", ".join(done))
+    if flash["done"]:
+        st.success("Fitted: " + ", ".join(flash["done"]))
 
 results = S.active_results()
 if results:
@@ -114,9 +120,11 @@ if results:
             "warnings": len(s["warnings"]),
         })
     st.dataframe(rows, key="results_table", hide_index=True)
-    for name, res in results.items():
-        for w in res.warnings:
-            st.warning(f"{S.md_escape(name)}: {S.md_escape(w)}")
+    notes = [(name, w) for name, res in results.items() for w in dict.fromkeys(res.warnings)]
+    if notes:
+        with st.expander(f"Warnings from the methods ({len(notes)})", expanded=len(notes) <= 3):
+            for name, w in notes:
+                st.warning(f"{S.md_escape(name)}: {S.md_escape(w)}")
     st.caption(f"Fits run in this session: {ss.get('fc_fit_count', 0)}")
     c = st.columns(3)
     c[0].page_link("pages/3_Annotators.py", label="Annotators", icon=":material/group:")

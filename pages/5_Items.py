@@ -30,13 +30,16 @@ sort = c3.selectbox("Sort", ["lowest confidence first", "highest confidence firs
                     key="items_sort")
 shown = S.filter_items(table, labels=labels, search=search, sort=sort)
 st.caption(f"{len(shown):,} of {len(table):,} items")
+number_format = {
+    "entropy": st.column_config.NumberColumn("entropy", format="%.3f"),
+    **{c: st.column_config.NumberColumn(c, format="%.3f") for c in table.columns if c.startswith("P(")},
+}
 st.dataframe(
     shown,
     key="items_table",
     column_config={
         "confidence": st.column_config.ProgressColumn("confidence", min_value=0.0, max_value=1.0, format="%.3f"),
-        "entropy": st.column_config.NumberColumn("entropy", format="%.3f"),
-        **{c: st.column_config.NumberColumn(c, format="%.3f") for c in shown.columns if c.startswith("P(")},
+        **number_format,
     },
 )
 st.download_button("Download posteriors (CSV)", S.csv_bytes(table), f"posteriors_{method}.csv", mime="text/csv",
@@ -45,7 +48,8 @@ st.download_button("Download posteriors (CSV)", S.csv_bytes(table), f"posteriors
 st.subheader("Items to re-annotate")
 n_low = st.slider("How many (lowest confidence first)", 10, max(10, min(1000, len(table))), min(50, len(table)), key="items_nlow")
 low = S.filter_items(table, labels=None, search="", sort="lowest confidence first").head(n_low)
-st.dataframe(low, key="items_reannotate", height=240)
+st.dataframe(low, key="items_reannotate", height=240,
+             column_config={"confidence": st.column_config.NumberColumn("confidence", format="%.3f"), **number_format})
 st.download_button("Download items to re-annotate (CSV)", S.csv_bytes(low), f"reannotate_{method}.csv", mime="text/csv",
                    key="items_download_low")
 

@@ -394,3 +394,29 @@ def test_gold_and_graph_uploads_enable_evaluation_and_graph_methods():
     assert len(at.get("plotly_chart")) == 2  # confidence histogram + neighbourhood
     _visit(at, "pages/6_Compare.py")
     assert _frame(at, "accuracy on gold")["accuracy on gold"].notna().all()
+
+
+def test_sequence_upload_guesses_columns_and_context_file():
+    from fusion_core.demo import sequence_demo
+
+    demo = sequence_demo()
+    at = _app()
+    _upload(at, "tokens.csv", _csv(demo.responses))
+    assert at.selectbox(key="map_sequence").value == "sequence"
+    assert at.selectbox(key="map_position").value == "position"
+    _use_columns(at)
+    ds = at.session_state["fc_dataset"]
+    assert ds.responses.has_sequences and "sequence" in ds.inputs
+    items = ds.responses.items
+    ctx = "task,context\n" + "\n".join(f"{t},{i % 7}" for i, t in enumerate(items))
+    at.file_uploader(key="upload_context").set_value(("ctx.csv", ctx.encode(), "text/csv")).run()
+    assert not at.error, [e.value for e in at.error]
+    ds = at.session_state["fc_dataset"]
+    assert "context" in ds.inputs and len(ds.context) == len(items)
+    at.file_uploader(key="upload_context").set_value(("bad.csv", b"task,context\nt1,high\n", "text/csv")).run()
+    assert len(at.error) == 1 and "numeric" in at.error[0].value
+    assert at.session_state["fc_dataset"].fingerprint == ds.fingerprint
+    _visit(at, "pages/2_Fit.py")
+    table = _frame(at, "method", "needs")
+    ctx_methods = {m.name for m in available() if "context" in m.needs()}
+    assert set(table.loc[table["available"] == "yes", "method"]) >= ctx_methods

@@ -98,3 +98,9 @@ def test_bad_arguments():
         bootstrap_intervals(sim.responses, "ds", n_bootstrap=1)
     with pytest.raises(UserInputError):
         bootstrap_intervals(sim.responses, "no-such-method")
+    from fusion_core.methods import available
+
+    structured = [m.name for m in available() if m.needs()]
+    for name in structured:  # sequences / graphs / context do not survive item resampling: refused clearly
+        with pytest.raises(UserInputError, match="plain responses"):
+            bootstrap_intervals(sim.responses, name)

@@ -88,13 +88,21 @@ def test_reproducible_given_seed():
     assert a.groups == b.groups
 
 
-def test_sparse_cartel_detected():
-    """Missing data [EXT]: each entry observed with probability 0.3; the observed mask is copied in the null."""
-    sim = cartel(m=60, n=1500, r=0.33, pi_c=0.5, observed=0.3, seed=2)
+@pytest.mark.parametrize("sparse_path", [False, True])
+def test_sparse_cartel_detected(sparse_path, monkeypatch):
+    """Missing data [EXT]: each entry observed with probability 0.3; the observed mask is copied in the null
+    (dense batched bootstrap and the sparse-product bootstrap used for large matrices)."""
+    import fusion_core.diagnostics.cartels as mod
+
+    if sparse_path:
+        monkeypatch.setattr(mod, "SPARSE_BOOTSTRAP_CELLS", 0)
+    sim = cartel(m=60, n=1500, r=0.33, pi_c=0.5, observed=0.2, seed=2)
     rep = _detect(sim, n_bootstrap=100, random_state=0)
     assert rep.p_value[0] < ALPHA
     f1_ident, _ = _membership_f1(sim, rep)
     assert f1_ident >= 0.85
+    ind = independent(m=60, n=1500, observed=0.2, seed=2)
+    assert _detect(ind, n_bootstrap=100, random_state=0).p_value[0] >= ALPHA
 
 
 def test_input_problems():

@@ -520,3 +520,15 @@ def test_random_smooth_generator_recovery():
     b = _fit(sim, swing=0.0)
     p0, p1 = sim.extras["p0"], sim.extras["p1"]
     assert dp_metric(m, p0, p1) < dp_metric(b, p0, p1)
+
+
+def test_swing_selection_prefers_context_when_curves_vary():
+    from fusion_core.methods.context import select_swing
+
+    sim = table1(8, 1500, seed=1003)
+    table, chosen = select_swing(sim.responses, sim.extras["context"], swings=(0.0, 2.0))
+    sc = table.set_index("swing")["score"]
+    assert chosen == 2.0 and sc[2.0] > sc[0.0] + 0.02
+    flat_sim = flat(8, 600, seed=3)
+    table2, chosen2 = select_swing(flat_sim.responses, flat_sim.extras["context"], swings=(0.0, 3.0))
+    assert chosen2 == 0.0  # constant curves: the smoothest setting is kept

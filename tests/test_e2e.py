@@ -139,7 +139,8 @@ def test_upload_fit_and_explore(server, tmp_path):
             page.get_by_role("option", name=re.compile(r"^ds — ")).click()
             page.keyboard.press("Escape")
             page.get_by_role("button", name="Fit selected methods").click()
-            expect(page.get_by_text("Fitted: ds")).to_be_visible()
+            expect(page.locator('[data-testid="stAlertContentSuccess"]', has_text="Fitted: ds")).to_be_visible()
+            expect(page.get_by_role("heading", name="Results in this session")).to_be_visible()
             _no_exception(page)
             page.screenshot(path=str(ARTIFACTS / "e2e-04-fit.png"), full_page=True)
 

@@ -293,3 +293,42 @@ def test_length_one_sequences_are_handled():
         est = create("hmm-mv").fit(sim.responses)
     assert accuracy(est.labels_, sim.truth) > 0.6
     assert np.isfinite(est.transition_.to_numpy()).all()
+
+
+def test_hmm_em_best_init_keeps_the_higher_likelihood():
+    sim = hmm_chain(n_sequences=40, chain="sticky", p_observe=0.6, seed=6)
+    fits = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for init in ("mm", "mv", "best"):
+            fits[init] = create("hmm-em", init=init).fit(sim.responses)
+    best_ll = fits["best"].loss_history_[-1]
+    assert best_ll == pytest.approx(max(fits["mm"].loss_history_[-1], fits["mv"].loss_history_[-1]))
+    assert fits["best"].result_.extras["init_used"] in ("mm", "mv")
+    with pytest.raises(UserInputError):
+        create("hmm-em", init="random").fit(sim.responses)
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5), st.sampled_from(["u", "v", "w"]), st.sampled_from(["B", "I", "O"])), min_size=4, max_size=40),
+    st.sampled_from(["hmm-em", "hmm-mm", "hmm-mv"]),
+)
+def test_random_sequences_fit_or_explain(data, method):
+    df = pd.DataFrame(data, columns=["sequence", "position", "worker", "label"]).drop_duplicates(["sequence", "position", "worker"])
+    df["task"] = df["sequence"].astype(str) + "/" + df["position"].astype(str)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = create(method).fit(df)
+    except UserInputError:
+        assert df["label"].nunique() < 2 or df["worker"].nunique() < 2
+        return
+    p = est.probas_.to_numpy()
+    assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1)
+    np.testing.assert_allclose(est.transition_.sum(axis=0), 1.0, atol=1e-9)
+    assert set(est.labels_) <= set(df["label"])

@@ -192,3 +192,32 @@ def test_temp_labels_one_two():
     both = a.sensitivity_.notna()
     np.testing.assert_allclose(a.sensitivity_[both], b.specificity_[both], atol=1e-6)
     assert balanced_accuracy(a.labels_.reindex(truth.index).to_numpy(), truth.to_numpy()) > 0.9
+
+
+# ------------------------------------------------------------------------------ robustness
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fusion_core.errors import UserInputError  # noqa: E402
+
+_rows = st.lists(
+    st.tuples(st.integers(0, 40), st.sampled_from([f"w{i}" for i in range(8)]), st.sampled_from(["a", "b", "c"])),
+    min_size=1, max_size=250,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_rows, st.sampled_from(NAMES), st.booleans())
+def test_random_small_data_fit_or_explain(data, name, binary):
+    """Tiny, sparse, degenerate inputs: a finite result (possibly the documented fallback) or a UserInputError."""
+    df = pd.DataFrame(data, columns=["task", "worker", "label"])
+    if binary:
+        df["label"] = df["label"].replace({"c": "a"})
+    try:
+        est = _fit(name, df)
+    except UserInputError:
+        assert df["label"].nunique() < 2 or df["worker"].nunique() < 2
+        return
+    assert np.isfinite(est.probas_.to_numpy()).all()
+    np.testing.assert_allclose(est.probas_.sum(axis=1), 1.0)
+    assert est.labels_.index.equals(est.probas_.index)

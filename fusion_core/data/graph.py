@@ -92,7 +92,10 @@ def read_graph(source: Any, *, name: str | None = None, format: str | None = Non
         if fmt == "graphml":
             g = nx.read_graphml(io.BytesIO(data), force_multigraph=True)
         else:
-            g = nx.read_gml(io.BytesIO(data), label="id", destringizer=None)
+            try:  # node names from the 'label' attribute (as networkx writes them), else the numeric 'id'
+                g = nx.read_gml(io.BytesIO(data), label="label")
+            except nx.NetworkXError:
+                g = nx.read_gml(io.BytesIO(data), label="id")
     except Exception as exc:  # networkx parser errors, one line for the user
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserInputError(f"could not read {label} as {fmt.upper()}: {msg}") from None

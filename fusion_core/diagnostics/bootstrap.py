@@ -84,10 +84,10 @@ def bootstrap_intervals(
         raise UserInputError(f"n_bootstrap must be at least 2, got {n_bootstrap}.")
     resp = as_responses(data)
     name, p, cls = _estimator(method, params)
-    if {"graph", "sequence", "context"} & set(getattr(cls, "inputs", ())):
+    if set(getattr(cls, "inputs", ("plain",))) - {"plain"}:
         raise UserInputError(
-            f"method '{name}' uses item structure (sequences, a graph or context) that item resampling breaks; "
-            "bootstrap intervals are available for methods on plain responses."
+            f"method '{name}' needs {', '.join(sorted(set(cls.inputs) - {'plain'}))} input that item resampling "
+            "breaks or does not carry; bootstrap intervals are available for methods on plain responses."
         )
     kwargs = dict(fit_kwargs or {})
     ref = cls(**p).fit(resp, **kwargs).result_

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scipy.linalg as sla
+import scipy.sparse as sp
 
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.errors import AggregationWarning, UserInputError
@@ -41,6 +42,10 @@ from fusion_core.spectral import (
     spectral_core,
     top_eigenpair,
 )
+
+
+SPARSE_BOOTSTRAP_CELLS = 4_000_000  # above this many annotator × item cells (and < 30% observed) the
+# bootstrap draws only observed entries and uses sparse products instead of dense batched ones
 
 
 @dataclass
@@ -81,11 +86,33 @@ def _batched_stats(Z: np.ndarray, O: np.ndarray, n_min: int, n_extra: int, x0: n
     eigenvalues of the standardised residual of the rank-one fit (§6.3) and the top ``n_spec`` eigenvalues
     of the completed R̂.  Method A (delta weights) + hard-impute power iteration warm-started at x0.
     """
-    nb, m, n = Z.shape
     Of = O.astype(float)
     N = Of @ Of.T
     S1 = Z @ Of.T
     S12 = Z @ Z.transpose(0, 2, 1)
+    return _stats_from_products(N, S1, S12, n_min, n_extra, x0, n_spec, weights)
+
+
+def _sparse_products(worker: np.ndarray, item: np.ndarray, zs: np.ndarray, m: int, n: int):
+    """N (m × m) and per-replicate S1, S12 (b × m × m) from labels ``zs`` (b × entries) at fixed (worker, item)
+    coordinates: one sparse product [P; M][P; M]ᵀ per replicate (as in ``pairwise_moments``)."""
+    nb = zs.shape[0]
+    S1 = np.empty((nb, m, m))
+    S12 = np.empty((nb, m, m))
+    N = None
+    for r in range(nb):  # loop over replicates, not responses
+        X = sp.csr_matrix((np.ones(len(item)), (worker + m * (zs[r] < 0), item)), shape=(2 * m, n))
+        G = (X @ X.T).toarray()
+        PP, PM, MP, MM = G[:m, :m], G[:m, m:], G[m:, :m], G[m:, m:]
+        N = PP + PM + MP + MM
+        S1[r] = PP + PM - MP - MM
+        S12[r] = PP - PM - MP + MM
+    return N, S1, S12
+
+
+def _stats_from_products(N, S1, S12, n_min, n_extra, x0, n_spec=0, weights="delta"):
+    """The statistics of :func:`_batched_stats` from the moment products (N shared, S1/S12 per replicate)."""
+    nb, m, _ = S1.shape
     n_i = np.diagonal(N)
     mu = np.diagonal(S1, axis1=1, axis2=2) / np.maximum(n_i, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -197,16 +224,32 @@ class _Analysis:
         x0 = np.sqrt(1 - b**2) * (psi + eta - 1)
         if np.linalg.norm(x0) == 0:
             x0 = np.ones(len(g))
-        s_obs, spec_obs = _batched_stats(Zg[None], Og, self.n_min, n_extra, x0, n_spec)
-        s_null, spec_null = [], []
         m, n = Zg.shape
-        for start in range(0, self.n_bootstrap, chunk):  # chunks bound memory (chunk × m × n)
+        # dense batched products for small or well-filled matrices, sparse products otherwise
+        sparse = m * n > SPARSE_BOOTSTRAP_CELLS and Og.mean() < 0.3
+        if sparse:
+            w_idx, i_idx = np.nonzero(Og)
+            chunk = max(1, min(chunk, int(3_000_000 // (m * m))))
+            N, S1, S12 = _sparse_products(w_idx, i_idx, Zg[w_idx, i_idx][None], m, n)
+            s_obs, spec_obs = _stats_from_products(N, S1, S12, self.n_min, n_extra, x0, n_spec)
+        else:
+            chunk = max(1, min(chunk, int(10_000_000 // (m * n))))
+            s_obs, spec_obs = _batched_stats(Zg[None], Og, self.n_min, n_extra, x0, n_spec)
+        s_null, spec_null = [], []
+        for start in range(0, self.n_bootstrap, chunk):  # chunks bound memory
             nb = min(chunk, self.n_bootstrap - start)
             y = self.rng.random((nb, n)) < (1 + b) / 2
-            u = self.rng.random((nb, m, n))
-            zs = np.where(y[:, None, :], np.where(u < psi[None, :, None], 1.0, -1.0),
-                          np.where(u < eta[None, :, None], -1.0, 1.0)) * Og[None]
-            s, sp_ = _batched_stats(zs, Og, self.n_min, n_extra, x0, n_spec)
+            if sparse:  # draw only the observed entries (the missingness mask is copied exactly)
+                u = self.rng.random((nb, len(w_idx)))
+                yy = y[:, i_idx]
+                zs = np.where(yy, np.where(u < psi[w_idx], 1.0, -1.0), np.where(u < eta[w_idx], -1.0, 1.0))
+                _, S1, S12 = _sparse_products(w_idx, i_idx, zs, m, n)
+                s, sp_ = _stats_from_products(N, S1, S12, self.n_min, n_extra, x0, n_spec)
+            else:
+                u = self.rng.random((nb, m, n))
+                zs = np.where(y[:, None, :], np.where(u < psi[None, :, None], 1.0, -1.0),
+                              np.where(u < eta[None, :, None], -1.0, 1.0)) * Og[None]
+                s, sp_ = _batched_stats(zs, Og, self.n_min, n_extra, x0, n_spec)
             s_null.append(s)
             spec_null.append(sp_)
         s_null_a = np.concatenate(s_null)
@@ -312,7 +355,7 @@ def _split(an: _Analysis, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 def detect_cartels(
-    data: Responses | pd.DataFrame,
+    df_or_responses: Responses | pd.DataFrame,
     *,
     n_bootstrap: int = 200,
     alpha: float = 0.05,
@@ -340,7 +383,7 @@ def detect_cartels(
         raise UserInputError(f"n_bootstrap must be ≥ 1, got {n_bootstrap}.")
     if not 0 < alpha < 1:
         raise UserInputError(f"alpha must be between 0 and 1, got {alpha}.")
-    resp = as_responses(data)
+    resp = as_responses(df_or_responses)
     if resp.n_classes != 2:
         raise UserInputError(
             f"cartel detection needs binary labels; these data have {resp.n_classes} classes "
@@ -474,6 +517,11 @@ def _detect(resp, pos, rng, n_bootstrap, alpha, method, n_min, d_min, m_min, k_m
             notes.append("the two strongest groups have rank-one eigenvalues within 20%: the main-group choice is unreliable.")
             warnings.warn(notes[-1], AggregationWarning, stacklevel=3)
 
+    if first["p"][0] < alpha and not groups:
+        notes.append(f"a second covariance component is significant (p = {first['p'][0]:.3g}) but no separate group "
+                     "of annotators could be split off: the correlation is spread over the crowd (e.g. item "
+                     "difficulty or shared guidelines) rather than concentrated in a cartel.")
+        warnings.warn(notes[-1], AggregationWarning, stacklevel=3)
     labels_wo = labels.copy()
     if groups:
         cartel_workers = set().union(*groups)

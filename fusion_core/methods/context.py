@@ -172,7 +172,11 @@ def lipschitz_chain_mstep(
 
 
 def _interior_point(A, B, h, starts, eps, max_iter) -> tuple[np.ndarray, MStepInfo]:
-    """Batched Mehrotra predictor–corrector on stacked chains (spec §6.1–§6.5)."""
+    """Batched Mehrotra predictor–corrector on stacked chains (spec §6.1–§6.5).
+
+    All four constraint families are stored as length-n vectors indexed by level; the up/down rows of a chain's
+    last level are inactive (slack 1, multiplier 0, every step 0), which keeps chains decoupled in one
+    tridiagonal Newton matrix."""
     n = len(A)
     nch = len(starts)
     ends = np.r_[starts[1:], n]
@@ -180,6 +184,7 @@ def _interior_point(A, B, h, starts, eps, max_iter) -> tuple[np.ndarray, MStepIn
     chain = np.repeat(np.arange(nch), lens)
     link = np.ones(n, bool)
     link[ends - 1] = False
+    lf = link.astype(float)
     hh = np.where(link, h, 1.0)
     W = A + B
     sumW = np.add.reduceat(W, starts)
@@ -187,9 +192,17 @@ def _interior_point(A, B, h, starts, eps, max_iter) -> tuple[np.ndarray, MStepIn
     p = np.clip(np.add.reduceat(A, starts) / sumW, 0.05, 0.95)[chain]
 
     def diffs(v):
-        out = np.zeros(n)
+        out = np.empty(n)
         out[:-1] = v[1:] - v[:-1]
-        return np.where(link, out, 0.0)
+        out[-1] = 0.0
+        out *= lf
+        return out
+
+    def shift(v):
+        out = np.empty(n)
+        out[0] = 0.0
+        out[1:] = v[:-1]
+        return out
 
     dp0 = diffs(p)
     sU = np.where(link, hh - dp0, 1.0)
@@ -197,25 +210,41 @@ def _interior_point(A, B, h, starts, eps, max_iter) -> tuple[np.ndarray, MStepIn
     sL = p - eps
     sH = 1 - eps - p
     mu0 = (0.01 * sumW / lens)[chain]
-    zU = np.where(link, mu0 / sU, 0.0)
-    zD = np.where(link, mu0 / sD, 0.0)
+    zU = lf * mu0 / sU
+    zD = lf * mu0 / sD
     zL = mu0 / sL
     zH = mu0 / sH
     done = np.zeros(nch, bool)
     frozen = np.zeros(nch, bool)
     info = MStepInfo(n_chains=nch)
+    inf_n = np.full(n, np.inf)
+
+    def max_step(pairs):
+        """Largest step keeping every (v + a dv) ≥ 0, per chain; branch-free: v / max(−dv, 0) is +inf where dv ≥ 0."""
+        lvl = inf_n.copy()
+        tmp = np.empty(n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for v, dv in pairs:
+                np.negative(dv, out=tmp)
+                np.maximum(tmp, 0.0, out=tmp)
+                np.divide(v, tmp, out=tmp)
+                np.fmin(lvl, tmp, out=lvl)
+        return np.minimum.reduceat(lvl, starts)
+
     it = 0
     for it in range(1, max_iter + 1):
-        fp = -A / p + B / (1 - p)
-        H = A / p**2 + B / (1 - p) ** 2
+        ip, iq = 1.0 / p, 1.0 / (1 - p)
+        fp = B * iq - A * ip
+        H = A * ip * ip + B * iq * iq
         lam = zU - zD
-        r = fp + _shift_right(lam) - lam - zL + zH
+        r = fp + shift(lam) - lam - zL + zH
         dpn = diffs(p)
-        rpU = np.where(link, dpn - hh + sU, 0.0)
-        rpD = np.where(link, -dpn - hh + sD, 0.0)
+        rpU = lf * (dpn - hh + sU)
+        rpD = lf * (-dpn - hh + sD)
         rpL = -p + eps + sL
         rpH = p - (1 - eps) + sH
-        comp = np.add.reduceat(np.where(link, sU * zU + sD * zD, 0.0) + sL * zL + sH * zH, starts)
+        cU, cD, cL, cH = sU * zU, sD * zD, sL * zL, sH * zH
+        comp = np.add.reduceat(cU + cD + cL + cH, starts)
         mu = comp / m_c
         res = np.add.reduceat(np.abs(r), starts)
         fin = (comp <= 1e-10 * sumW) & (res <= 1e-10 * sumW)
@@ -227,98 +256,93 @@ def _interior_point(A, B, h, starts, eps, max_iter) -> tuple[np.ndarray, MStepIn
         active = ~done & ~frozen
         if not active.any():
             break
-        act = active[chain]
-        wU = np.where(link, zU / sU, 0.0)
-        wD = np.where(link, zD / sD, 0.0)
-        wL = zL / sL
-        wH = zH / sH
-        om = np.where(link & act, wU + wD, 0.0)
+        all_active = bool(active.all())
+        actf = None if all_active else active[chain].astype(float)
+        wU, wD, wL, wH = zU / sU, zD / sD, zL / sL, zH / sH
+        om = wU + wD  # zero on inactive links (z = 0 there)
         while True:
-            diag = np.where(act, H + wL + wH + om + _shift_right(om), 1.0)
-            if not np.all(np.isfinite(diag)):
-                bad = ~np.isfinite(diag)
-                frozen[np.unique(chain[bad])] = True
+            if actf is None:
+                diag = H + wL + wH + om + shift(om)
+                off = -om[:-1]
             else:
-                df, ef, code = lapack.dpttrf(diag, -om[:-1])
+                omA = om * actf
+                diag = actf * (H + wL + wH + omA + shift(omA)) + (1 - actf)
+                off = -omA[:-1]
+            if not np.all(np.isfinite(diag)):
+                frozen[np.unique(chain[~np.isfinite(diag)])] = True
+            else:
+                df, ef, code = lapack.dpttrf(diag, off)
                 if code == 0:
                     break
                 frozen[chain[code - 1]] = True  # §6.3 step 7: freeze the chain holding the failed pivot
             active = ~done & ~frozen
-            act = active[chain]
-            om = np.where(link & act, wU + wD, 0.0)
             if not active.any():
                 break
+            actf = active[chain].astype(float)
         if not active.any():
             break
 
         def solve(rcU, rcD, rcL, rcH):
-            vU = np.where(link, rcU / sU - wU * rpU, 0.0)
-            vD = np.where(link, rcD / sD - wD * rpD, 0.0)
+            vU = rcU / sU - wU * rpU
+            vD = rcD / sD - wD * rpD
             vL = rcL / sL - wL * rpL
             vH = rcH / sH - wH * rpH
-            gtv = (_shift_right(vU) - vU) - (_shift_right(vD) - vD) - vL + vH
-            rhs = np.where(act, -r + gtv, 0.0)
+            rhs = (shift(vU) - vU) - (shift(vD) - vD) - vL + vH - r
+            if actf is not None:
+                rhs *= actf
             dp = lapack.dpttrs(df, ef, rhs)[0]
-            dp = np.where(act, dp, 0.0)
+            if actf is not None:
+                dp *= actf
             ddp = diffs(dp)
-            dsU = np.where(link & act, -rpU - ddp, 0.0)
-            dsD = np.where(link & act, -rpD + ddp, 0.0)
-            dsL = np.where(act, -rpL + dp, 0.0)
-            dsH = np.where(act, -rpH - dp, 0.0)
-            dzU = np.where(link & act, -(rcU + zU * dsU) / sU, 0.0)
-            dzD = np.where(link & act, -(rcD + zD * dsD) / sD, 0.0)
-            dzL = np.where(act, -(rcL + zL * dsL) / sL, 0.0)
-            dzH = np.where(act, -(rcH + zH * dsH) / sH, 0.0)
+            dsU = -rpU - ddp
+            dsD = -rpD + ddp
+            dsL = dp - rpL
+            dsH = -rpH - dp
+            if actf is not None:
+                dsU *= actf
+                dsD *= actf
+                dsL *= actf
+                dsH *= actf
+            dzU = -(rcU + zU * dsU) / sU
+            dzD = -(rcD + zD * dsD) / sD
+            dzL = -(rcL + zL * dsL) / sL
+            dzH = -(rcH + zH * dsH) / sH
             return dp, (dsU, dsD, dsL, dsH), (dzU, dzD, dzL, dzH)
-
-        def max_step(ss, dss, zz, dzs):
-            lvl = np.full(n, np.inf)
-            for v, dv in list(zip(ss, dss)) + list(zip(zz, dzs)):
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    ratio = np.where(dv < 0, -v / dv, np.inf)
-                lvl = np.minimum(lvl, ratio)
-            return np.minimum.reduceat(lvl, starts)
 
         S = (sU, sD, sL, sH)
         Z = (zU, zD, zL, zH)
-        _, dS, dZ = solve(*(np.where(link, sU * zU, 0.0), np.where(link, sD * zD, 0.0), sL * zL, sH * zH))
-        a_aff = np.minimum(1.0, max_step(S, dS, Z, dZ))[chain]
-        comp_aff = sum(
-            (s_ + a_aff * ds_) * (z_ + a_aff * dz_) for s_, ds_, z_, dz_ in zip(S, dS, Z, dZ)
-        )
+        _, dS, dZ = solve(cU, cD, cL, cH)  # predictor (cU, cD are 0 on inactive links)
+        a_aff = np.minimum(1.0, max_step(list(zip(S, dS)) + list(zip(Z, dZ))))[chain]
+        comp_aff = np.zeros(n)
+        for s_, ds_, z_, dz_ in zip(S, dS, Z, dZ):
+            comp_aff += (s_ + a_aff * ds_) * (z_ + a_aff * dz_)
         mu_aff = np.add.reduceat(comp_aff, starts) / m_c
         sigma = np.clip(mu_aff / np.maximum(mu, 1e-300), 0.0, 1.0) ** 3
         smu = (sigma * mu)[chain]
-        rc = [s_ * z_ + ds_ * dz_ - smu for s_, z_, ds_, dz_ in zip(S, Z, dS, dZ)]
-        rc[0] = np.where(link, rc[0], 0.0)
-        rc[1] = np.where(link, rc[1], 0.0)
+        rc = [c_ + ds_ * dz_ - smu for c_, ds_, dz_ in zip((cU, cD, cL, cH), dS, dZ)]
+        rc[0] *= lf
+        rc[1] *= lf
         dp, dS, dZ = solve(*rc)
-        alpha = np.minimum(1.0, 0.995 * max_step(S, dS, Z, dZ))
-        alpha = np.where(active, alpha, 0.0)[chain]
+        alpha = np.minimum(1.0, 0.995 * max_step(list(zip(S, dS)) + list(zip(Z, dZ))))
+        alpha = (alpha * active)[chain]
         p = p + alpha * dp
         sU, sD, sL, sH = (s_ + alpha * ds_ for s_, ds_ in zip(S, dS))
         zU, zD, zL, zH = (z_ + alpha * dz_ for z_, dz_ in zip(Z, dZ))
-        sU = np.where(link, sU, 1.0)
-        sD = np.where(link, sD, 1.0)
         if not np.all(np.isfinite(p)):
-            bad = np.unique(chain[~np.isfinite(p)])
-            frozen[bad] = True
+            frozen[np.unique(chain[~np.isfinite(p)])] = True
             p = np.where(np.isfinite(p), p, 0.5)
     info.iterations = it
     p = np.clip(p, eps, 1 - eps)
     gap = _certificate(A, B, W, hh, link, p, zU - zD, starts, eps)
-    # feasibility repair of rounding: project consecutive differences onto [−h, h] is not needed when the
-    # iterates stay strictly feasible; a chain that fails the certificate goes to the barrier fallback.
     failed = np.flatnonzero((gap > 1e-8) | frozen)
     info.n_frozen = int(frozen.sum())
-    for c in failed:
+    for c in failed:  # §6.5 fallback: primal log-barrier method on the chain
         lo, hi = starts[c], ends[c]
         p[lo:hi] = _barrier_chain(A[lo:hi], B[lo:hi], h[lo:hi], p[lo:hi], eps)
         info.n_fallback += 1
     if len(failed):
         gap = _certificate(A, B, W, hh, link, p, zU - zD, starts, eps)
-        # the barrier iterate has no λ: bound its suboptimality by the barrier's m/t instead
-        gap[failed] = 0.0
+        gap[failed] = 0.0  # the barrier iterate has no λ; its suboptimality is bounded by m / t
     info.gap = float(gap.max()) if len(gap) else 0.0
     return p, info
 
@@ -953,3 +977,38 @@ def dp_metric(model: ContextEM, p0_true, p1_true, lo: float = 0.0, hi: float = 1
             t = np.asarray(truth[w](x), dtype=float) * np.ones_like(x)
             tot += np.trapezoid(np.abs(t - fit[w]), x) / np.trapezoid(t, x)
     return tot / (2 * k)
+
+
+def select_swing(
+    data,
+    context,
+    swings: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0),
+    *,
+    frac: float = 0.1,
+    n_splits: int = 3,
+    random_state: int = 0,
+    **params: Any,
+) -> tuple[pd.DataFrame, float]:
+    """Smoothness selection by held-out responses (spec §9.3, [EXT]): score each common swing s by the held-out
+    annotation log-likelihood (3 splits of 10 %), keep the smoothest s whose paired per-item difference to the
+    best has mean below 2 standard errors.  Returns (score table, chosen swing)."""
+    from fusion_core.diagnostics.model_selection import choose, heldout_score, heldout_splits
+
+    resp = as_responses(data)
+    splits = heldout_splits(resp.item, resp.worker, resp.n_items, resp.n_workers, frac=frac, n_splits=n_splits, random_state=random_state)
+    if isinstance(context, str):
+        if not isinstance(data, pd.DataFrame):
+            raise UserInputError("a context column name needs the responses as a DataFrame.")
+        context = data.groupby("task", sort=False)[context].first()
+    scores = []
+    order = sorted(float(s) for s in swings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AggregationWarning)
+        for rank, s in enumerate(order):
+            hs = heldout_score(ContextEM(swing=s, **params), resp, splits=splits, fit_kwargs={"context": context}, name=f"{s:g}")
+            hs.n_parameters = rank  # smoother = simpler
+            scores.append(hs)
+    chosen = float(choose(scores, rule="simplest"))
+    table = pd.DataFrame({"swing": order, "score": [h.score for h in scores], "se": [h.se for h in scores]})
+    table["chosen"] = table["swing"] == chosen
+    return table, chosen

@@ -228,6 +228,19 @@ class _EMBase(Aggregator):
             one_coin=self.one_coin,
         )
         if ann is not None:
+            from fusion_core.annealing import majority_alignment
+
+            perm = majority_alignment(responses, fit.posterior)
+            if not np.array_equal(perm, np.arange(len(perm))):
+                import warnings
+
+                from fusion_core.errors import AggregationWarning
+
+                warnings.warn(
+                    f"annealed EM: the best matching of its classes to majority-vote labels is {perm.tolist()}, not the identity (possible label switching).",
+                    AggregationWarning,
+                )
+            fit.extras["majority_alignment"] = perm
             fit.extras["temperatures"] = np.asarray(ann.temperatures + [1.0] * len(fit.log_likelihood))
             fit.extras["anneal_T0"] = ann.T0
             fit.extras["anneal_restarts"] = ann.restarts

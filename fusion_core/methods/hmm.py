@@ -50,6 +50,20 @@ class SequenceLayout:
         out[v] = per_item[self.index[v]]
         return out
 
+    @property
+    def packing(self) -> "Packing":
+        if not hasattr(self, "_packing"):
+            pk = make_packing(self.lengths)
+            object.__setattr__(self, "_packing", pk)
+            object.__setattr__(self, "_rows", self.index[pk.perm[pk.seq_of], pk.t_of])
+        return self._packing
+
+    @property
+    def pack_items(self) -> np.ndarray:
+        """Item code of every packed row (see :class:`Packing`)."""
+        self.packing
+        return self._rows
+
     def transitions(self) -> tuple[np.ndarray, np.ndarray]:
         """(previous item, next item) codes of every within-sequence consecutive pair."""
         v = self.valid
@@ -81,13 +95,109 @@ class ForwardBackward:
     scale: np.ndarray | None = None
 
 
-def _time_major(log_emission: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sequences sorted by decreasing length, arrays as ``L × S × K`` (contiguous per position), and the
-    number of sequences still running at each position (a prefix of the sorted order)."""
+@dataclass
+class Packing:
+    """Sequences sorted by decreasing length and stored time-major without padding: position t holds the
+    ``active[t]`` sequences longer than t (a prefix of the sorted order) at rows ``offsets[t]:offsets[t+1]``."""
+
+    perm: np.ndarray  # sorted position -> sequence index
+    active: np.ndarray  # L
+    offsets: np.ndarray  # L + 1
+    seq_of: np.ndarray  # packed row -> sorted sequence position
+    t_of: np.ndarray  # packed row -> time step
+
+    @property
+    def prev_rows(self) -> np.ndarray:
+        """Packed row of the previous position for every row with t ≥ 1 (in packed order)."""
+        later = self.t_of >= 1
+        return self.offsets[self.t_of[later] - 1] + self.seq_of[later]
+
+
+def make_packing(lengths: np.ndarray) -> Packing:
+    lengths = np.asarray(lengths, dtype=np.int64)
     perm = np.argsort(-lengths, kind="stable")
-    le = np.ascontiguousarray(log_emission[perm].transpose(1, 0, 2))
-    active = (lengths[perm][None, :] > np.arange(log_emission.shape[1])[:, None]).sum(axis=1)
-    return le, perm, active
+    lmax = int(lengths.max()) if len(lengths) else 0
+    active = (lengths[perm][None, :] > np.arange(lmax)[:, None]).sum(axis=1)
+    offsets = np.r_[0, np.cumsum(active)]
+    t_of = np.repeat(np.arange(lmax), active)
+    seq_of = np.arange(int(offsets[-1])) - np.repeat(offsets[:-1], active)
+    return Packing(perm, active, offsets, seq_of, t_of)
+
+
+def _fb_packed(le: np.ndarray, pk: Packing, transition: np.ndarray, start: np.ndarray):
+    """Scaled forward–backward on packed emissions ``le`` (rows × K).  Returns (posterior, XI, log-lik per
+    sorted sequence, alpha, beta, scale) — see :func:`forward_backward`."""
+    act, off = pk.active, pk.offsets
+    mx = le.max(axis=1, keepdims=True)
+    b = np.exp(le - mx)
+    alpha = np.empty_like(b)
+    scale = np.empty(len(b))
+    tt = np.ascontiguousarray(transition.T)
+    a = start[None, :] * b[: act[0]]
+    scale[: act[0]] = a.sum(axis=1)
+    alpha[: act[0]] = a / scale[: act[0], None]
+    for t in range(1, len(act)):
+        na = act[t]
+        cur, prev = slice(off[t], off[t] + na), slice(off[t - 1], off[t - 1] + na)
+        a = b[cur] * (alpha[prev] @ tt)
+        scale[cur] = a.sum(axis=1)
+        alpha[cur] = a / scale[cur, None]
+    beta = np.ones_like(b)
+    w = np.zeros_like(b)  # w_t = b_t ⊙ β_t / c_t
+    for t in range(len(act) - 1, -1, -1):
+        na = act[t]
+        if t + 1 < len(act):
+            nn = act[t + 1]
+            beta[off[t] : off[t] + nn] = w[off[t + 1] : off[t + 1] + nn] @ transition  # β_t = Tᵀ(b ⊙ β)/c
+        if t >= 1:
+            cur = slice(off[t], off[t] + na)
+            w[cur] = b[cur] * beta[cur] / scale[cur, None]
+    post = alpha * beta
+    post /= post.sum(axis=1, keepdims=True)
+    later = pk.t_of >= 1
+    xi_sum = (alpha[pk.prev_rows].T @ w[later]) * tt if later.any() else np.zeros((len(tt), len(tt)))
+    loglik = np.bincount(pk.seq_of, weights=np.log(scale) + mx[:, 0], minlength=len(pk.perm))
+    return post, xi_sum, loglik, alpha, beta, scale
+
+
+def _viterbi_packed(le: np.ndarray, pk: Packing, transition: np.ndarray, start: np.ndarray) -> np.ndarray:
+    act, off = pk.active, pk.offsets
+    log_t = safe_log(transition, 1e-300)
+    d = safe_log(start, 1e-300)[None, :] + le[: act[0]]
+    back = np.zeros(le.shape, dtype=np.int64)
+    last = np.zeros(len(pk.perm), dtype=np.int64)
+    for t in range(1, len(act)):
+        na, pna = act[t], act[t - 1]
+        if na < pna:  # sequences that ended at t-1
+            last[na:pna] = d[na:pna].argmax(axis=1)
+        cand = d[:na, :, None].transpose(0, 2, 1) + log_t[None, :, :]  # s, next, prev
+        arg = cand.argmax(axis=2)
+        back[off[t] : off[t] + na] = arg
+        d = le[off[t] : off[t] + na] + np.take_along_axis(cand, arg[:, :, None], axis=2)[:, :, 0]
+    if len(act):
+        last[: act[-1]] = d.argmax(axis=1)
+    path = np.empty(len(le), dtype=np.int64)
+    state = np.zeros(0, dtype=np.int64)
+    for t in range(len(act) - 1, -1, -1):
+        na = act[t]
+        nn = act[t + 1] if t + 1 < len(act) else 0
+        new = np.empty(na, dtype=np.int64)
+        new[nn:na] = last[nn:na]
+        if nn:
+            new[:nn] = back[off[t + 1] + np.arange(nn), state[:nn]]
+        path[off[t] : off[t] + na] = new
+        state = new
+    return path
+
+
+def _pack_padded(x: np.ndarray, pk: Packing) -> np.ndarray:
+    return x[pk.perm[pk.seq_of], pk.t_of]
+
+
+def _unpack(x: np.ndarray, pk: Packing, shape: tuple, fill=0.0) -> np.ndarray:
+    out = np.full(shape + x.shape[1:], fill, dtype=x.dtype)
+    out[pk.perm[pk.seq_of], pk.t_of] = x
+    return out
 
 
 def forward_backward(
@@ -95,56 +205,29 @@ def forward_backward(
 ) -> ForwardBackward:
     """Rabiner-scaled forward–backward (App. A with the [FIX]ed orientation), batched over sequences.
 
-    ``log_emission`` is ``S × L × K`` (``L[n, k] = Σ_m log Γ_m(f_m(x_n), k)``, zero at padding);
+    ``log_emission`` is ``S × L × K`` (``L[n, k] = Σ_m log Γ_m(f_m(x_n), k)``, ignored at padding);
     ``transition[k_next, k_prev]`` column-stochastic; ``start`` = p0.
-    ``log Pr(F) = Σ_n (log c_n + max_k L[n, k])`` per sequence.  Position t only touches the sequences
-    longer than t (sequences sorted by length), so the cost is O(Σ_s N_s K²).
+    ``log Pr(F) = Σ_n (log c_n + max_k L[n, k])`` per sequence.  Internally sequences are sorted by
+    length and packed time-major, so position t costs O(#sequences longer than t · K²).
     """
     s_count, lmax, k = log_emission.shape
-    le, perm, active = _time_major(log_emission, lengths)
-    mx = le.max(axis=2, keepdims=True)
-    b = np.exp(le - mx)
-    alpha = np.zeros_like(b)
-    scale = np.ones((lmax, s_count))
-    tt = np.ascontiguousarray(transition.T)
-    a = start[None, :] * b[0]
-    scale[0] = a.sum(axis=1)
-    alpha[0] = a / scale[0][:, None]
-    for t in range(1, lmax):
-        na = active[t]
-        a = b[t, :na] * (alpha[t - 1, :na] @ tt)
-        scale[t, :na] = a.sum(axis=1)
-        alpha[t, :na] = a / scale[t, :na, None]
-    beta = np.zeros_like(b)
-    beta[0] = 1.0
-    w = np.zeros_like(b)  # w[t] = b_t ⊙ β_t / c_t  (t ≥ 1)
-    for t in range(lmax - 1, -1, -1):
-        na = active[t]
-        if t + 1 < lmax:
-            nn = active[t + 1]
-            beta[t, :na] = 1.0
-            beta[t, :nn] = w[t + 1, :nn] @ transition
-        else:
-            beta[t, :na] = 1.0
-        if t >= 1:
-            w[t, :na] = b[t, :na] * beta[t, :na] / scale[t, :na, None]
-    post = alpha * beta
-    tot = post.sum(axis=2, keepdims=True)
-    post = np.where(tot > 0, post / np.where(tot > 0, tot, 1), 0.0)
-    valid_tm = np.arange(s_count)[None, :] < active[:, None]
-    loglik_sorted = (np.log(scale) * valid_tm).sum(axis=0) + (mx[:, :, 0] * valid_tm).sum(axis=0)
-    xi_sum = np.zeros((k, k))
+    pk = make_packing(lengths)
+    post, xi_sum, loglik_sorted, alpha, beta, scale = _fb_packed(_pack_padded(log_emission, pk), pk, transition, start)
+    loglik = np.empty(s_count)
+    loglik[pk.perm] = loglik_sorted
     xi = None
-    if lmax > 1:
-        xi_sum = np.einsum("tsk,tsj->kj", alpha[:-1], w[1:]) * tt
-    inv = np.empty_like(perm)
-    inv[perm] = np.arange(s_count)
-    posterior = post.transpose(1, 0, 2)[inv]
     if return_xi and lmax > 1:
-        xi = (alpha[:-1, :, :, None] * tt[None, None] * w[1:, :, None, :]).transpose(1, 0, 2, 3)[inv]
-    loglik = loglik_sorted[inv]
-    back = lambda x: x.transpose(1, 0, 2)[inv]  # noqa: E731
-    return ForwardBackward(posterior, xi_sum, loglik, xi, back(alpha), back(beta), scale.T[inv])
+        later = pk.t_of >= 1
+        w = (np.exp(_pack_padded(log_emission, pk) - _pack_padded(log_emission, pk).max(axis=1, keepdims=True)) * beta
+             / scale[:, None])[later]
+        xi_rows = alpha[pk.prev_rows][:, :, None] * transition.T[None] * w[:, None, :]
+        xi = np.zeros((s_count, lmax - 1, k, k))
+        xi[pk.perm[pk.seq_of[later]], pk.t_of[later] - 1] = xi_rows
+    shape = (s_count, lmax)
+    return ForwardBackward(
+        _unpack(post, pk, shape), xi_sum, loglik, xi, _unpack(alpha, pk, shape), _unpack(beta, pk, shape),
+        _unpack(scale, pk, shape, 1.0),
+    )
 
 
 def viterbi(log_emission: np.ndarray, lengths: np.ndarray, transition: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -152,37 +235,10 @@ def viterbi(log_emission: np.ndarray, lengths: np.ndarray, transition: np.ndarra
 
     ``d_1 = log p0 + L_1``; ``d_n(k) = L_n(k) + max_k' [d_{n-1}(k') + log T(k, k')]`` — the [FIX]ed (19).
     """
-    s_count, lmax, k = log_emission.shape
-    le, perm, active = _time_major(log_emission, lengths)
-    log_t = safe_log(transition, 1e-300)
-    d = safe_log(start, 1e-300)[None, :] + le[0]
-    back = np.zeros((lmax, s_count, k), dtype=np.int64)
-    last = np.zeros(s_count, dtype=np.int64)
-    for t in range(1, lmax):
-        na, prev_na = active[t], active[t - 1]
-        if na < prev_na:  # sequences that ended at t-1: their best final state
-            last[na:prev_na] = d[na:prev_na].argmax(axis=1)
-        cand = d[:na, None, :] + log_t[None, :, :]  # s, next, prev
-        arg = cand.argmax(axis=2)
-        back[t, :na] = arg
-        d = d.copy()
-        d[:na] = le[t, :na] + np.take_along_axis(cand, arg[:, :, None], axis=2)[:, :, 0]
-    na = active[lmax - 1]
-    last[:na] = d[:na].argmax(axis=1)
-    path = np.full((lmax, s_count), -1, dtype=np.int64)
-    lengths_sorted = lengths[perm]
-    cur = last.copy()
-    for t in range(lmax - 1, -1, -1):
-        ending = lengths_sorted == t + 1
-        running = lengths_sorted > t + 1
-        cur = np.where(ending, last, cur)
-        if t + 1 < lmax:
-            nxt = back[t + 1, np.arange(s_count), np.maximum(path[t + 1], 0)]
-            cur = np.where(running, nxt, cur)
-        path[t, : active[t]] = cur[: active[t]]
-    inv = np.empty_like(perm)
-    inv[perm] = np.arange(s_count)
-    return path.T[inv]
+    s_count, lmax, _ = log_emission.shape
+    pk = make_packing(lengths)
+    path = _viterbi_packed(_pack_padded(log_emission, pk), pk, transition, start)
+    return _unpack(path, pk, (s_count, lmax), -1)
 
 
 # ----------------------------------------------------------------------------- moments of Alg. 2
@@ -261,8 +317,23 @@ def _floor_t(t: np.ndarray) -> np.ndarray:
     return floor_columns(t[None], T_FLOOR)[0]
 
 
-def _emissions(resp: Responses, layout: SequenceLayout, confusion: np.ndarray) -> np.ndarray:
-    return layout.pad(unary_log_likelihood(resp, confusion))
+def hmm_e_step(resp: Responses, layout: SequenceLayout, state: HMMState) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """Forward–backward on all sequences: (items × K posteriors, XI, log-likelihood, first-position posteriors)."""
+    pk, rows = layout.packing, layout.pack_items
+    le = unary_log_likelihood(resp, state.confusion)[rows]
+    post, xi_sum, loglik, _, _, _ = _fb_packed(le, pk, state.transition, state.start)
+    q_items = np.zeros((resp.n_items, resp.n_classes))
+    q_items[rows] = post
+    return q_items, xi_sum, float(loglik.sum()), post[: pk.active[0]]
+
+
+def hmm_viterbi(resp: Responses, layout: SequenceLayout, state: HMMState) -> np.ndarray:
+    """Viterbi label code of every item."""
+    rows = layout.pack_items
+    le = unary_log_likelihood(resp, state.confusion)[rows]
+    out = np.zeros(resp.n_items, dtype=np.int64)
+    out[rows] = _viterbi_packed(le, layout.packing, state.transition, state.start)
+    return out
 
 
 def baum_welch(
@@ -274,39 +345,35 @@ def baum_welch(
     start_mode: str = "stationary",
     tol: float = 1e-7,
     max_iter: int = 500,
-) -> tuple[HMMState, ForwardBackward, list[float], int, bool]:
+) -> tuple[HMMState, np.ndarray, list[float], int, bool]:
     """Alg. 1 with the [FIX]ed M-step (26): E-step by forward–backward, Γ by (27) and T by
     ``T_new[k, k'] = Σ_n ξ_n(k', k) / Σ_n q_{nk'}``; Dirichlet ``smoothing`` on both count tables (P5).
     ``start_mode='estimate'`` re-estimates p0 as the mean first-position posterior; otherwise p0 stays fixed.
     The trace is the observed log-likelihood plus the smoothing log-prior; it is non-decreasing.
+    Returns (state, item posteriors, trace, n_iter, converged).
     """
-    k = resp.n_classes
     state = HMMState(normalize_confusion(init.confusion, 0.0), _floor_t(init.transition), init.start / init.start.sum())
-    fb = forward_backward(_emissions(resp, layout, state.confusion), layout.lengths, state.transition, state.start)
+    q_items, xi_sum, _, first = hmm_e_step(resp, layout, state)
     trace: list[float] = []
     converged = False
     it = 0
     for it in range(1, max_iter + 1):
-        q_items = np.zeros((resp.n_items, k))
-        v = layout.valid
-        q_items[layout.index[v]] = fb.posterior[v]
         conf = normalize_confusion(expected_counts(resp, q_items), smoothing)
-        xi = fb.xi_sum + smoothing
+        xi = xi_sum + smoothing
         t_new = (xi / xi.sum(axis=1, keepdims=True)).T
         start = state.start
         if start_mode == "estimate":
-            start = fb.posterior[:, 0].mean(axis=0) + 1e-12
+            start = first.mean(axis=0) + 1e-12
             start = start / start.sum()
         state = HMMState(conf, t_new, start)
-        fb = forward_backward(_emissions(resp, layout, conf), layout.lengths, t_new, start)
-        ll = float(fb.log_likelihood.sum())
+        q_items, xi_sum, ll, first = hmm_e_step(resp, layout, state)
         if smoothing > 0:
             ll += smoothing * (safe_log(conf).sum() + safe_log(t_new).sum())
         trace.append(ll)
         if len(trace) >= 2 and abs(trace[-1] - trace[-2]) <= tol * max(1.0, abs(trace[-1])):
             converged = True
             break
-    return state, fb, trace, it, converged
+    return state, q_items, trace, it, converged
 
 
 # ----------------------------------------------------------------------------- estimators
@@ -377,7 +444,16 @@ class _HMMBase(Aggregator):
         gamma = floor_columns(res.gamma)
         s_tilde, support = lagged_moments(resp, layout)
         k = resp.n_classes
-        t_hat, _, pi_hat = estimate_transition_mm(gamma, s_tilde, support, pairs=self.lag_pairs)
+        try:
+            t_hat, _, pi_hat = estimate_transition_mm(gamma, s_tilde, support, pairs=self.lag_pairs)
+        except UserInputError:
+            warnings.warn(
+                "no pair of annotators labelled enough consecutive items to estimate the transition matrix by "
+                "moments (22)–(23); starting from majority-vote transition counts instead.",
+                AggregationWarning,
+            )
+            t_hat = self._init_mv(resp, layout).transition
+            pi_hat = res.class_prior
         start = {"stationary": pi_hat, "estimate": pi_hat, "uniform": np.full(k, 1.0 / k)}[self.start_prob]
         extras = {"mm_transition": t_hat, "mm_fallback": res.fallback, "diagonal_dominance": res.dominance}
         return HMMState(gamma.transpose(0, 2, 1), t_hat, np.maximum(start, 1e-12)), extras
@@ -400,18 +476,13 @@ class _HMMBase(Aggregator):
             start = start / start.sum()
         return HMMState(conf, t0, start)
 
-    def _fit(self, responses, *, gold, graph, context) -> Fit:
-        self._check()
-        layout = layout_from_responses(responses)
-        extras: dict = {}
-        if self.use_mm:
-            state, extras = self._init_mm(responses, layout)
-        else:
-            state = self._init_mv(responses, layout)
-        trace: list[float] = []
-        n_iter, converged = 0, True
+    def _init_choice(self) -> str:
+        return "mm" if self.use_mm else "mv"
+
+    def _refine(self, responses, layout, state):
+        """Alg. 1 (Baum–Welch) from ``state``, or just the E-step when this method does not refine."""
         if self.refine:
-            state, fb, trace, n_iter, converged = baum_welch(
+            return baum_welch(
                 responses,
                 layout,
                 state,
@@ -420,19 +491,28 @@ class _HMMBase(Aggregator):
                 tol=float(self.tol),
                 max_iter=int(self.em_max_iter),
             )
-            if not converged:
-                warnings.warn(f"Baum–Welch did not converge in {self.em_max_iter} iterations.", AggregationWarning)
-        else:
-            state = HMMState(state.confusion, _floor_t(state.transition), state.start)
-            fb = forward_backward(_emissions(responses, layout, state.confusion), layout.lengths, state.transition, state.start)
-            trace = [float(fb.log_likelihood.sum())]
-        log_e = _emissions(responses, layout, state.confusion)
-        path = viterbi(log_e, layout.lengths, state.transition, state.start)
-        v = layout.valid
-        post = np.zeros((responses.n_items, responses.n_classes))
-        post[layout.index[v]] = fb.posterior[v]
-        vit = np.zeros(responses.n_items, dtype=np.int64)
-        vit[layout.index[v]] = path[v]
+        state = HMMState(state.confusion, _floor_t(state.transition), state.start)
+        post, _, ll, _ = hmm_e_step(responses, layout, state)
+        return state, post, [ll], 0, True
+
+    def _fit(self, responses, *, gold, graph, context) -> Fit:
+        self._check()
+        layout = layout_from_responses(responses)
+        extras: dict = {}
+        starts = {"mm": ["mm"], "mv": ["mv"], "best": ["mm", "mv"]}[self._init_choice()]
+        best = None
+        for start_kind in starts:
+            if start_kind == "mm":
+                state, ex = self._init_mm(responses, layout)
+            else:
+                state, ex = self._init_mv(responses, layout), {}
+            run = self._refine(responses, layout, state)
+            if best is None or run[2][-1] > best[2][-1]:
+                best, extras = run, {**ex, "init_used": start_kind}
+        state, post, trace, n_iter, converged = best
+        if self.refine and not converged:
+            warnings.warn(f"Baum–Welch did not converge in {self.em_max_iter} iterations.", AggregationWarning)
+        vit = hmm_viterbi(responses, layout, state)
         if gold is not None and len(gold[0]):
             post[gold[0]] = 0.0
             post[gold[0], gold[1]] = 1.0
@@ -472,11 +552,44 @@ def _stationary_or_mean(transition: np.ndarray, post: np.ndarray) -> np.ndarray:
     summary="Sequence-aware EM: moment-matching start, transition matrix from lagged moments, Baum–Welch, Viterbi.",
     inputs=("sequence",),
     family="hmm",
-    params=_HMM_PARAMS,
+    params={**_HMM_PARAMS, "init": {"choices": ("mm", "mv", "best"), "help": "EM start: moment matching (the paper), majority vote, or the better of both by likelihood."}},
     reference="Traganitis & Giannakis Alg. 2 + Alg. 1 (§4, App. A), with the spec's orientation [FIX]es.",
 )
 class HMMEM(_HMMBase):
-    """Alg. 2 + Alg. 1 (the default sequential method): MM (17) → T̂ by (22)–(23) → Baum–Welch → Viterbi."""
+    """Alg. 2 + Alg. 1 (the default sequential method): MM (17) → T̂ by (22)–(23) → Baum–Welch → Viterbi.
+
+    ``init='mm'`` (default) is the paper's pipeline; ``init='best'`` [OURS] also runs MV + Alg. 1 and keeps
+    the run with the higher final (penalised) log-likelihood — useful on sparse, class-imbalanced crowds where
+    the moments are poor (spec P12); ``extras['init_used']`` says which start won.
+    """
+
+    def __init__(
+        self,
+        init: str = "mm",
+        decode: str = "viterbi",
+        start_prob: str = "stationary",
+        smoothing: float = 0.01,
+        tol: float = 1e-7,
+        em_max_iter: int = 500,
+        lag_pairs: str = "upper",
+        n_restarts: int = 0,
+        max_iter: int = 500,
+        inner_iter: int = 50,
+        min_pair_support: int | None = None,
+        min_triple_support: int | None = None,
+        item_weights: pd.Series | None = None,
+        random_state: int = 0,
+    ):
+        super().__init__(
+            decode, start_prob, smoothing, tol, em_max_iter, lag_pairs, n_restarts, max_iter, inner_iter,
+            min_pair_support, min_triple_support, item_weights, random_state,
+        )
+        self.init = init
+
+    def _init_choice(self) -> str:
+        if self.init not in ("mm", "mv", "best"):
+            raise UserInputError(f"init must be 'mm', 'mv' or 'best', got {self.init!r}.")
+        return self.init
 
 
 @register(

@@ -18,6 +18,7 @@ the fitted ``confusion_`` of the estimators is the package's ``workers × true �
 
 from __future__ import annotations
 
+import functools
 import itertools
 import warnings
 from dataclasses import dataclass, field
@@ -91,6 +92,11 @@ def _active_set(hess: np.ndarray, lin: np.ndarray, eq: np.ndarray, zero: np.ndar
     return None
 
 
+@functools.lru_cache(maxsize=32)
+def _column_sum_operator(k: int) -> np.ndarray:
+    return np.kron(np.ones((1, k)), np.eye(k))
+
+
 def _qp_columns(gram: np.ndarray, lin: np.ndarray, start: np.ndarray, inner_iter: int) -> np.ndarray:
     """``min tr(X gram Xᵀ) − 2 tr(Xᵀ lin)`` over column-stochastic X (K×K), spec §2.2.4.
 
@@ -109,9 +115,13 @@ def _qp_columns(gram: np.ndarray, lin: np.ndarray, start: np.ndarray, inner_iter
     except np.linalg.LinAlgError:
         pass
     # row-major vec: x[i*K + c] = X[i, c]; Hessian 2 (I ⊗ gram), column sums = 1
-    hess = 2.0 * np.kron(np.eye(k), gram)
-    eq = np.kron(np.ones((1, k)), np.eye(k))
-    zero = (x.ravel() <= 0) if x is not None and np.all(np.isfinite(x)) else (start.ravel() <= 0)
+    hess = np.zeros((k * k, k * k))
+    for i in range(k):  # block-diagonal 2 (I ⊗ gram); k is the number of classes
+        hess[i * k : (i + 1) * k, i * k : (i + 1) * k] = 2.0 * gram
+    eq = _column_sum_operator(k)
+    zero = start.ravel() <= 1e-14  # warm start: the previous block solution's zero pattern
+    if not zero.any() and x is not None and np.all(np.isfinite(x)):
+        zero = x.ravel() <= 0
     out = _active_set(hess, 2.0 * lin.ravel(), eq, zero)
     if out is not None:
         return out.reshape(k, k)
@@ -197,11 +207,6 @@ class Moments:
         return self._blocks[m]
 
 
-def _combination_index(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Rank of the sorted triple a<b<c in the combinatorial number system."""
-    return c * (c - 1) * (c - 2) // 6 + b * (b - 1) // 2 + a
-
-
 def default_min_support(k: int) -> tuple[int, int]:
     """Spec §2.2.6: n_min = max(20, K²) for pairs and max(20, K³/2) for triples."""
     return max(20, k * k), max(20, int(np.ceil(k**3 / 2)))
@@ -258,11 +263,12 @@ def compute_moments(
     pair_cnt = np.zeros(n_pair_all)
     for r, items_r, lrn, lab in groups(2):
         wr = w[items_r]
-        for i, j in itertools.combinations(range(r), 2):
-            a, b = lrn[:, i], lrn[:, j]
-            rank = b * (b - 1) // 2 + a
-            pair_w += np.bincount(rank * k * k + lab[:, i] * k + lab[:, j], weights=wr, minlength=len(pair_w))
-            pair_cnt += np.bincount(rank, minlength=n_pair_all)
+        b2 = lrn * (lrn - 1) // 2
+        for i in range(r - 1):  # all partners j > i at once
+            rank = b2[:, i + 1 :] + lrn[:, i, None]
+            code = rank * k * k + lab[:, i, None] * k + lab[:, i + 1 :]
+            pair_w += np.bincount(code.ravel(), weights=np.repeat(wr, r - 1 - i), minlength=len(pair_w))
+            pair_cnt += np.bincount(rank.ravel(), minlength=n_pair_all)
     pair_w = pair_w.reshape(n_pair_all, k, k)
     keep_p = np.flatnonzero((pair_cnt >= p_min) & (pair_w.sum(axis=(1, 2)) > 0))
     bb = np.floor((1 + np.sqrt(1 + 8 * keep_p)) / 2).astype(np.int64)
@@ -280,8 +286,10 @@ def compute_moments(
     else:
         tri_cnt = np.zeros(n_tri_all)
         for r, items_r, lrn, lab in groups(3):
-            for i, j, l in itertools.combinations(range(r), 3):
-                tri_cnt += np.bincount(_combination_index(lrn[:, i], lrn[:, j], lrn[:, l]), minlength=n_tri_all)
+            c3, b2 = lrn * (lrn - 1) * (lrn - 2) // 6, lrn * (lrn - 1) // 2
+            for i, j in itertools.combinations(range(r - 1), 2):  # all third members l > j at once
+                rank = c3[:, j + 1 :] + (b2[:, j] + lrn[:, i])[:, None]
+                tri_cnt += np.bincount(rank.ravel(), minlength=n_tri_all)
     if tri_cnt is None:
         keep_t = np.arange(n_tri_all) if n >= t_min else np.zeros(0, dtype=np.int64)
         support_t = np.full(len(keep_t), float(n))
@@ -302,13 +310,16 @@ def compute_moments(
     if len(keep_t):
         for r, items_r, lrn, lab in groups(3):
             wr = w[items_r]
-            for i, j, l in itertools.combinations(range(r), 3):
-                c = compact[_combination_index(lrn[:, i], lrn[:, j], lrn[:, l])]
+            c3, b2 = lrn * (lrn - 1) * (lrn - 2) // 6, lrn * (lrn - 1) // 2
+            for i, j in itertools.combinations(range(r - 1), 2):  # all third members l > j at once
+                c = compact[c3[:, j + 1 :] + (b2[:, j] + lrn[:, i])[:, None]]
+                code = c * k**3 + ((lab[:, i] * k + lab[:, j]) * k)[:, None] + lab[:, j + 1 :]
+                wt = np.broadcast_to(wr[:, None], c.shape)
                 ok = c >= 0
-                if not ok.any():
-                    continue
-                code = (lab[ok, i] * k + lab[ok, j]) * k + lab[ok, l]
-                t_acc += np.bincount(c[ok] * k**3 + code, weights=wr[ok], minlength=len(t_acc))
+                if ok.all():
+                    t_acc += np.bincount(code.ravel(), weights=wt.ravel(), minlength=len(t_acc))
+                elif ok.any():
+                    t_acc += np.bincount(code[ok], weights=wt[ok], minlength=len(t_acc))
     T3 = t_acc.reshape(len(keep_t), k, k, k)
     tot = T3.sum(axis=(1, 2, 3))
     good = tot > 0
@@ -368,15 +379,16 @@ def block_quadratic(mom: Moments, gamma: np.ndarray, pi: np.ndarray, m: int) -> 
     pp = np.outer(pi, pi)
     if len(s_other):
         go = gamma[s_other]
-        gram += pp * np.einsum("pik,pil->kl", go, go)
-        lin += np.einsum("pij,pjk->ik", s_m, go) * pi[None, :]
+        flat = go.reshape(-1, k)
+        gram += pp * (flat.T @ flat)
+        lin += (s_m.transpose(1, 0, 2).reshape(k, -1) @ flat) * pi[None, :]
     if len(o1):
         g1, g2 = gamma[o1], gamma[o2]
-        a1 = np.einsum("tik,til->tkl", g1, g1)
-        a2 = np.einsum("tik,til->tkl", g2, g2)
+        a1 = np.matmul(g1.transpose(0, 2, 1), g1)
+        a2 = np.matmul(g2.transpose(0, 2, 1), g2)
         gram += pp * (a1 * a2).sum(axis=0)
         inner = np.matmul(t_m, g2[:, None, :, :])  # t,i,j,r = Σ_l T[i,j,l] Γc[l,r]
-        lin += np.einsum("tijr,tjr->ir", inner, g1) * pi[None, :]
+        lin += (inner * g1[:, None, :, :]).sum(axis=(0, 2)) * pi[None, :]
     return gram, lin
 
 
@@ -458,14 +470,19 @@ def solve_moments(
     tol: float = 1e-7,
     obj_tol: float = 1e-9,
     inner_iter: int = 50,
+    prox: float = 1e-6,
 ) -> tuple[np.ndarray, np.ndarray, list[float], int, bool]:
     """Block-coordinate descent on (17): Γ_1..Γ_M then π per sweep (§2.2.4).
 
-    Stops when ``max|ΔΓ| < tol`` or the relative change of g is below ``obj_tol`` (§2.2.5).
+    Stops when ``max|ΔΓ| < tol`` or the relative change of ``πᵀQπ − 2rᵀπ`` (g minus a data constant) is
+    below ``obj_tol`` (§2.2.5).  The returned trace is g itself.
     """
     gamma = np.array(gamma0, dtype=float)
     pi = np.array(pi0, dtype=float)
     trace = [objective(mom, gamma, pi)]
+    quad0, lin0 = prior_quadratic(mom, gamma)
+    monitor = [float(pi @ quad0 @ pi - 2 * lin0 @ pi)]
+    const = trace[0] - monitor[0]
     converged = False
     it = 0
     for it in range(1, max_iter + 1):
@@ -474,13 +491,19 @@ def solve_moments(
             gram, lin = block_quadratic(mom, gamma, pi, m)
             if not np.any(gram):
                 continue
+            # proximal term ρ||Γ − Γ_prev||² (ρ tiny): unique block solutions when a learner's moments do not
+            # identify its Γ (e.g. only first-order support); directions the data fix are unaffected.
+            rho = prox * np.trace(gram) / len(gram)
+            gram = gram + rho * np.eye(len(gram))
+            lin = lin + rho * gamma[m]
             gamma[m] = _qp_columns(gram, lin, gamma[m], inner_iter)
         quad, lin = prior_quadratic(mom, gamma)
         pi = _qp_vector(quad, lin, pi, inner_iter)
-        trace.append(objective(mom, gamma, pi))
+        monitor.append(float(pi @ quad @ pi - 2 * lin @ pi))  # g minus a data-only constant (§2.2.4)
+        trace.append(monitor[-1] + const)
         delta = float(np.abs(gamma - old).max())
-        rel = abs(trace[-2] - trace[-1]) / max(abs(trace[-2]), 1e-300)
-        if delta < tol or (rel < obj_tol and trace[-1] > 1e-20):
+        rel = abs(monitor[-2] - monitor[-1]) / max(abs(monitor[-2]), 1e-300)
+        if delta < tol or (rel < obj_tol and trace[-1] > 1e-20 * const):
             converged = True
             break
     return gamma, pi, trace, it, converged

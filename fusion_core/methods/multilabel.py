@@ -151,9 +151,12 @@ def parse_multilabel(
 
 def _parse_format_a(df, task, worker, label, sep, labels, duplicates, report) -> MultiLabelData:
     col = df[label]
-    isna = col.map(lambda v: v is None or (isinstance(v, float) and np.isnan(v))).to_numpy(bool)
+    if pd.api.types.is_string_dtype(col.dtype) or col.dtype == object:
+        isna = col.isna().to_numpy()
+    else:
+        isna = col.isna().to_numpy()
     if isna.any():
-        rows = list(np.flatnonzero(isna)[:5])
+        rows = [int(r) for r in np.flatnonzero(isna)[:5]]
         raise UserInputError(f"rows {rows}: label set missing; use an empty string for 'no labels'.")
     work = df[[task, worker]].copy()
     work["_row"] = np.arange(len(df))
@@ -167,12 +170,19 @@ def _parse_format_a(df, task, worker, label, sep, labels, duplicates, report) ->
             keep = ~work.duplicated(subset=[task, worker], keep="last").to_numpy()
             work = work[keep]
             col = col[keep]
-    tokens = col.map(lambda v: v.split(sep) if isinstance(v, str) else (list(v) if isinstance(v, (list, tuple, set, frozenset, np.ndarray)) else [v]))
-    ex = tokens.explode()
-    rows = np.repeat(np.arange(len(col)), tokens.map(len).to_numpy())
-    vals = ex.to_numpy(dtype=object)
-    vals = np.array([v.strip() if isinstance(v, str) else v for v in vals], dtype=object)
-    nonempty = np.array([not (isinstance(v, str) and v == "") and not (v is None or (isinstance(v, float) and np.isnan(v))) for v in vals], bool)
+    col = col.reset_index(drop=True)
+    if pd.api.types.infer_dtype(col, skipna=False) == "string":  # the common case: vectorised split/strip
+        ex = col.str.split(sep, regex=False).explode()
+        ex = ex.str.strip()
+        rows = ex.index.to_numpy()
+        vals = ex.to_numpy(dtype=object)
+        nonempty = (ex != "").to_numpy()
+    else:
+        tokens = col.map(lambda v: v.split(sep) if isinstance(v, str) else (list(v) if isinstance(v, (list, tuple, set, frozenset, np.ndarray)) else [v]))
+        ex = tokens.explode()
+        rows = ex.index.to_numpy()
+        vals = np.array([v.strip() if isinstance(v, str) else v for v in ex.to_numpy(dtype=object)], dtype=object)
+        nonempty = np.array([not (isinstance(v, str) and v == "") and not (v is None or (isinstance(v, float) and np.isnan(v))) for v in vals], bool)
     rows, vals = rows[nonempty], vals[nonempty]
     voc = _vocabulary(vals, labels, sep)
     code = voc.get_indexer(pd.Index(vals, dtype=object)) if len(vals) else np.zeros(0, np.int64)
@@ -267,6 +277,32 @@ class _Model:
         self.factorised = factorised
         self.chunk = int(chunk)
         self.granularity = granularity
+        d = data
+        J, N = d.n_workers, d.n_items
+        self.inc = sp.csr_matrix((np.ones(R), (d.item, np.arange(R))), shape=(N, R))
+        # fast path (closed world, worker-based cells): every parameter is a workers × labels table, statistics
+        # come from the item × worker count matrix and the present bits only — O(R + nnz(X)) per iteration
+        self.fast = d.O is None and granularity != "item"
+        if self.fast:
+            jj, cc = np.divmod(np.arange(J * C), C)
+            self.cell_of_wc, self.ncell = {
+                "global": (np.zeros(J * C, np.int64), 1),
+                "label": (cc, C),
+                "annotator": (jj, J),
+                "annotator_label": (np.arange(J * C), J * C),
+            }[granularity]
+            nz_r, nz_c = np.nonzero(d.X)
+            self.nz_wc = d.worker[nz_r] * C + nz_c
+            self.nz_ic = d.item[nz_r] * C + nz_c
+            self.nz_item = d.item[nz_r]
+            self.IW = sp.csr_matrix((np.ones(R), (d.item, d.worker)), shape=(N, J))
+            self.IW.sum_duplicates()
+            self.IWt = self.IW.T.tocsr()
+            n_w = np.bincount(d.worker, minlength=J).astype(float)
+            self.Sx = np.bincount(self.cell_of_wc, weights=np.bincount(self.nz_wc, minlength=J * C).astype(float), minlength=self.ncell)
+            self.So = np.bincount(self.cell_of_wc, weights=np.repeat(n_w, C), minlength=self.ncell)
+            self.cell = None
+            return
         cell, ncell = self._cells(granularity)
         self.cell = cell
         self.ncell = ncell
@@ -277,7 +313,6 @@ class _Model:
         else:
             self.Sx = np.bincount(cell.ravel(), weights=(Xf & data.O).ravel().astype(float), minlength=ncell)
             self.So = np.bincount(cell.ravel(), weights=data.O.ravel().astype(float), minlength=ncell)
-        self.inc = sp.csr_matrix((np.ones(R), (data.item, np.arange(R))), shape=(data.n_items, R))
 
     def _cells(self, g):
         d = self.d
@@ -296,11 +331,17 @@ class _Model:
 
     # ---------------------------------------------------------------- M-step (§5.2–§5.4)
     def m_noise(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        mr = m[self.d.item]
-        if self.d.O is not None:
-            mr = mr * self.d.O
-        Sm = np.bincount(self.cell.ravel(), weights=mr.ravel(), minlength=self.ncell)
-        Smx = np.bincount(self.cell.ravel(), weights=(mr * self.d.X).ravel(), minlength=self.ncell)
+        if self.fast:
+            Sm_wc = np.asarray(self.IWt @ m).ravel()  # Σ_r m[i_r, c] per (worker, label)
+            Smx_wc = np.bincount(self.nz_wc, weights=m.ravel()[self.nz_ic], minlength=len(self.cell_of_wc))
+            Sm = np.bincount(self.cell_of_wc, weights=Sm_wc, minlength=self.ncell)
+            Smx = np.bincount(self.cell_of_wc, weights=Smx_wc, minlength=self.ncell)
+        else:
+            mr = m[self.d.item]
+            if self.d.O is not None:
+                mr = mr * self.d.O
+            Sm = np.bincount(self.cell.ravel(), weights=mr.ravel(), minlength=self.ncell)
+            Smx = np.bincount(self.cell.ravel(), weights=(mr * self.d.X).ravel(), minlength=self.ncell)
         n11 = Smx
         n10 = Sm - Smx
         n01 = self.Sx - Smx
@@ -348,8 +389,11 @@ class _Model:
     # ---------------------------------------------------------------- E-step (§4.3, §5.1)
     def scatter(self, st: _State, data: MultiLabelData | None = None, cell=None, inc=None) -> tuple[np.ndarray, np.ndarray]:
         """B (items) and Δ (items × C) by scatter-sums over observed bits."""
+        if data is None and self.fast:
+            return self._scatter_fast(st)
         d = data or self.d
-        cell = self.cell if cell is None else cell
+        if cell is None:
+            cell = self.cell if self.cell is not None else self._cells(self.granularity)[0]
         inc = self.inc if inc is None else inc
         le0, l1e0 = np.log(st.eps0), np.log1p(-st.eps0)
         le1, l1e1 = np.log(st.eps1), np.log1p(-st.eps1)
@@ -362,6 +406,20 @@ class _Model:
         B = inc @ b.sum(axis=1)
         D = inc @ dl
         return np.asarray(B).ravel(), np.asarray(D)
+
+    def _scatter_fast(self, st: _State) -> tuple[np.ndarray, np.ndarray]:
+        d = self.d
+        J, C, N = d.n_workers, self.C, d.n_items
+        e0 = st.eps0[self.cell_of_wc].reshape(J, C)
+        e1 = st.eps1[self.cell_of_wc].reshape(J, C)
+        l0_abs, l0_pres = np.log1p(-e0), np.log(e0)  # x = 0 / x = 1 terms of B (label absent from L)
+        d_abs = np.log(e1) - l0_abs  # x = 0 term of Δ
+        d_pres = np.log1p(-e1) - l0_pres  # x = 1 term of Δ
+        B = self.IW @ l0_abs.sum(axis=1)
+        B += np.bincount(self.nz_item, weights=(l0_pres - l0_abs).ravel()[self.nz_wc], minlength=N)
+        D = np.asarray(self.IW @ d_abs)
+        D += np.bincount(self.nz_ic, weights=(d_pres - d_abs).ravel()[self.nz_wc], minlength=N * C).reshape(N, C)
+        return np.asarray(B).ravel(), D
 
     def e_step(self, st: _State, T: float = 1.0, want_top: int = 0):
         """Tempered posterior marginals m, Σ_i γ_iL, ℓ (at T = 1), F (at T), entropy, MAP set index, top sets."""
@@ -386,25 +444,44 @@ class _Model:
         ent = 0.0
         mp = np.empty(n, np.int64)
         top = [] if want_top else None
-        for lo in range(0, n, self.chunk):
-            hi = min(n, lo + self.chunk)
-            lj = B[lo:hi, None] + D[lo:hi] @ Zf.T + st.log_prior[None, :]
-            g1, lz = log_normalize(lj)
+        chunk = max(1, min(self.chunk, int(5e6 // max(S, 1))))
+        DT = np.ascontiguousarray(D.T)
+        lp = st.log_prior[:, None]
+        for lo in range(0, n, chunk):
+            hi = min(n, lo + chunk)
+            # sets × items layout: reductions over the short set axis run as fast row-wise passes
+            lj = Zf @ DT[:, lo:hi]
+            lj += B[None, lo:hi]
+            lj += lp
+            mp[lo:hi] = np.argmax(lj, axis=0)
+            mx = lj.max(axis=0)
+            g = lj - mx
+            np.exp(g, out=g)
+            tot = g.sum(axis=0)
+            g /= tot
+            lz = np.log(tot) + mx
             ll += float(lz.sum())
             if T != 1.0:
-                g, lzt = log_normalize(lj / T)
-                Fe += float(-T * lzt.sum())
+                g1 = g
+                gt = lj / T
+                mxt = gt.max(axis=0)
+                gt -= mxt
+                np.exp(gt, out=gt)
+                tt = gt.sum(axis=0)
+                gt /= tt
+                Fe += float(-T * (np.log(tt) + mxt).sum())
+                g = gt
+                ent += float(-(g * np.log(np.clip(g, 1e-300, 1))).sum())
             else:
-                g = g1
+                g1 = g
                 Fe += float(-lz.sum())
-            m[lo:hi] = g @ Zf
-            gsum += g.sum(axis=0)
-            ent += float(-(g * np.log(np.clip(g, 1e-300, 1))).sum())
-            mp[lo:hi] = np.argmax(lj, axis=1)
+            m[lo:hi] = (Zf.T @ g).T
+            gsum += g.sum(axis=1)
             if want_top:
                 k = min(want_top, S)
-                idx = np.argsort(-g1, axis=1)[:, :k]
-                top.append((idx, np.take_along_axis(g1, idx, axis=1)))
+                gi = g1.T
+                idx = np.argsort(-gi, axis=1)[:, :k]
+                top.append((lo, idx, np.take_along_axis(gi, idx, axis=1)))
         return {"m": m, "gsum": gsum, "ll": ll, "F": Fe, "entropy": ent / (n * np.log(S)) if S > 1 else 0.0, "map": mp, "top": top}
 
     def m_step(self, e) -> _State:
@@ -415,16 +492,19 @@ class _Model:
     def initial_state(self) -> _State:
         """§5.5: m_ic = vote share of label c on item i (observed bits), one noise M-step, uniform prior."""
         d = self.d
-        obs = np.ones_like(d.X, dtype=float) if d.O is None else d.O.astype(float)
-        num = np.asarray(self.inc @ (d.X * obs))
-        den = np.asarray(self.inc @ obs)
+        if d.O is None:
+            num = np.bincount(self.nz_ic, minlength=d.n_items * self.C).reshape(d.n_items, self.C).astype(float) if self.fast else np.asarray(self.inc @ d.X.astype(float))
+            den = np.bincount(d.item, minlength=d.n_items).astype(float)[:, None]
+        else:
+            obs = d.O.astype(float)
+            num = np.asarray(self.inc @ (d.X * obs))
+            den = np.asarray(self.inc @ obs)
         m = np.where(den > 0, num / np.where(den > 0, den, 1), 0.5)
         e0, e1 = self.m_noise(m)
-        if self.factorised:
-            return _State(e0, e1, None, np.full(self.C, 0.5))
+        if self.factorised or self.prior == "product":  # the product prior's M-step from the vote shares
+            lp, rho = self.m_prior(None, m)
+            return _State(e0, e1, lp, rho)
         S = self.Z.shape[0]
-        if self.prior == "product":
-            return _State(e0, e1, np.full(S, -np.log(S)), np.full(self.C, 0.5))
         return _State(e0, e1, np.full(S, -np.log(S)), None)
 
 
@@ -670,8 +750,20 @@ class MultiLabelEM(Aggregator):
         else:
             map_sets = Z[e["map"]]
         lab_arr = np.asarray(labels, dtype=object)
-        self.labels_ = pd.Series([tuple(lab_arr[row]) for row in map_sets], index=task_index, name="label")
-        self.label_decisions_ = pd.Series([tuple(lab_arr[row]) for row in (m > 0.5)], index=task_index, name="label")
+
+        def as_tuples(rows: np.ndarray) -> pd.Series:
+            if rows.shape[1] <= 62:  # encode each set as an integer bit mask: a 1-D unique is far faster
+                code = rows.astype(np.int64) @ (np.int64(1) << np.arange(rows.shape[1], dtype=np.int64))
+                uc, first, inv = np.unique(code, return_index=True, return_inverse=True)
+                uniq = rows[first]
+            else:
+                uniq, inv = np.unique(rows, axis=0, return_inverse=True)
+            names = np.empty(len(uniq), dtype=object)
+            names[:] = [tuple(lab_arr[u]) for u in uniq]  # one tuple per distinct set, not per item
+            return pd.Series(names[inv.ravel()], index=task_index, name="label")
+
+        self.labels_ = as_tuples(map_sets)
+        self.label_decisions_ = as_tuples(m > 0.5)
         self.probas_ = pd.DataFrame(m, index=task_index, columns=pd.Index(labels, name="label"))
         self.marginals_ = self.probas_
         # noise per (worker, label), whatever the granularity
@@ -700,10 +792,11 @@ class MultiLabelEM(Aggregator):
             set_names = [tuple(lab_arr[z]) for z in Z]
             self.set_prior_ = pd.Series(np.exp(st.log_prior), index=pd.Index(set_names, tupleize_cols=False, name="set"), name="prior")
             rows = []
-            for k, (ix, pr) in enumerate(e["top"] or []):
-                start = k * model.chunk
+            set_arr = np.empty(len(set_names), dtype=object)
+            set_arr[:] = set_names
+            for start, ix, pr in e["top"] or []:
                 for rank in range(ix.shape[1]):
-                    rows.append(pd.DataFrame({"task": d.items.take(np.arange(start, start + ix.shape[0])), "rank": rank + 1, "set": [set_names[s] for s in ix[:, rank]], "probability": pr[:, rank]}))
+                    rows.append(pd.DataFrame({"task": d.items.take(np.arange(start, start + ix.shape[0])), "rank": rank + 1, "set": set_arr[ix[:, rank]], "probability": pr[:, rank]}))
             self.top_sets_ = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["task", "rank", "set", "probability"])
         self.loss_history_ = list(out["trace"])
         self.log_likelihood_ = out["trace"][-1] if out["trace"] else None
@@ -793,3 +886,62 @@ class _CellView:
 
     def __init__(self, d: MultiLabelData):
         self.d = d
+
+
+# ====================================================================== thesis noise models (spec §3.2) and metrics
+
+
+def q_mixture(beta_L: np.ndarray, eps: float, r: float) -> np.ndarray:
+    """P(x = 1) under the mixture model (9.16): β_L (ε − 1) + (1 − ε) + ε r."""
+    return beta_L * (eps - 1) + (1 - eps) + eps * r
+
+
+def q_flip(beta_L: np.ndarray, eps0: float, eps1: float) -> np.ndarray:
+    """P(x = 1) under the asymmetric flip model (9.17): β_L (ε0 + ε1 − 1) + 1 − ε1."""
+    return beta_L * (eps0 + eps1 - 1) + 1 - eps1
+
+
+def mixture_to_flip(eps: float, r: float) -> tuple[float, float]:
+    """(ε, r) → (ε0, ε1) = (ε r, ε (1 − r)) (exact, spec §3.2)."""
+    return eps * r, eps * (1 - r)
+
+
+def flip_to_mixture(eps0: float, eps1: float) -> tuple[float, float]:
+    """(ε0, ε1) → (ε, r) = (ε0 + ε1, ε0 / (ε0 + ε1)); r is NaN (undefined) when ε0 + ε1 = 0; refused when ε0 + ε1 > 1."""
+    e = eps0 + eps1
+    if e > 1:
+        raise UserInputError(f"ε0 + ε1 = {e:.3g} > 1 has no mixture counterpart (adversarial annotator).")
+    return e, (eps0 / e if e > 0 else float("nan"))
+
+
+def _as_matrix(sets: pd.Series, labels: Sequence[Any]) -> np.ndarray:
+    lab = {v: i for i, v in enumerate(labels)}
+    out = np.zeros((len(sets), len(labels)), bool)
+    for r, s in enumerate(sets):  # metrics on user-facing Series of tuples
+        for v in s:
+            out[r, lab[v]] = True
+    return out
+
+
+def multilabel_metrics(pred: pd.Series, truth: pd.Series, labels: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Exact-set accuracy, Hamming loss, per-label F1, macro F1 and BER = 1 − mean per-set recall
+    (spec §12 ML18; thesis (2.16) as printed is the mean per-set recall, erratum 12).  Series by task of tuples."""
+    common = truth.index.intersection(pred.index)
+    p, t = pred.loc[common], truth.loc[common]
+    if labels is None:
+        labels = sorted({v for s in list(p) + list(t) for v in s}, key=str)
+    P, T = _as_matrix(p, labels), _as_matrix(t, labels)
+    tp = (P & T).sum(axis=0)
+    fp = (P & ~T).sum(axis=0)
+    fn = (~P & T).sum(axis=0)
+    denom = 2 * tp + fp + fn
+    f1 = np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), 1.0)
+    nt = T.sum(axis=1)
+    recall = np.where(nt > 0, (P & T).sum(axis=1) / np.where(nt > 0, nt, 1), 1.0)
+    return {
+        "exact_set_accuracy": float((P == T).all(axis=1).mean()),
+        "hamming_loss": float((P != T).mean()),
+        "per_label_f1": dict(zip(labels, f1.tolist())),
+        "macro_f1": float(f1.mean()),
+        "ber": float(1 - recall.mean()),
+    }

@@ -29,6 +29,21 @@ class MultiLabelSimulation:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+def distinct_workers(rng: np.random.Generator, n_items: int, n_workers: int, k: int) -> np.ndarray:
+    """n_items × k matrix of distinct worker codes per row, uniformly at random (redraws rows with repeats)."""
+    if k > n_workers:
+        raise UserInputError("responses_per_item cannot exceed n_workers.")
+    if k * 4 > n_workers:  # dense enough: random permutation keys
+        return np.argsort(rng.uniform(size=(n_items, n_workers)), axis=1)[:, :k]
+    w = rng.integers(0, n_workers, (n_items, k))
+    while True:
+        srt = np.sort(w, axis=1)
+        bad = np.flatnonzero((np.diff(srt, axis=1) == 0).any(axis=1))
+        if len(bad) == 0:
+            return w
+        w[bad] = rng.integers(0, n_workers, (len(bad), k))
+
+
 def _sets(C: int, max_degree: int, include_empty: bool) -> list[tuple[int, ...]]:
     import itertools
 
@@ -77,7 +92,7 @@ def multilabel_crowd(
     Ztrue = np.zeros((N, C), bool)
     for k, s in enumerate(sets):  # loop over the (few) admissible sets
         Ztrue[np.ix_(truth_idx == k, list(s))] = True
-    workers = np.argsort(rng.uniform(size=(N, J)), axis=1)[:, :responses_per_item]
+    workers = distinct_workers(rng, N, J, responses_per_item)
     item = np.repeat(np.arange(N), responses_per_item)
     wk = workers.ravel()
     zt = Ztrue[item]
@@ -106,7 +121,7 @@ def sparse_spammer_crowd(n_items: int = 600, n_classes: int = 5, n_workers: int 
         conf[:, t, others] = (1 - acc)[:, None] * rng.dirichlet(0.5 * np.ones(K - 1), size=J)
         conf[:, t, t] = acc
     y = rng.integers(0, K, N)
-    wk = np.argsort(rng.uniform(size=(N, J)), axis=1)[:, :responses_per_item].ravel()
+    wk = distinct_workers(rng, N, J, responses_per_item).ravel()
     item = np.repeat(np.arange(N), responses_per_item)
     cum = np.cumsum(conf[wk, y[item]], axis=1)
     lab = (rng.uniform(size=len(item))[:, None] > cum).sum(axis=1)

@@ -1,0 +1,82 @@
+"""Speed of the spectral family (issue 3 targets), printed as figures.
+
+1. SML on 1M sparse responses from 500 annotators (100,000 items × 10 annotators each): target < 1 s.
+   Also i-SML and sml-ds on the same data for reference.
+2. ``detect_cartels`` with 200 bootstrap replicates at M = 100, S = 600 (P14 setup): target < 5 s,
+   with a 33% cartel (the full pipeline: test, split, sub-tests, reassignment, merge) and without one.
+
+Timings are the median of ``--repeat`` runs of the fit alone (data simulated and coded beforehand), with
+BLAS limited to one thread (``--threads``), since the target machine has 2 cores shared with other work.
+Both wall time and this process's CPU time are printed, with the 1-minute load average: on a loaded
+machine the wall time is inflated, the CPU time (single-threaded) is what one idle core would need.
+
+Run: python benchmarks/bench_spectral.py [--repeat 3] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--repeat", type=int, default=3)
+ap.add_argument("--threads", default="1", help="BLAS threads (set before numpy is imported)")
+args = ap.parse_args()
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, args.threads)
+
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+from _common import peak_rss_mb  # noqa: E402
+
+from fusion_core.data.responses import Responses  # noqa: E402
+from fusion_core.diagnostics.cartels import detect_cartels  # noqa: E402
+from fusion_core.errors import AggregationWarning  # noqa: E402
+from fusion_core.methods import create  # noqa: E402
+from fusion_core.simulate.spectral import cartel, independent  # noqa: E402
+
+
+def median_time(fn, repeat: int) -> tuple[float, float, object]:
+    """(median wall seconds, median CPU seconds of this process, last result)."""
+    wall, cpu, out = [], [], None
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = fn()
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return float(np.median(wall)), float(np.median(cpu)), out
+
+
+def main() -> None:
+    warnings.simplefilter("ignore", AggregationWarning)
+    print(f"load average (1 min) at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; BLAS threads {args.threads}")
+    print()
+    print("1) SML on 1M sparse responses, 500 annotators (target < 1 s)")
+    sim = independent(m=500, n=100_000, b=0.2, pi_range=(0.55, 0.85), per_item=10, seed=0)
+    resp = Responses.from_frame(sim.responses)
+    print(f"   data: {resp.n_responses:,} responses, {resp.n_workers} annotators, {resp.n_items:,} items")
+    truth = sim.truth
+    for name, params in (("sml", {}), ("sml", {"b_method": "none"}), ("isml", {}), ("sml-ds", {})):
+        secs, cpu, est = median_time(lambda: create(name, **params).fit(resp), args.repeat)
+        acc = float((est.labels_.reindex(truth.index) == truth).mean())
+        label = name + (f" {params}" if params else "")
+        print(f"   {label:<28} wall {secs:6.3f} s  cpu {cpu:6.3f} s   accuracy {acc:.4f}   "
+              f"completion {est.result_.extras['diagnostics'].get('completion')}")
+    secs, cpu, _ = median_time(lambda: create("sml").fit(sim.responses), 1)
+    print(f"   {'sml from the DataFrame':<28} wall {secs:6.3f} s  cpu {cpu:6.3f} s   (includes coding the table)")
+    print()
+    print("2) detect_cartels, n_bootstrap=200, M=100, S=600 (target < 5 s)")
+    for label, s in (("33% cartel, pi_c=0.5", cartel(m=100, n=600, r=0.33, pi_c=0.5, seed=0)),
+                     ("independent annotators", independent(m=100, n=600, seed=0))):
+        secs, cpu, rep = median_time(lambda: detect_cartels(s.responses, n_bootstrap=200, alpha=0.01, random_state=0), args.repeat)
+        sizes = [len(g) for g in rep.groups]
+        print(f"   {label:<24} wall {secs:6.3f} s  cpu {cpu:6.3f} s   p(2nd component) {rep.p_value[0]:.4f}   cartels {sizes}")
+    print()
+    print(f"peak RSS {peak_rss_mb():.0f} MB; load average (1 min) at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

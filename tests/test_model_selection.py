@@ -1,0 +1,116 @@
+"""Held-out annotation log-likelihood (spec multilabel.md §8) and the `auto` method."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.model_selection import HeldoutScore, choose, compare, heldout_score, heldout_splits
+from fusion_core.errors import UserInputError
+from fusion_core.methods import DawidSkene, OneCoinDawidSkene, create
+from fusion_core.methods.auto import AutoSelect, default_candidates
+from fusion_core.methods.context import ContextEM
+from fusion_core.simulate.context import table1
+from fusion_core.simulate.dawid_skene import dawid_skene
+
+
+def test_splits_follow_the_protocol():
+    sim = dawid_skene(n_items=300, n_workers=20, n_classes=3, responses_per_item=4, seed=1)
+    r = Responses.from_frame(sim.responses)
+    masks = heldout_splits(r.item, r.worker, r.n_items, r.n_workers, frac=0.1, n_splits=3, random_state=0)
+    assert len(masks) == 3
+    for m in masks:
+        assert 0.08 <= m.mean() <= 0.1 + 1e-9
+        assert np.all(np.bincount(r.item[~m], minlength=r.n_items) >= 1)
+        assert np.all(np.bincount(r.worker[~m], minlength=r.n_workers) >= 1)
+        per_item = np.bincount(r.item, minlength=r.n_items)
+        assert np.all(per_item[r.item[m]] >= 2)
+    assert not np.array_equal(masks[0], masks[1])
+    again = heldout_splits(r.item, r.worker, r.n_items, r.n_workers, frac=0.1, n_splits=3, random_state=0)
+    assert all(np.array_equal(a, b) for a, b in zip(masks, again))
+    with pytest.raises(UserInputError):
+        heldout_splits(r.item, r.worker, r.n_items, r.n_workers, frac=1.5)
+
+
+def _sim(**kw):
+    return dawid_skene(**kw)
+
+
+def test_score_equals_hand_computation():
+    sim = _sim(n_items=200, n_workers=10, n_classes=2, responses_per_item=5, seed=2)
+    r = Responses.from_frame(sim.responses)
+    hidden = heldout_splits(r.item, r.worker, r.n_items, r.n_workers, frac=0.1, n_splits=1, random_state=4)[0]
+    hs = heldout_score(DawidSkene(), r, splits=[hidden])
+    ds = DawidSkene().fit(r.subset(~hidden))
+    q, conf = ds.result_.posterior, ds.confusion_
+    total = 0.0
+    for i in np.unique(r.item[hidden]):  # hand computation item by item
+        rows = np.flatnonzero(hidden & (r.item == i))
+        lik = [q[i, k] * np.prod([conf[r.worker[j], k, r.label[j]] for j in rows]) for k in range(2)]
+        total += np.log(max(sum(lik), 1e-300))
+    assert hs.score == pytest.approx(total / hidden.sum(), rel=1e-9, abs=1e-9)
+    # one hidden response per item: S_i = log predict_response_proba
+    p = ds.predict_response_proba(r.subset(hidden))
+    assert np.all((p > 0) & (p <= 1))
+
+
+def test_full_confusions_beat_one_coin_when_errors_are_asymmetric():
+    sim = _sim(n_items=1500, n_workers=8, n_classes=3, responses_per_item=6, seed=3)
+    table, chosen, _ = compare(["ds", "ds1"], sim.responses)
+    sc = table.set_index("method")["score"]
+    assert chosen == "ds" and sc["ds"] > sc["ds1"]
+
+
+def test_choose_prefers_simpler_within_two_standard_errors():
+    rng = np.random.default_rng(0)
+    base = rng.normal(-1, 0.5, 400)
+    big = HeldoutScore("big", -0.99, [-0.99], base + 0.001 + rng.normal(0, 0.05, 400), [400], 0.0, 100)
+    small = HeldoutScore("small", -1.0, [-1.0], base, [400], 0.0, 10)
+    assert choose([big, small]) == "small"
+    assert choose([big, small], rule="best") == "big"
+    far = HeldoutScore("small", -1.5, [-1.5], base - 0.5, [400], 0.0, 10)
+    assert choose([big, far]) == "big"
+
+
+def test_methods_without_likelihood_have_no_score():
+    sim = _sim(n_items=100, n_workers=6, n_classes=2, responses_per_item=3, seed=4)
+    with pytest.raises(UserInputError, match="no likelihood"):
+        heldout_score("mv", sim.responses)
+
+
+def test_auto_picks_the_best_heldout_method_and_reports_scores():
+    sim = _sim(n_items=400, n_workers=15, n_classes=3, responses_per_item=4, seed=5)
+    a = AutoSelect(candidates=["ds", "ds1"]).fit(sim.responses)
+    table = a.heldout_scores_.set_index("method")
+    assert a.chosen_method_ == table["score"].idxmax()
+    assert set(a.result_.extras["heldout_scores"]) == {"ds", "ds1"}
+    ref = create(a.chosen_method_).fit(sim.responses)
+    assert np.array_equal(a.probas_.to_numpy(), ref.probas_.to_numpy())
+    assert "auto" not in default_candidates() and "mv" not in default_candidates()
+    assert all(n not in default_candidates() for n in ("context-em", "multilabel-em"))
+
+
+def test_context_model_is_scored_with_its_curves():
+    sim = table1(8, 1000, seed=1001)
+    ctx = sim.extras["context"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        aware = heldout_score(ContextEM(lipschitz=sim.extras["lipschitz"]), sim.responses, fit_kwargs={"context": ctx})
+        blind = heldout_score(ContextEM(lipschitz=0.0), sim.responses, fit_kwargs={"context": ctx})
+    assert aware.score > blind.score + 0.01
+
+
+def test_auto_on_real_data_within_one_point(request):
+    from conftest import load_dataset
+
+    answers, truth = load_dataset("temp")
+    a = AutoSelect(candidates=["ds", "ds1"]).fit(answers)
+    acc = {}
+    for m in ("ds", "ds1"):
+        lab = create(m).fit(answers).labels_
+        acc[m] = (lab.reindex(truth.index) == truth).mean()
+    assert acc[a.chosen_method_] >= max(acc.values()) - 0.01
