@@ -461,8 +461,8 @@ def test_o26_input_validation():
         warnings.simplefilter("ignore")
         m = ContextEM(drop_missing_context=True).fit(df, context=ctx)
     assert any("dropped 3 tasks" in w for w in m.warnings_)
-    with pytest.raises(UserInputError, match="numeric or datetime"):
-        ContextEM().fit(df, context=pd.Series("a", index=ctx.index))
+    with pytest.raises(UserInputError, match="one value per task"):
+        ContextEM().fit(df, context=pd.concat([sim.extras["context"], sim.extras["context"].iloc[:2] + 1]))
     with pytest.raises(UserInputError, match="needs a context"):
         ContextEM().fit(df)
     one = df[df["worker"] == "a1"]
@@ -532,3 +532,61 @@ def test_swing_selection_prefers_context_when_curves_vary():
     flat_sim = flat(8, 600, seed=3)
     table2, chosen2 = select_swing(flat_sim.responses, flat_sim.extras["context"], swings=(0.0, 3.0))
     assert chosen2 == 0.0  # constant curves: the smoothest setting is kept
+
+
+def test_discrete_mstep_matches_pairwise_reference():
+    from fusion_core.methods.context import discrete_mstep
+
+    rng = np.random.default_rng(21)
+    for k in range(8):
+        U = int(rng.integers(2, 7))
+        A = rng.integers(0, 8, U).astype(float)
+        B = rng.integers(0, 8, U).astype(float)
+        B[(A + B) == 0] = 1.0
+        c = [0.0, 0.1, 0.3, 1.0][k % 4]
+        p = discrete_mstep(A, B, c)
+        assert p.max() - p.min() <= c + 1e-9 and np.all((p >= EPS) & (p <= 1 - EPS))
+        x = np.arange(U, dtype=float)
+        # all pairs at distance 1 = the pairwise program with rho = c: reuse the reference on a unit-spaced line
+        # with a Lipschitz constant large enough that only |p_a − p_b| ≤ c binds
+        li, lj = np.triu_indices(U, 1)
+        cons = [{"type": "ineq", "fun": lambda q: c - (q[li] - q[lj])}, {"type": "ineq", "fun": lambda q: c + (q[li] - q[lj])}]
+        f = lambda q: -(A * np.log(q) + B * np.log1p(-q)).sum()
+        best = min(
+            (minimize(f, s0, bounds=[(EPS, 1 - EPS)] * U, constraints=cons, method="SLSQP", options={"ftol": 1e-14, "maxiter": 500}) for s0 in (np.full(U, 0.5), np.full(U, 0.3))),
+            key=lambda r: r.fun,
+        )
+        assert _objective(A, B, p) >= -best.fun - 1e-8 * abs(best.fun)
+
+
+def test_categorical_context():
+    """Annotators whose reliability depends on a category (e.g. the source of an item)."""
+    rng = np.random.default_rng(22)
+    T, K = 900, 5
+    cat = rng.choice(["phone", "scan", "web"], T)
+    y = (rng.uniform(size=T) < 0.5).astype(int)
+    good = {"phone": [0, 1], "scan": [2, 3], "web": [4, 0]}
+    lab = np.empty((T, K), int)
+    for t in range(T):  # simulator loop over items (test data)
+        acc = np.where(np.isin(np.arange(K), good[cat[t]]), 0.92, 0.6)
+        lab[t] = np.where(rng.uniform(size=K) < acc, y[t], 1 - y[t])
+    df = pd.DataFrame({"task": np.repeat(np.arange(T), K), "worker": np.tile([f"a{k}" for k in range(K)], T), "label": lab.ravel()})
+    ctx = pd.Series(cat, index=np.arange(T))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = ContextEM(swing=1.0).fit(df, context=ctx)
+        b = ContextEM(swing=0.0).fit(df, context=ctx)
+    acc_m = (m.labels_.to_numpy() == y).mean()
+    acc_b = (b.labels_.to_numpy() == y).mean()
+    assert acc_m >= acc_b + 0.02
+    assert list(m.result_.extras["context_grid"]) == ["phone", "scan", "web"]
+    cur = m.curves_.set_index(["worker", "context"])["detection"]
+    assert cur[("a2", "scan")] > cur[("a2", "phone")] + 0.15
+    p0, p1 = m.interpolate(["scan", "unseen"], worker="a2")
+    assert abs(p1[0] - cur[("a2", "scan")]) < 1e-12 and 0 <= p1[1] <= 1
+    # swing 0.1 caps the spread between categories
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = ContextEM(swing=0.1).fit(df, context=ctx)
+    spread = s.curves_.groupby("worker")["detection"].agg(lambda v: v.max() - v.min())
+    assert (spread <= 0.1 + 1e-9).all()

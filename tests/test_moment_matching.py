@@ -249,3 +249,22 @@ def test_random_sparse_data_fit_or_explain(data, method):
     p = est.probas_.to_numpy()
     assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1)
     assert np.allclose(est.confusion_.sum(axis=2), 1)
+
+
+def test_as1_pair_residual_flags_copying_annotators():
+    gamma, pi, patterns, prob = _exact_pattern_problem(0)
+    clean = moment_matching(patterns, 3, weights=prob, max_iter=3000, tol=1e-12)
+    from fusion_core.methods.moment_matching import pair_residuals
+
+    base = pair_residuals(clean.moments, clean.gamma, clean.class_prior)
+    assert np.nanmax(base) < 1e-4  # As1 holds: every pair is fitted
+    # learner 4 copies learner 0 (exact population weights): an As1 violation the fit cannot absorb
+    four = np.array(list(itertools.product(range(3), repeat=4))).T
+    p4 = (pi[None, :] * np.prod(gamma[np.arange(4)[:, None], four, :], axis=0)).sum(axis=1)
+    copied = np.vstack([four, four[:1]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AggregationWarning)
+        bad = moment_matching(copied, 3, weights=p4, max_iter=3000, tol=1e-12)
+    res = pair_residuals(bad.moments, bad.gamma, bad.class_prior)
+    assert res[0] > 10 * np.nanmax(base) and res[4] > 10 * np.nanmax(base)
+    # (the fit spreads the misfit over other pairs, so this flags that As1 fails, not always which pair)

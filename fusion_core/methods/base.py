@@ -94,8 +94,15 @@ class FitResult:
     warnings: list[str] = field(default_factory=list)
 
     @property
+    def label_codes(self) -> np.ndarray:
+        """Hard label per item: a method's own decoding (``extras['hard_labels']``, e.g. Viterbi or ICM)
+        when it has one, else the posterior argmax (ties → the first class in ``classes``)."""
+        hard = self.extras.get("hard_labels")
+        return np.asarray(hard) if hard is not None else np.argmax(self.posterior, axis=1)
+
+    @property
     def labels(self) -> pd.Series:
-        return pd.Series(self.classes.take(np.argmax(self.posterior, axis=1)), index=self.task_index, name="label")
+        return pd.Series(self.classes.take(self.label_codes), index=self.task_index, name="label")
 
     @property
     def task_index(self) -> pd.Index:

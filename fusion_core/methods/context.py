@@ -377,6 +377,50 @@ def lipschitz_interpolate(x_levels: np.ndarray, p_levels: np.ndarray, c: float, 
     return np.clip(out, 0.0, 1.0)
 
 
+def discrete_mstep(A: np.ndarray, B: np.ndarray, c: float, eps: float = 1e-6) -> np.ndarray:
+    """Categorical context (discrete metric, spec §5.4): maximise Σ_u A_u log p_u + B_u log(1 − p_u) subject to
+    |p_a − p_b| ≤ c for all pairs, i.e. max p − min p ≤ c, and ε ≤ p ≤ 1 − ε.  For a window [L, L + c] the optimum
+    is clip(A/W, L, L + c); the best value as a function of L is concave (partial maximisation of a concave function
+    over a convex set), so a bounded scalar search over L is exact to its tolerance.  c ≥ 1 decouples the levels."""
+    from scipy.optimize import minimize_scalar
+
+    A = np.asarray(A, float)
+    B = np.asarray(B, float)
+    u = np.clip(A / (A + B), eps, 1 - eps)
+    if len(u) < 2 or u.max() - u.min() <= c:
+        return u
+    if c <= 0:
+        return np.full_like(u, np.clip(A.sum() / (A + B).sum(), eps, 1 - eps))
+
+    def neg(L):
+        q = np.clip(u, L, L + c)
+        return -float((A * np.log(q) + B * np.log1p(-q)).sum())
+
+    lo, hi = max(eps, float(u.min())), min(float(u.max()) - c, 1 - eps - c)
+    if hi <= lo:
+        L = lo
+    else:
+        L = minimize_scalar(neg, bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}).x
+    return np.clip(u, L, L + c)
+
+
+def interpolate_levels(x_levels, p_levels, c, x_query, mode: str = "paper", discrete: bool = False) -> np.ndarray:
+    """Eqs. (17)–(19) for a scalar metric (:func:`lipschitz_interpolate`) or the discrete metric (categorical
+    contexts: d = 1 between different categories, so an unseen category gets min(max p − c, min p + c))."""
+    if not discrete:
+        return lipschitz_interpolate(x_levels, p_levels, c, x_query, mode)
+    xl = np.asarray(x_levels, float)
+    pl = np.asarray(p_levels, float)
+    xq = np.asarray(x_query, float)
+    if len(xl) == 0:
+        return np.full(xq.shape, np.nan)
+    lower, upper = pl.max() - c, pl.min() + c
+    other = min(lower, upper) if mode == "paper" else 0.5 * (lower + upper)
+    pos = {v: i for i, v in enumerate(xl.tolist())}
+    idx = np.array([pos.get(v, -1) for v in xq.tolist()], dtype=np.int64)  # few categories
+    return np.clip(np.where(idx >= 0, pl[np.maximum(idx, 0)], other), 0.0, 1.0)
+
+
 # ====================================================================== the binary model
 
 
@@ -403,7 +447,8 @@ def _pairs(item, worker, item_level, n_levels):
 class _ChainLayout:
     """Chains of one M-step: class i ∈ {0, 1} × workers, each over the worker's pairs (levels sorted)."""
 
-    def __init__(self, data: _BinaryData, x_levels: np.ndarray, c: np.ndarray):
+    def __init__(self, data: _BinaryData, x_levels: np.ndarray, c: np.ndarray, discrete: bool = False):
+        self.discrete = discrete
         npair = len(data.pair_worker)
         self.npair = npair
         w = data.pair_worker
@@ -443,6 +488,13 @@ class _ChainLayout:
             if not sel.any():
                 continue
             idx = np.flatnonzero(sel)
+            if self.discrete:  # categorical context: one small exact problem per chain (§5.4)
+                ch = chain_of[idx]
+                for k in np.unique(ch):
+                    part = idx[ch == k]
+                    out[i, part] = discrete_mstep(A[i][part], B[i][part], float(cw[k]), eps)
+                places.append((i, idx))
+                continue
             # h between consecutive kept pairs of the same chain: c × (x_next − x)
             ch = chain_of[idx]
             xs = self.xp[idx]
@@ -457,14 +509,15 @@ class _ChainLayout:
             all_starts.append(st + offset)
             places.append((i, idx))
             offset += len(idx)
-        if offset:
-            p, info = lipschitz_chain_mstep(
-                np.concatenate(all_A), np.concatenate(all_B), np.concatenate(all_h), np.concatenate(all_starts), eps
-            )
-            pos = 0
-            for i, idx in places:
-                out[i, idx] = p[pos : pos + len(idx)]
-                pos += len(idx)
+        if offset or (self.discrete and places):
+            if offset:
+                p, info = lipschitz_chain_mstep(
+                    np.concatenate(all_A), np.concatenate(all_B), np.concatenate(all_h), np.concatenate(all_starts), eps
+                )
+                pos = 0
+                for i, idx in places:
+                    out[i, idx] = p[pos : pos + len(idx)]
+                    pos += len(idx)
             # fill dropped zero-weight pairs of constrained chains by interpolation (§5.2, §7)
             for i, idx in places:
                 W = A[i] + B[i]
@@ -479,7 +532,7 @@ class _ChainLayout:
                         miss = k[W[k] <= 0]
                         if len(ok):
                             cval = self.c[i][self.chain_worker[ch]]
-                            out[i, miss] = np.clip(lipschitz_interpolate(self.xp[ok], out[i, ok], cval, self.xp[miss]), eps, 1 - eps)
+                            out[i, miss] = np.clip(interpolate_levels(self.xp[ok], out[i, ok], cval, self.xp[miss], discrete=self.discrete), eps, 1 - eps)
         return out, info
 
 
@@ -672,14 +725,18 @@ class ContextEM(Aggregator):
         elif pd.api.types.is_bool_dtype(ctx.dtype) or pd.api.types.is_numeric_dtype(ctx.dtype):
             vals = ctx.astype(float)
         else:
-            conv = pd.to_numeric(ctx, errors="coerce")
-            if (conv.isna() & ctx.notna()).any():
-                ex = list(ctx[conv.isna() & ctx.notna()].astype(str).unique()[:5])
-                raise UserInputError(
-                    f"context-em needs a numeric or datetime context; got non-numeric values such as {ex}. "
-                    "Encode ordered categories as numbers (e.g. 1..10)."
-                )
-            vals = conv.astype(float)
+            conv = pd.to_numeric(ctx, errors="coerce") if not isinstance(ctx.dtype, pd.CategoricalDtype) else None
+            if conv is not None and not (conv.isna() & ctx.notna()).any():
+                vals = conv.astype(float)
+            else:  # categorical context: the discrete metric (d = 1 between different categories), spec §1.1, §5.4
+                kind = "categorical"
+                from fusion_core.data.responses import sorted_index
+
+                cats = sorted_index(ctx.dropna().to_numpy())
+                self._categories = cats
+                vals = pd.Series(cats.get_indexer(ctx.to_numpy()).astype(float), index=ctx.index)
+                vals[ctx.isna().to_numpy()] = np.nan
+        self._discrete = kind == "categorical"
         x = np.full(resp.n_items, np.nan)
         codes = resp.item_codes(vals.index, what="context tasks", strict=False)
         ok = codes >= 0
@@ -760,8 +817,14 @@ class ContextEM(Aggregator):
         used = ~np.isnan(x_items) & has_resp
         if not used.any():
             raise UserInputError("no task with responses has a context value.")
-        level, x_levels, bin_width = self._levels(x_items, used)
-        x_range = float(x_levels.max() - x_levels.min())
+        if self._discrete:
+            x_levels = np.arange(len(self._categories), dtype=float)
+            level = np.where(used, x_items, -1).astype(np.int64)
+            bin_width = 0.0
+            x_range = 1.0 if len(np.unique(x_items[used])) > 1 else 0.0  # the discrete metric's diameter
+        else:
+            level, x_levels, bin_width = self._levels(x_items, used)
+            x_range = float(x_levels.max() - x_levels.min())
         c = self._lipschitz(resp.n_workers, x_range)
         bound = float(c.max() * bin_width)
         if bound > 0.02:
@@ -790,7 +853,7 @@ class ContextEM(Aggregator):
         fits = []
         for cls in problems:
             data = _BinaryData(item_r, worker_r, (label_r == cls).astype(np.int8), pid, pw, pl, resp.n_items, resp.n_workers)
-            layout = _ChainLayout(data, x_levels, c)
+            layout = _ChainLayout(data, x_levels, c, discrete=self._discrete)
             fits.append(
                 _fit_binary(
                     data, layout, variant=self.variant, n_iter=int(self.n_iter), tol=float(self.tol),
@@ -831,7 +894,7 @@ class ContextEM(Aggregator):
             if (youden[n_contrib > 0] <= 0).mean() > 0.5:
                 warn.append("most annotators have mean Youden J ≤ 0: the labels may be swapped (spec §12 pitfall 6).")
         # curves on a grid
-        grid = np.linspace(float(x_levels.min()), float(x_levels.max()), int(self.grid_size))
+        grid = x_levels.copy() if self._discrete else np.linspace(float(x_levels.min()), float(x_levels.max()), int(self.grid_size))
         det = np.full((len(fits), resp.n_workers, len(grid)), np.nan)
         fa = np.full_like(det, np.nan)
         rows = []
@@ -841,15 +904,15 @@ class ContextEM(Aggregator):
                 if not sel.any():
                     continue
                 xs = x_levels[pl[sel]]
-                fa[j, w] = lipschitz_interpolate(xs, f.P[0][sel], c[0, w], grid, self.interpolation)
-                det[j, w] = lipschitz_interpolate(xs, f.P[1][sel], c[1, w], grid, self.interpolation)
+                fa[j, w] = interpolate_levels(xs, f.P[0][sel], c[0, w], grid, self.interpolation, self._discrete)
+                det[j, w] = interpolate_levels(xs, f.P[1][sel], c[1, w], grid, self.interpolation, self._discrete)
             cnt_pair = np.bincount(pid, minlength=len(pw))
             rows.append(
                 pd.DataFrame(
                     {
                         "worker": resp.workers.take(pw),
                         "label": resp.classes[problems[j]],
-                        "context": x_levels[pl],
+                        "context": self._categories.take(pl) if self._discrete else x_levels[pl],
                         "detection": f.P[1],
                         "false_alarm": f.P[0],
                         "n_responses": cnt_pair,
@@ -866,7 +929,7 @@ class ContextEM(Aggregator):
         for w_ in warn:
             warnings.warn(w_, AggregationWarning)
         extras = {
-            "context_grid": grid,
+            "context_grid": np.asarray(self._categories, dtype=object) if self._discrete else grid,
             "detection_curves": det_out,
             "false_alarm_curves": fa_out,
             "context_levels": x_levels,
@@ -905,9 +968,12 @@ class ContextEM(Aggregator):
             self.raw_phi_ = pd.Series(self._fits[0].raw_phi, index=pd.Index(resp.items, name="task"), name="phi")
 
     # ---------------------------------------------------------------- queries
-    def interpolate(self, x, worker=None, label=None) -> tuple[np.ndarray, np.ndarray]:
+    def interpolate(self, x, worker=None, label=None, *, _codes: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(false-alarm, detection) curves at contexts ``x`` by eqs. (17)–(19): arrays workers × len(x)
-        (or len(x) for one ``worker`` id).  ``label`` picks the one-vs-rest model for multiclass data."""
+        (or len(x) for one ``worker`` id).  ``label`` picks the one-vs-rest model for multiclass data.
+        Categorical contexts take category values (unseen categories get the (19) value)."""
+        if self._discrete and not _codes:
+            x = self._categories.get_indexer(pd.Index(np.atleast_1d(np.asarray(x, dtype=object)))).astype(float)
         x = np.atleast_1d(np.asarray(x, dtype=float))
         j = 0 if label is None else self._problems.index(int(self.responses_.label_codes([label])[0]))
         f = self._fits[j]
@@ -919,8 +985,8 @@ class ContextEM(Aggregator):
             sel = pw == w
             if sel.any():
                 xs = self._x_levels[pl[sel]]
-                out0[row] = lipschitz_interpolate(xs, f.P[0][sel], self._c[0, w], x, self.interpolation)
-                out1[row] = lipschitz_interpolate(xs, f.P[1][sel], self._c[1, w], x, self.interpolation)
+                out0[row] = interpolate_levels(xs, f.P[0][sel], self._c[0, w], x, self.interpolation, self._discrete)
+                out1[row] = interpolate_levels(xs, f.P[1][sel], self._c[1, w], x, self.interpolation, self._discrete)
         if worker is not None:
             return out0[0], out1[0]
         return out0, out1
@@ -939,7 +1005,7 @@ class ContextEM(Aggregator):
             p1 = np.full(R, 0.5)
             for w in np.unique(responses.worker):
                 sel = responses.worker == w
-                a, b = self.interpolate(x[sel], worker=self.responses_.workers[w])
+                a, b = self.interpolate(x[sel], worker=self.responses_.workers[w], _codes=True)
                 p0[sel] = np.where(np.isnan(a), 0.5, a)
                 p1[sel] = np.where(np.isnan(b), 0.5, b)
             p0 = np.clip(p0, eps, 1 - eps)
@@ -956,7 +1022,7 @@ class ContextEM(Aggregator):
             p1 = np.full(R, 0.5)
             for w in np.unique(responses.worker):
                 sel = responses.worker == w
-                a, b = self.interpolate(x[sel], worker=self.responses_.workers[w], label=self.responses_.classes[cls])
+                a, b = self.interpolate(x[sel], worker=self.responses_.workers[w], label=self.responses_.classes[cls], _codes=True)
                 p0[sel] = np.where(np.isnan(a), 0.5, a)
                 p1[sel] = np.where(np.isnan(b), 0.5, b)
             score[:, :, cls] = np.clip(p0, eps, 1 - eps)[:, None]

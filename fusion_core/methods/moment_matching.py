@@ -623,8 +623,24 @@ def fit_mm(resp: Responses, est) -> MMResult:
     )
 
 
+def pair_residuals(mom: Moments, gamma: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    """As1 diagnostic (pitfall P4): per annotator, the largest Frobenius residual ``||S_mm' − Γ_m Π Γ_m'ᵀ||_F``
+    over its kept pairs (NaN without pairs).  Near 0 when As1 holds and the moments are exact; copying or
+    shared errors raise it — the fit spreads the misfit, so it flags a violation more reliably than its pair."""
+    out = np.full(mom.n_learners, -np.inf)
+    if not len(mom.pair):
+        return np.full(mom.n_learners, np.nan)
+    a, b = mom.pair[:, 0], mom.pair[:, 1]
+    model = np.einsum("pik,k,pjk->pij", gamma[a], pi, gamma[b])
+    res = np.sqrt(((mom.S - model) ** 2).sum(axis=(1, 2)))
+    np.maximum.at(out, a, res)
+    np.maximum.at(out, b, res)
+    return np.where(np.isfinite(out), out, np.nan)
+
+
 def _mm_extras(res: MMResult) -> dict:
     return {
+        "pair_residual": pair_residuals(res.moments, res.gamma, res.class_prior),
         "diagonal_dominance": res.dominance,
         "mm_objective": res.objective[-1] if res.objective else None,
         "mm_fallback": res.fallback,
@@ -643,7 +659,8 @@ def _mm_extras(res: MMResult) -> dict:
 class MomentMatching(Aggregator):
     """Moment matching (spec §2.2): solves (17) by block-coordinate descent, As2 permutation fix,
     labels by the MAP rule (18) with the estimated priors.  ``confusion_[m] = Γ_m.T`` (floored at 1e-6).
-    Extras: ``diagonal_dominance`` per annotator (As2 diagnostic), ``mm_objective``, ``n_pairs``, ``n_triples``.
+    Extras: ``diagonal_dominance`` per annotator (As2 diagnostic, P3), ``pair_residual`` per annotator (largest pair
+    residual: the As1 diagnostic, P4), ``mm_objective``, ``n_pairs``, ``n_triples``.
     """
 
     def __init__(

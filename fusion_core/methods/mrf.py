@@ -285,6 +285,7 @@ class _MRFBase(Aggregator):
             edge_agreement=agree,
             edge_agreement_chance=chance,
             icm_labels=y,
+            hard_labels=y,  # labels_ / result_.labels are the ICM labels
             icm_sweeps=sweeps,
             average_degree=g.average_degree,
         )
@@ -300,7 +301,6 @@ class _MRFBase(Aggregator):
 
     def _set_fitted(self, resp, fit, seconds) -> None:
         super()._set_fitted(resp, fit, seconds)
-        self.labels_ = pd.Series(resp.classes.take(fit.extras["icm_labels"]), index=self.result_.task_index, name="label")
         self.edge_agreement_ = fit.extras["edge_agreement"]
 
 
