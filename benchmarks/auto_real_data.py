@@ -1,7 +1,10 @@
 """auto on the real categorical datasets: held-out scores, the pick, the accuracy of every registered plain
 method, and whether the pick is within 1 point of the best (issue 5 acceptance).  Prints a table.
 
-    python benchmarks/auto_real_data.py [dataset ...]
+    python benchmarks/auto_real_data.py [dataset ...] [--candidates ds,ds1,...] [--methods ds,ds1,mv,...]
+
+``--candidates`` restricts the held-out comparison (default: every registered plain probabilistic method, as
+``auto`` does); ``--methods`` restricts the accuracy columns (default: every registered plain method).
 """
 
 from __future__ import annotations
@@ -22,13 +25,13 @@ from fusion_core.methods.auto import default_candidates
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
 
-def main(names: list[str]) -> None:
+def main(names: list[str], cands: list[str] | None = None, methods: list[str] | None = None) -> None:
     warnings.simplefilter("ignore")
     manifest = json.loads((DATASETS / "manifest.json").read_text())
     cats = [d["name"] for d in manifest if d["kind"] == "categorical"]
     names = names or cats
-    plain = [m.name for m in available(("plain",)) if m.needs() == () and m.name != "auto"]
-    cands = default_candidates()
+    plain = methods or [m.name for m in available(("plain",)) if m.needs() == () and m.name != "auto"]
+    cands = cands or default_candidates()
     print(f"candidates (held-out scored): {cands}")
     print(f"all plain methods (accuracy): {plain}\n")
     rows = []
@@ -72,4 +75,11 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    opts = {}
+    for flag in ("--candidates", "--methods"):
+        if flag in args:
+            i = args.index(flag)
+            opts[flag] = args[i + 1].split(",")
+            del args[i : i + 2]
+    main(args, opts.get("--candidates"), opts.get("--methods"))
