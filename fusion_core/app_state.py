@@ -642,6 +642,21 @@ def page_setup(title: str) -> Dataset | None:
     return ds
 
 
+def results_page(title: str, heading: str | None = None):
+    """Shell of a page that shows fitted results: returns (dataset, results by method), or stops the
+    script with a pointer to the Data or Fit page when either is missing."""
+    ds = page_setup(title)
+    st.title(heading or title)
+    if ds is None:
+        no_data_notice()
+        st.stop()
+    results = active_results()
+    if not results:
+        no_results_notice()
+        st.stop()
+    return ds, results
+
+
 def no_data_notice() -> None:
     st.info("No data is loaded. Open the **Data** page to load a demo dataset or upload your own.")
     st.page_link("pages/1_Data.py", label="Go to Data", icon=":material/upload:")

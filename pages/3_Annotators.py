@@ -8,15 +8,7 @@ from fusion_core.errors import UserInputError
 from fusion_core.methods import info as method_info
 from fusion_core.plots import confusion_heatmap, confusion_small_multiples, eigenvector_bar, skill_ranking
 
-ds = S.page_setup("Annotators")
-st.title("Annotators")
-if ds is None:
-    S.no_data_notice()
-    st.stop()
-results = S.active_results()
-if not results:
-    S.no_results_notice()
-    st.stop()
+ds, results = S.results_page("Annotators")
 
 method = st.selectbox("Method", list(results), key="ann_method")
 res = results[method]

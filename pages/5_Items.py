@@ -6,15 +6,7 @@ import streamlit as st
 from fusion_core import app_state as S
 from fusion_core.plots import neighbourhood_view, posterior_histogram, sequence_strip
 
-ds = S.page_setup("Items")
-st.title("Items")
-if ds is None:
-    S.no_data_notice()
-    st.stop()
-results = S.active_results()
-if not results:
-    S.no_results_notice()
-    st.stop()
+ds, results = S.results_page("Items")
 
 method = st.selectbox("Method", list(results), key="items_method")
 res = results[method]

@@ -7,15 +7,7 @@ from fusion_core import app_state as S
 from fusion_core.diagnostics.compare import changed_items, compare_methods
 from fusion_core.plots import accuracy_bar, agreement_matrix
 
-ds = S.page_setup("Compare")
-st.title("Compare methods")
-if ds is None:
-    S.no_data_notice()
-    st.stop()
-results = S.active_results()
-if not results:
-    S.no_results_notice()
-    st.stop()
+ds, results = S.results_page("Compare", "Compare methods")
 
 cmp = compare_methods(results, gold=ds.gold)
 st.dataframe(cmp.summary, key="cmp_summary")
