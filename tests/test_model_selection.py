@@ -44,7 +44,7 @@ def test_score_equals_hand_computation():
     sim = _sim(n_items=200, n_workers=10, n_classes=2, responses_per_item=5, seed=2)
     r = Responses.from_frame(sim.responses)
     hidden = heldout_splits(r.item, r.worker, r.n_items, r.n_workers, frac=0.1, n_splits=1, random_state=4)[0]
-    hs = heldout_score(DawidSkene(), r, splits=[hidden])
+    hs = heldout_score(DawidSkene(), r, splits=[hidden], prior_strength=0)
     ds = DawidSkene().fit(r.subset(~hidden))
     q, conf = ds.result_.posterior, ds.confusion_
     total = 0.0
@@ -56,6 +56,52 @@ def test_score_equals_hand_computation():
     # one hidden response per item: S_i = log predict_response_proba
     p = ds.predict_response_proba(r.subset(hidden))
     assert np.all((p > 0) & (p <= 1))
+
+
+def test_posterior_predictive_equals_hand_computation():
+    sim = _sim(n_items=150, n_workers=8, n_classes=3, responses_per_item=3, seed=6)
+    r = Responses.from_frame(sim.responses)
+    hidden = heldout_splits(r.item, r.worker, r.n_items, r.n_workers, frac=0.1, n_splits=1, random_state=2)[0]
+    beta = 3.0
+    hs = heldout_score(DawidSkene(), r, splits=[hidden], prior_strength=beta)
+    assert hs.prior_strength == beta
+    ds = DawidSkene().fit(r.subset(~hidden))
+    q, conf = ds.result_.posterior, ds.confusion_
+    tr = np.flatnonzero(~hidden)
+    # expected training responses per (worker, class) and the pooled (class → label) distribution, loop by loop
+    n_wk = np.zeros((r.n_workers, 3))
+    pooled = np.zeros((3, 3))
+    for j in tr:
+        n_wk[r.worker[j]] += q[r.item[j]]
+        pooled[:, r.label[j]] += q[r.item[j]]
+    pooled /= pooled.sum(axis=1, keepdims=True)
+    total = 0.0
+    for i in np.unique(r.item[hidden]):
+        rows = np.flatnonzero(hidden & (r.item == i))
+        lik = 0.0
+        for k in range(3):
+            p = q[i, k]
+            for j in rows:
+                w, l = r.worker[j], r.label[j]
+                p *= (n_wk[w, k] * conf[w, k, l] + beta * pooled[k, l]) / (n_wk[w, k] + beta)
+            lik += p
+        total += np.log(lik)
+    assert hs.score == pytest.approx(total / hidden.sum(), rel=1e-9)
+
+
+def test_plugin_score_punishes_sparse_full_confusions_and_the_predictive_does_not():
+    # Sparse heavy-tailed crowd with adversarial workers (a fixed wrong permutation): full confusion matrices are
+    # right, the one-coin model is wrong.  The plug-in score prefers the one-coin model by > 1 nat per response
+    # (zero-mass cells); the posterior predictive prefers DS, whose labels are better.
+    for seed in (0, 3):
+        sim = _sim(n_items=800, n_workers=60, n_classes=4, responses_per_item=3, accuracy=(0.5, 0.9), worker_activity="zipf", adversarial=12, seed=seed)
+        acc = {m: (create(m).fit(sim.responses).labels_.reindex(sim.truth.index) == sim.truth).mean() for m in ("ds", "ds1")}
+        assert acc["ds"] > acc["ds1"] + 0.02
+        plug = compare(["ds", "ds1"], sim.responses, prior_strength=0, rule="best")[0].set_index("method")["score"]
+        assert plug["ds1"] > plug["ds"] + 1.0
+        table, chosen, _ = compare(["ds", "ds1"], sim.responses, rule="best")
+        assert chosen == "ds"
+        assert table["prior_strength"].notna().all()
 
 
 def test_full_confusions_beat_one_coin_when_errors_are_asymmetric():

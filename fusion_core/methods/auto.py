@@ -2,7 +2,8 @@
 log-likelihood (spec ``multilabel.md`` §8, [EXT]; :mod:`fusion_core.diagnostics.model_selection`).
 
 Every candidate is fitted on the same training splits (a random 10 % of responses hidden, 3 splits by default)
-and scored on the hidden responses; the best mean score wins (never the training likelihood, which favours
+and scored on the hidden responses by a posterior predictive (each worker's fitted response distribution shrunk towards the
+crowd's, the same rule for every candidate); the best mean score wins (never the training likelihood, which favours
 over-parameterised fits, spec §7.4) and is refitted on all responses.  The scores are reported in
 ``extras["heldout_scores"]`` and ``heldout_scores_``.
 """
@@ -33,6 +34,7 @@ def default_candidates() -> list[str]:
         "n_splits": {"low": 1, "high": 20, "help": "Number of random held-out splits."},
         "random_state": {"kind": "int", "help": "Seed of the splits."},
         "rule": {"choices": ("best", "simplest"), "help": "'best' mean score, or the simplest candidate within 2 standard errors (when parameter counts are known).", "advanced": True},
+        "prior_strength": {"kind": "object", "help": "Pseudo-responses β shrinking each worker's fitted response distribution towards the crowd's when scoring held-out responses: 'auto' (chosen per candidate by its held-out score) or a number (0 = plug-in fit).", "advanced": True},
     },
     reference="Held-out annotation log-likelihood, spec multilabel.md §8 (inspired by Streich 2010, eqs. (2.24)–(2.26)).",
 )
@@ -43,12 +45,13 @@ class AutoSelect(Aggregator):
     se, per-split scores, seconds, error), ``chosen_method_``, ``best_estimator_`` (the refitted estimator).
     """
 
-    def __init__(self, candidates: Sequence[str] | None = None, frac: float = 0.1, n_splits: int = 3, random_state: int = 0, rule: str = "best"):
+    def __init__(self, candidates: Sequence[str] | None = None, frac: float = 0.1, n_splits: int = 3, random_state: int = 0, rule: str = "best", prior_strength: float | str = "auto"):
         self.candidates = candidates
         self.frac = frac
         self.n_splits = n_splits
         self.random_state = random_state
         self.rule = rule
+        self.prior_strength = prior_strength
 
     def _fit(self, responses, *, gold, graph, context) -> Fit:
         from fusion_core.diagnostics.model_selection import compare
@@ -57,7 +60,7 @@ class AutoSelect(Aggregator):
         names = [n for n in names if n != "auto"]
         if not names:
             raise UserInputError("auto has no candidate methods to compare.")
-        table, chosen, _ = compare(names, responses, frac=float(self.frac), n_splits=int(self.n_splits), random_state=int(self.random_state), rule=self.rule)
+        table, chosen, _ = compare(names, responses, frac=float(self.frac), n_splits=int(self.n_splits), random_state=int(self.random_state), rule=self.rule, prior_strength=self.prior_strength)
         best = create(chosen).fit(responses)
         r = best.result_
         extras = dict(r.extras)
