@@ -414,7 +414,10 @@ def fit_spectral(
     rdiag, heywood = loglinear_diagonal(Qc, W, qdiag)
     R = np.where(valid_c, Qc, 0.0)
     np.fill_diagonal(R, rdiag)
-    use_als = completion == "als" or (completion == "auto" and not valid_c[~np.eye(len(idx), dtype=bool)].all())
+    # 'auto': Method B (weights n_ij, §5.1) whenever the core has missing entries — not only missing pairs —
+    # as in the spec's reference pipeline (§8.13 "Method A then Method B")
+    sparse_core = bool(np.any(sub.N < B.n))
+    use_als = completion == "als" or (completion == "auto" and sparse_core)
     spectrum, e1, Rc = top_eigenpair(R, valid_c, max_impute=5 if use_als else 200, spectrum=not use_als)
     lam = spectrum[0]
     v = np.sqrt(max(lam, 0.0)) * e1

@@ -68,6 +68,16 @@ def test_fitted_attributes_binary(sim, name):
     ba_true = sim.extras["balanced_accuracy"].reindex(workers)
     assert est.eigenvector_.corr(ba_true, method="spearman") > 0.8
     assert est.positive_label_ == 1
+    # ranking_: by v̂ (spectral core) for sml/isml; by the EM balanced accuracy, over every annotator, for sml-ds
+    order = est.ranking_
+    if name == "sml-ds":
+        assert len(order) == len(workers)
+        ba = est.balanced_accuracy_.reindex(order).to_numpy()
+        assert np.all(np.diff(ba) <= 0)
+        assert est.result_.extras["ranking_source"] == "em_balanced_accuracy"
+    else:
+        assert np.all(np.diff(est.eigenvector_.reindex(order).to_numpy()) <= 0)
+    assert pd.Series(np.arange(len(order)), index=order).corr(-ba_true.reindex(order), method="spearman") > 0.8
 
 
 def test_sml_posterior_is_hard_and_score_kept(sim):

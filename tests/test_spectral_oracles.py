@@ -262,13 +262,31 @@ def _mcar(seed):
     mae = 0.5 * (np.mean(np.abs(fit.psi - psi)) + np.mean(np.abs(fit.eta - eta)))
     ba_sml = _ba(_quiet_fit("sml", resp).labels_, sim.truth)
     ba_mv = _ba(_quiet_fit("mv", resp, tie_break="random", random_state=seed).labels_, sim.truth)
-    return sp, mae, abs(fit.b_likelihood - 0.3), abs(fit.b_tensor - 0.3), ba_sml, ba_mv
+    # likelihood ranking: balanced accuracy ψ+η−1 of the EM started from i-SML (sml-ds, §3.11)
+    em_ba = _quiet_fit("sml-ds", resp).result_.extras["balanced_accuracy"]
+    sp_em = spearmanr(em_ba, psi + eta - 1).statistic
+    return sp, mae, abs(fit.b_likelihood - 0.3), abs(fit.b_tensor - 0.3), ba_sml, ba_mv, sp_em
 
 
 @pytest.mark.parametrize("seed", FAST)
 def test_mcar_sparse(seed):
-    sp, mae, *_ = _mcar(seed)
+    sp, mae, *_, sp_em = _mcar(seed)
     assert sp >= 0.80 and mae <= 0.035
+    assert sp_em >= 0.80
+
+
+@pytest.mark.parametrize("seed", FAST)
+def test_mcar_uses_weighted_rank_one_fit(seed):
+    """§5.1/§8.13: with missing entries 'auto' runs Method A then Method B (w_ij = n_ij), even when every pair
+    is valid; both give the same ranking (§3.3: Spearman equal to about 2 decimals)."""
+    sim = independent(m=30, n=3000, b=0.3, psi_range=(0.55, 0.85), observed=0.3, seed=seed)
+    resp, B = _binary(sim)
+    target = _aligned(sim, resp, "psi") + _aligned(sim, resp, "eta") - 1
+    auto = fit_spectral(B, warn=False)
+    assert auto.moments.valid[~np.eye(B.m, dtype=bool)].all()  # every pair valid: only entries are missing
+    assert auto.diagnostics["completion"] == "als" and auto.diagnostics["als_converged"]
+    loglin = fit_spectral(B, completion="loglinear", warn=False)
+    assert abs(spearmanr(auto.v, target).statistic - spearmanr(loglin.v, target).statistic) <= 0.02
 
 
 @pytest.fixture(scope="module")
@@ -285,10 +303,20 @@ def test_mcar_sparse_full(mcar_full):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="seed 8 of this simulator gives Spearman 0.798 < 0.80 (mean 0.922, ref mean "
-                   "0.928); on that draw even the labelled-data empirical balanced accuracy reaches only 0.857")
+@pytest.mark.xfail(strict=False, reason="spectral v̂ (pairwise covariances, Method A or B with any of the n_ij / "
+                   "delta / precision weights) gives 0.798 on seed 8 (20-seed mean 0.922); over 200 seeds its mean "
+                   "0.929 equals the spec's reference 0.928 but 4/200 draws fall below 0.80, so a per-seed bound "
+                   "fails ~1 in 3 sets of 20 seeds. Labelled-data empirical BA reaches only 0.857 on seed 8.")
 def test_mcar_spearman_every_seed(mcar_full):
     assert mcar_full[:, 0].min() >= 0.80
+
+
+@pytest.mark.slow
+def test_mcar_likelihood_ranking_every_seed(mcar_full):
+    """§8.10 bound (0.80 per seed) on the likelihood ranking: EM (sml-ds) balanced accuracies started from
+    i-SML.  Measured: min 0.829, mean 0.940 over these 20 seeds; 0 of 200 seeds below 0.80."""
+    assert mcar_full[:, 6].min() >= 0.80
+    assert mcar_full[:, 6].mean() >= mcar_full[:, 0].mean()
 
 
 @pytest.mark.parametrize("seed", FAST)

@@ -171,6 +171,11 @@ class _SpectralBase(Aggregator):
             specificity_raw=bf.eta_raw,
             ranking=bf.spectral.ranking,
         )
+        if self.level == "sml-ds":
+            # the EM estimate ranks better than v̂ on sparse data (spec §8.10 MCAR, 20 seeds: Spearman min 0.829 vs
+            # 0.798, mean 0.940 vs 0.922) and covers every annotator, not only the spectral core
+            extras["ranking"] = np.argsort(-extras["balanced_accuracy"], kind="stable")
+            extras["ranking_source"] = "em_balanced_accuracy"
         extras["diagnostics"]["sml_mv_agreement"] = float(np.mean(np.sign(s[~no_core]) == mv_sign[~no_core])) if (~no_core).any() else float("nan")
         return Fit(posterior=post, confusion=conf, class_prior=prior, log_likelihood=log_lik,
                    n_iter=n_iter, converged=converged, extras=extras)
