@@ -621,6 +621,19 @@ def with_graph(ds: Dataset, graph: Any, name: str | None) -> Dataset:
 
 
 # ------------------------------------------------------------------------------------------- page shell
+PAGES = (
+    ("app.py", "Home", ":material/home:"),
+    ("pages/1_Data.py", "1 · Data", ":material/upload:"),
+    ("pages/2_Fit.py", "2 · Fit", ":material/play_arrow:"),
+    ("pages/3_Annotators.py", "3 · Annotators", ":material/group:"),
+    ("pages/4_Cartels.py", "4 · Cartels", ":material/hub:"),
+    ("pages/5_Items.py", "5 · Items", ":material/list:"),
+    ("pages/6_Compare.py", "6 · Compare", ":material/compare:"),
+)
+"""Sidebar navigation (path, label, icon).  Streamlit's automatic page list is hidden in
+``.streamlit/config.toml`` because it would label the home page by its file name ("app")."""
+
+
 def page_setup(title: str) -> Dataset | None:
     """Common start of every page: wide layout, session initialised, current data in the sidebar."""
     try:
@@ -630,6 +643,9 @@ def page_setup(title: str) -> Dataset | None:
     ss = ensure_state()
     ds = ss.get("fc_dataset")
     with st.sidebar:
+        for path, label, icon in PAGES:
+            st.page_link(path, label=label, icon=icon)
+        st.divider()
         st.markdown("**Current data**")
         if ds is None:
             st.caption("No data loaded.")
