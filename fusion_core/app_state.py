@@ -29,7 +29,7 @@ import streamlit as st
 from fusion_core.data.loading import read_table
 from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
-from fusion_core.methods import available, create
+from fusion_core.methods import available, create, info
 from fusion_core.methods.base import FitResult
 from fusion_core.methods.registry import MethodInfo, ParamSpec
 
@@ -511,7 +511,8 @@ def bootstrap_for(ds: Dataset, method: str, result: FitResult, n_bootstrap: int,
     cache = ss.setdefault("fc_bootstrap", {})
     if key not in cache:
         params = {k: v for k, v in ss.get("fc_params", {}).get(method, {}).items()}
-        cache[key] = bootstrap_intervals(ds.responses, method, params, n_bootstrap=n_bootstrap, level=level)
+        fit_kwargs = {"context": ds.context} if "context" in info(method).needs() else None
+        cache[key] = bootstrap_intervals(ds.responses, method, params, n_bootstrap=n_bootstrap, level=level, fit_kwargs=fit_kwargs)
     return cache[key]
 
 

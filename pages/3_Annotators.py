@@ -14,14 +14,14 @@ method = st.selectbox("Method", list(results), key="ann_method")
 res = results[method]
 info_inputs = set(method_info(method).inputs)
 
-with st.expander("Uncertainty: bootstrap intervals (resampling items)", expanded=False):
+with st.expander("Uncertainty: bootstrap intervals (resampling items, or whole sequences)", expanded=False):
     c1, c2 = st.columns(2)
     ss = S.state()  # settings survive page switches
     n_boot = c1.select_slider("Bootstrap replicates", [20, 50, 100, 200], value=ss.get("fc_boot_n", 50), key="ann_nboot")
     level = c2.select_slider("Interval level", [0.8, 0.9, 0.95], value=ss.get("fc_boot_level", 0.9), key="ann_level")
     ss["fc_boot_n"], ss["fc_boot_level"] = n_boot, level
-    if info_inputs - {"plain"}:
-        st.caption("Item resampling would break this method's sequences / graph / context; no intervals.")
+    if "graph" in info_inputs:
+        st.caption("Resampling items would break the item graph this method conditions on; no intervals.")
     elif st.button("Compute intervals", key="ann_boot"):
         try:
             with st.spinner(f"Refitting {method} on {n_boot} bootstrap samples…", show_time=True):
@@ -35,7 +35,8 @@ table = S.annotator_table(ds, res, intervals)
 st.plotly_chart(skill_ranking(res, intervals), key="ann_skill")
 if boot is not None:
     st.caption(
-        f"{int(boot.level * 100)}% percentile intervals from {boot.n_bootstrap} item-bootstrap refits "
+        f"{int(boot.level * 100)}% percentile intervals from {boot.n_bootstrap} "
+        f"{'sequence-block' if 'sequence' in info_inputs else 'item'}-bootstrap refits "
         f"({boot.permuted} replicates needed their latent classes re-ordered, {boot.failed} failed)."
     )
 

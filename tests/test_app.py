@@ -225,6 +225,15 @@ def test_uploaded_data_with_context_column_and_fit():
     assert set(at.session_state["fc_active"]) == set(ctx_methods + ["mv"]), [e.value for e in at.error]
     for page in RESULT_PAGES:
         _visit(at, page)
+    # bootstrap intervals for the context method: items are resampled with their context values
+    _visit(at, "pages/3_Annotators.py")
+    at.selectbox(key="ann_method").set_value("context-em").run()
+    at.select_slider(key="ann_nboot").set_value(20).run()
+    at.button(key="ann_boot").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    table = _frame(at, "skill", "responses")
+    assert {"skill low", "skill high"} <= set(table.columns)
+    assert (table["skill low"] <= table["skill"] + 1e-9).all() and (table["skill"] <= table["skill high"] + 1e-9).all()
 
 
 def test_fit_cache_and_page_switches_do_not_refit():

@@ -8,7 +8,9 @@ import pytest
 from fusion_core.diagnostics.bootstrap import align_classes, bootstrap_intervals
 from fusion_core.errors import UserInputError
 from fusion_core.methods import DawidSkene
+from fusion_core.data.responses import Responses
 from fusion_core.simulate import dawid_skene
+from fusion_core.simulate.sequential import hmm_chain
 
 
 def _true_skills(sim, index):
@@ -100,7 +102,62 @@ def test_bad_arguments():
         bootstrap_intervals(sim.responses, "no-such-method")
     from fusion_core.methods import available
 
-    structured = [m.name for m in available() if m.needs()]
-    for name in structured:  # sequences / graphs / context do not survive item resampling: refused clearly
-        with pytest.raises(UserInputError, match="plain responses"):
+    graph_methods = [m.name for m in available() if "graph" in m.needs()]
+    assert graph_methods
+    for name in graph_methods:  # resampling nodes would break the item graph: refused clearly
+        with pytest.raises(UserInputError, match="item graph"):
             bootstrap_intervals(sim.responses, name)
+    with pytest.raises(UserInputError, match="sequences"):
+        bootstrap_intervals(sim.responses, "hmm-em")
+
+
+def test_item_resampling_matches_a_loop():
+    sim = dawid_skene(n_items=60, n_workers=6, n_classes=3, responses_per_item=3, seed=1)
+    r = Responses.from_frame(sim.responses)
+    draw = np.random.default_rng(0).integers(0, r.n_items, size=r.n_items)
+    boot = r.with_items_resampled(draw)
+    rows = []
+    for j, i in enumerate(draw):  # reference: the responses of each drawn item, in their original order
+        for n in np.flatnonzero(r.item == i):
+            rows.append((j, r.worker[n], r.label[n]))
+    assert list(zip(boot.item, boot.worker, boot.label)) == rows
+    assert boot.items.is_unique and boot.n_items == len(draw)
+
+
+def test_sequence_block_resampling_keeps_whole_sequences():
+    sim = hmm_chain(n_sequences=12, length=7, n_classes=3, n_workers=4, n_good=3, seed=3)
+    r = Responses.from_frame(sim.responses)
+    boot, item_draw = r.with_sequences_resampled(np.array([5, 5, 0, 11]))
+    assert boot.n_items == 4 * 7 and len(boot.sequences) == 4
+    assert np.array_equal(np.bincount(boot.sequence), [7, 7, 7, 7])
+    for s, src in enumerate([5, 5, 0, 11]):
+        new_items = np.flatnonzero(boot.sequence == s)
+        assert set(r.sequence[item_draw[new_items]]) == {src}
+        assert np.array_equal(np.sort(boot.position[new_items]), np.arange(7))
+    # every response of a drawn item is carried with its worker and label
+    assert boot.n_responses == int(sum(np.isin(r.item, np.flatnonzero(r.sequence == s)).sum() for s in [5, 5, 0, 11]))
+
+
+def test_sequential_method_block_bootstrap_covers_true_skills():
+    sim = hmm_chain(n_sequences=60, length=20, n_classes=3, n_workers=8, n_good=5, accuracy=(0.5, 0.8), seed=5)
+    b = bootstrap_intervals(sim.responses, "hmm-em", {"emission": "independent", "init": "mv"}, n_bootstrap=25, level=0.9, random_state=1)
+    s = b.skills
+    assert b.failed == 0
+    assert (s["low"] <= s["estimate"] + 1e-9).all() and (s["estimate"] <= s["high"] + 1e-9).all()
+    t = _true_skills(sim, s.index)
+    covered = ((s["low"].to_numpy() - 0.02 <= t) & (t <= s["high"].to_numpy() + 0.02)).mean()
+    assert covered >= 0.75
+    assert (s["high"] - s["low"]).mean() < 0.25
+
+
+def test_context_method_bootstrap_carries_context():
+    from fusion_core.simulate.context import table1
+
+    sim = table1(6, 600, seed=1001)
+    ctx = sim.extras["context"]
+    b = bootstrap_intervals(sim.responses, "context-em", n_bootstrap=12, level=0.9, random_state=0, fit_kwargs={"context": ctx})
+    s = b.skills
+    assert b.failed == 0 and np.isfinite(s[["low", "high"]].to_numpy()).all()
+    assert (s["low"] <= s["estimate"] + 1e-9).all() and (s["estimate"] <= s["high"] + 1e-9).all()
+    with pytest.raises(UserInputError):  # the context is required, as for fit
+        bootstrap_intervals(sim.responses, "context-em", n_bootstrap=3)

@@ -264,22 +264,44 @@ class Responses:
         return replace(self, item=self.item[mask], worker=self.worker[mask], label=self.label[mask], report=rep)
 
     def with_items_resampled(self, item_draw: np.ndarray) -> "Responses":
-        """Bootstrap copy: items ``item_draw`` (codes, with repeats) become new items 0..len-1."""
+        """Bootstrap copy: items ``item_draw`` (codes, with repeats) become new items 0..len-1, with unique
+        ids 0..len-1 (the source item of new item j is ``item_draw[j]``).  Sequences are not carried; see
+        :meth:`with_sequences_resampled`."""
         item_draw = np.asarray(item_draw, dtype=np.int64)
         order = np.argsort(self.item, kind="stable")
         starts = np.searchsorted(self.item[order], np.arange(self.n_items + 1))
         lens = starts[item_draw + 1] - starts[item_draw]
         new_item = np.repeat(np.arange(len(item_draw)), lens)
-        src = np.concatenate([order[starts[i] : starts[i + 1]] for i in item_draw]) if len(item_draw) else order[:0]
+        offset = np.arange(len(new_item)) - np.repeat(np.cumsum(lens) - lens, lens)  # rank within its item
+        src = order[np.repeat(starts[item_draw], lens) + offset]
         return Responses(
             item=new_item,
             worker=self.worker[src],
             label=self.label[src],
-            items=pd.Index(self.items.take(item_draw)),
+            items=pd.RangeIndex(len(item_draw), name="bootstrap_item"),
             workers=self.workers,
             classes=self.classes,
             report=ValidationReport(rows_read=len(src), responses=len(src)),
         )
+
+    def with_sequences_resampled(self, sequence_draw: np.ndarray) -> tuple["Responses", np.ndarray]:
+        """Block bootstrap for sequential data: whole sequences ``sequence_draw`` (codes, with repeats) become
+        new sequences 0..len-1, positions kept.  Returns (copy, item_draw: source item of each new item)."""
+        if self.sequence is None:
+            raise UserInputError("these responses have no sequences to resample.")
+        sequence_draw = np.asarray(sequence_draw, dtype=np.int64)
+        bounds = self.sequence_bounds
+        lens = bounds[sequence_draw + 1] - bounds[sequence_draw]
+        offset = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+        item_draw = self.item_order[np.repeat(bounds[sequence_draw], lens) + offset]
+        boot = self.with_items_resampled(item_draw)
+        boot = replace(
+            boot,
+            sequence=np.repeat(np.arange(len(sequence_draw), dtype=np.int64), lens),
+            position=np.asarray(self.position)[item_draw],
+            sequences=pd.RangeIndex(len(sequence_draw), name="bootstrap_sequence"),
+        )
+        return boot, item_draw
 
     # ------------------------------------------------------------- builders
     @classmethod

@@ -1,7 +1,10 @@
 """Bootstrap confidence intervals for annotator skills and confusion entries of any registered method.
 
 Items are resampled with replacement (``Responses.with_items_resampled``), the method is refitted on each
-replicate, and percentile intervals are taken per annotator.  Latent classes are only identified up to a
+replicate, and percentile intervals are taken per annotator.  Sequential methods resample whole sequences (a
+block bootstrap, ``Responses.with_sequences_resampled``: dependence along a sequence is kept); item-aligned
+inputs (a context value, gold labels) travel with their items.  Graph methods are refused: resampling nodes
+would break the item graph the model conditions on.  Latent classes are only identified up to a
 permutation, so every replicate's true-class axis is first matched to the full-data fit: the permutation
 maximising ``Σ_n q_ref[draw_n] · q_boot[n]`` (Hungarian algorithm on a K × K score) is applied to the
 posterior, the class prior and the *true* axis of the confusion matrices (reported labels are observed and
@@ -76,7 +79,7 @@ def bootstrap_intervals(
     """Item-bootstrap percentile intervals for skills and confusion entries (see module docstring).
 
     ``method``: a registered name or an estimator (its parameters are reused); ``fit_kwargs`` go to every
-    ``fit`` (e.g. ``context=``; graph methods cannot be bootstrapped by item resampling and are refused).
+    ``fit``; ``context=`` and ``true_labels=`` (Series by item id) are resampled with their items.
     """
     if not 0 < level < 1:
         raise UserInputError(f"level must be between 0 and 1, got {level}.")
@@ -84,12 +87,23 @@ def bootstrap_intervals(
         raise UserInputError(f"n_bootstrap must be at least 2, got {n_bootstrap}.")
     resp = as_responses(data)
     name, p, cls = _estimator(method, params)
-    if set(getattr(cls, "inputs", ("plain",))) - {"plain"}:
+    inputs = set(getattr(cls, "inputs", ("plain",)))
+    if "graph" in inputs:
         raise UserInputError(
-            f"method '{name}' needs {', '.join(sorted(set(cls.inputs) - {'plain'}))} input that item resampling "
-            "breaks or does not carry; bootstrap intervals are available for methods on plain responses."
+            f"method '{name}' conditions on the item graph, which resampling items would break; bootstrap "
+            "intervals are available for plain, sequence and context methods."
         )
+    by_sequence = "sequence" in inputs
+    if by_sequence and not resp.has_sequences:
+        raise UserInputError(f"method '{name}' needs sequences (sequence and position columns) to bootstrap.")
     kwargs = dict(fit_kwargs or {})
+    item_inputs = {}  # item-aligned inputs: values by item code, NaN where absent
+    for key in ("context", "true_labels"):
+        if kwargs.get(key) is not None:
+            codes, vals = resp.align_items(kwargs[key], what=key)
+            by_code = np.full(resp.n_items, np.nan, dtype=object)
+            by_code[codes] = vals
+            item_inputs[key] = by_code
     ref = cls(**p).fit(resp, **kwargs).result_
     ref_post = ref.posterior
     rng = np.random.default_rng(random_state)
@@ -98,8 +112,17 @@ def bootstrap_intervals(
     conf_s = np.full((n_bootstrap, w, k, k), np.nan) if ref.confusion is not None else None
     permuted = failed = 0
     for b in range(n_bootstrap):  # one refit per replicate; each refit is vectorised
-        draw = rng.integers(0, resp.n_items, size=resp.n_items)
-        boot = resp.with_items_resampled(draw)
+        if by_sequence:
+            n_seq = len(resp.sequence_bounds) - 1
+            boot, draw = resp.with_sequences_resampled(rng.integers(0, n_seq, size=n_seq))
+        else:
+            draw = rng.integers(0, resp.n_items, size=resp.n_items)
+            boot = resp.with_items_resampled(draw)
+        for key, by_code in item_inputs.items():
+            vals = pd.Series(by_code[draw], index=boot.items)
+            vals = vals[vals.notna()]
+            numeric = key == "context" and pd.api.types.is_numeric_dtype(pd.Series(fit_kwargs[key]))
+            kwargs[key] = pd.to_numeric(vals) if numeric else vals
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", AggregationWarning)
