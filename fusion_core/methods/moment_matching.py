@@ -4,11 +4,18 @@ Spec ``sequential-networked.md`` §2.2 (paper: Traganitis & Giannakis §3.2, eq.
 
 * Sample moments with missing responses (§2.2.6): ``mu_m`` over the items learner m labelled,
   ``S_mm'`` over the items both labelled, ``T_mm'm''`` over the items all three labelled; pairs and
-  triples with too little support are dropped.  Triples are enumerated per item (``Σ_n C(|obs_n|, 3)``
-  work, vectorised per combination of positions), never as an ``M³`` loop over learners.
+  triples with too little support are dropped.  Only co-occurring learners are ever touched: pairs
+  come from sparse products of the response indicators, triples are enumerated per item
+  (``Σ_n C(|obs_n|, 3)`` work, in bounded chunks), never as an ``M²``/``M³`` loop over learners.
 * Block-coordinate solver (§2.2.4): each ``Γ_m`` block and the ``π`` block is a convex QP over a
-  simplex-type set.  It is solved exactly by the equality-constrained closed form when that is
-  non-negative, otherwise by warm-started FISTA with column-wise simplex projection.
+  simplex-type set, solved exactly: equality-constrained closed form when it is non-negative, else an
+  active-set KKT solve (FISTA with column-wise simplex projection as the last resort).
+  [OURS] Learners that share no kept pair/triple have independent blocks; a greedy colouring of the
+  co-occurrence graph groups them, and each colour is updated as one batch (a sequential sweep in colour
+  order, so the descent is unchanged; sparse crowds of ~800 annotators need ~30 batches per sweep),
+  and a projected extrapolation step, kept only when it lowers g, roughly halves the sweeps.
+* Annotators with no kept pair or triple are not identified by the moments; an AggregationWarning
+  says how many (their Γ_m only matches their label frequencies, from the majority-vote start).
 * As2 permutation fix (§2.2.5): Hungarian assignment on ``Σ_m Γ_m``.
 
 Orientation: inside this module ``gamma[m]`` is the paper's ``Γ_m[k_resp, k_true]`` (columns are pmfs);
@@ -25,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 
 from fusion_core.data.responses import Responses
@@ -184,6 +192,8 @@ class Moments:
     T3: np.ndarray
     pair_support: np.ndarray = field(default_factory=lambda: np.zeros(0))
     triple_support: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    min_pair_support: int = 0
+    min_triple_support: int = 0
     _blocks: dict = field(default_factory=dict, repr=False)
 
     def blocks(self, m: int):
@@ -212,6 +222,30 @@ def default_min_support(k: int) -> tuple[int, int]:
     return max(20, k * k), max(20, int(np.ceil(k**3 / 2)))
 
 
+_CHUNK = 2_000_000  # triple instances materialised at once (bounded memory on dense crowds)
+_DENSE_TRIPLE_RANKS = 4_000_000  # below this many possible triples, count supports in a dense array
+
+
+@functools.lru_cache(maxsize=64)
+def _combinations3(r: int) -> np.ndarray:
+    return np.array(list(itertools.combinations(range(r), 3)), dtype=np.int64).reshape(-1, 3)
+
+
+def _triple_instances(r_item, starts, learner_of, label_of, complete: bool = False):
+    """Every observed learner triple of every item, in chunks: ``(items, learners, labels)`` with
+    ``learners``/``labels`` three (items × C(r, 3)) arrays, learners ascending (spec §2.2.6: Σ_n C(|obs_n|, 3)).
+    ``complete`` (every learner labels every item): the learners are the same for all items, returned 1-D."""
+    for r in np.unique(r_item[r_item >= 3]):
+        items_r = np.flatnonzero(r_item == r)
+        cmb = _combinations3(int(r))
+        per = max(1, _CHUNK // len(cmb))
+        for s in range(0, len(items_r), per):
+            it = items_r[s : s + per]
+            pos = starts[it][:, None] + np.arange(r)[None, :]
+            lrn, lab = (cmb.T if complete else learner_of[pos][:, cmb].transpose(2, 0, 1)), label_of[pos]
+            yield it, lrn, [lab[:, cmb[:, j]] for j in range(3)]
+
+
 def compute_moments(
     F: np.ndarray,
     n_classes: int,
@@ -224,7 +258,10 @@ def compute_moments(
     """Sample moments from ``F`` (learners × items, -1 = no response) with optional item weights.
 
     Each moment is normalised by its own (weighted) support; pairs/triples whose unweighted support
-    (number of items) is below the minimum are dropped (spec §2.2.6).
+    (number of items) is below the minimum are dropped (spec §2.2.6).  Only co-occurring pairs and
+    triples are ever enumerated: pairs from the sparse products ``Bᵀ B`` / ``Cᵀ W C`` of the response
+    indicators, triples per item; with many learners a triple is counted only when its three pairs
+    all reach the triple minimum (a triple's support never exceeds its pairs').
     """
     F = np.asarray(F, dtype=np.int64)
     m_count, n = F.shape
@@ -235,106 +272,129 @@ def compute_moments(
     p_min, t_min = default_min_support(k)
     p_min = p_min if min_pair_support is None else int(min_pair_support)
     t_min = t_min if min_triple_support is None else int(min_triple_support)
-    obs = F >= 0
+
+    # responses sorted by item, learners ascending within an item
+    item_of, learner_of = np.nonzero(F.T >= 0)
+    label_of = F[learner_of, item_of]
+    w_of = w[item_of]
+    r_item = np.bincount(item_of, minlength=n)
+    starts = np.r_[0, np.cumsum(r_item)]
 
     # first order
-    for_m, for_n = np.nonzero(obs)
-    flat = np.bincount(for_m * k + F[for_m, for_n], weights=w[for_n], minlength=m_count * k)
-    mu = flat.reshape(m_count, k)
+    mu = np.bincount(learner_of * k + label_of, weights=w_of, minlength=m_count * k).reshape(m_count, k)
     wm = mu.sum(axis=1)
     mu_ok = wm > 0
     mu = np.where(mu_ok[:, None], mu / np.where(wm > 0, wm, 1)[:, None], 0.0)
 
-    # per-item sorted learners (items in order, learners ascending within an item)
-    item_of, learner_of = np.nonzero(obs.T)
-    label_of = F[learner_of, item_of]
-    r_item = np.bincount(item_of, minlength=n)
-    starts = np.r_[0, np.cumsum(r_item)]
+    # second order: co-occurrence counts Bᵀ B and weighted code products Cᵀ W C (sparse)
+    ones = np.ones(len(item_of))
+    ind = sp.csr_matrix((ones, (item_of, learner_of)), shape=(n, m_count))
+    cnt = (ind.T @ ind).tocoo()
+    upper = cnt.row < cnt.col
+    pa, pb, pc = cnt.row[upper].astype(np.int64), cnt.col[upper].astype(np.int64), np.rint(cnt.data[upper])
+    code = learner_of * k + label_of
+    onehot_w = sp.csr_matrix((w_of, (item_of, code)), shape=(n, m_count * k))
+    onehot = sp.csr_matrix((ones, (item_of, code)), shape=(n, m_count * k))
+    prod = (onehot_w.T @ onehot).tocoo()
+    ra, rb = prod.row // k, prod.col // k
+    up = ra < rb
+    pkey = pa * m_count + pb
+    order = np.argsort(pkey)
+    pkey, pa, pb, pc = pkey[order], pa[order], pb[order], pc[order]
+    slot = np.searchsorted(pkey, ra[up] * m_count + rb[up])
+    pair_w = np.zeros((len(pkey), k, k))
+    np.add.at(pair_w, (slot, prod.row[up] % k, prod.col[up] % k), prod.data[up])
+    keep = (pc >= p_min) & (pair_w.sum(axis=(1, 2)) > 0)
+    rank = pb * (pb - 1) // 2 + pa  # combination rank: pairs ordered by (b, a)
+    sel = np.flatnonzero(keep)[np.argsort(rank[keep], kind="stable")]
+    S = pair_w[sel]
+    S = S / S.sum(axis=(1, 2), keepdims=True) if len(sel) else np.zeros((0, k, k))
+    pair = np.stack([pa[sel], pb[sel]], axis=1) if len(sel) else np.zeros((0, 2), dtype=np.int64)
+    pair_support = pc[sel]
 
-    def groups(min_r: int):
-        for r in np.unique(r_item[r_item >= min_r]):
-            items_r = np.flatnonzero(r_item == r)
-            pos = starts[items_r][:, None] + np.arange(r)[None, :]
-            yield r, items_r, learner_of[pos], label_of[pos]
-
-    # second order: accumulate over (pair rank, code)
-    n_pair_all = m_count * (m_count - 1) // 2
-    pair_w = np.zeros(n_pair_all * k * k)
-    pair_cnt = np.zeros(n_pair_all)
-    for r, items_r, lrn, lab in groups(2):
-        wr = w[items_r]
-        b2 = lrn * (lrn - 1) // 2
-        for i in range(r - 1):  # all partners j > i at once
-            rank = b2[:, i + 1 :] + lrn[:, i, None]
-            code = rank * k * k + lab[:, i, None] * k + lab[:, i + 1 :]
-            pair_w += np.bincount(code.ravel(), weights=np.repeat(wr, r - 1 - i), minlength=len(pair_w))
-            pair_cnt += np.bincount(rank.ravel(), minlength=n_pair_all)
-    pair_w = pair_w.reshape(n_pair_all, k, k)
-    keep_p = np.flatnonzero((pair_cnt >= p_min) & (pair_w.sum(axis=(1, 2)) > 0))
-    bb = np.floor((1 + np.sqrt(1 + 8 * keep_p)) / 2).astype(np.int64)
-    bb = np.where(bb * (bb - 1) // 2 > keep_p, bb - 1, bb)
-    aa = keep_p - bb * (bb - 1) // 2
-    S = pair_w[keep_p]
-    S = S / S.sum(axis=(1, 2), keepdims=True)
-    pair = np.stack([aa, bb], axis=1) if len(keep_p) else np.zeros((0, 2), dtype=np.int64)
-
-    # third order: supports first (cheap), then codes for the kept triples only
+    # third order: supports first, then the codes of the kept triples only
+    cand = np.arange(m_count, dtype=np.int64)
+    c3, b2 = cand * (cand - 1) * (cand - 2) // 6, cand * (cand - 1) // 2
     n_tri_all = m_count * (m_count - 1) * (m_count - 2) // 6
-    dense_complete = bool(obs.all())
-    if dense_complete:
-        tri_cnt = None
-    else:
-        tri_cnt = np.zeros(n_tri_all)
-        for r, items_r, lrn, lab in groups(3):
-            c3, b2 = lrn * (lrn - 1) * (lrn - 2) // 6, lrn * (lrn - 1) // 2
-            for i, j in itertools.combinations(range(r - 1), 2):  # all third members l > j at once
-                rank = c3[:, j + 1 :] + (b2[:, j] + lrn[:, i])[:, None]
-                tri_cnt += np.bincount(rank.ravel(), minlength=n_tri_all)
-    if tri_cnt is None:
+    dense_ranks = n_tri_all <= _DENSE_TRIPLE_RANKS
+    strong = pkey[pc >= t_min]  # sorted keys a·M + b of the pairs a triple can be built on
+
+    def strong_pair(a, b):
+        if not len(strong):
+            return np.zeros(a.shape, dtype=bool)
+        key = a * m_count + b
+        return strong[np.minimum(np.searchsorted(strong, key), len(strong) - 1)] == key
+
+    complete = bool(n_tri_all) and bool((F >= 0).all())
+
+    def instances():
+        for it, lrn, lab in _triple_instances(r_item, starts, learner_of, label_of, complete):
+            l0, l1, l2 = lrn
+            rk = c3[l2] + b2[l1] + l0
+            if dense_ranks:
+                yield it, rk, lab, None
+            else:
+                # many learners: count a triple only if its three pairs reach the triple minimum
+                ok = strong_pair(l0, l1) & strong_pair(l0, l2) & strong_pair(l1, l2)
+                yield it, rk, lab, ok
+
+    if complete:
         keep_t = np.arange(n_tri_all) if n >= t_min else np.zeros(0, dtype=np.int64)
         support_t = np.full(len(keep_t), float(n))
-    else:
+    elif dense_ranks:
+        tri_cnt = np.zeros(n_tri_all)
+        for _, rk, _, _ in instances():
+            tri_cnt += np.bincount(rk.ravel(), minlength=n_tri_all)
         keep_t = np.flatnonzero(tri_cnt >= t_min)
         support_t = tri_cnt[keep_t]
+    else:
+        uniq, counts = [], []
+        for _, rk, _, ok in instances():
+            u, c = np.unique(rk[ok], return_counts=True)
+            uniq.append(u)
+            counts.append(c)
+        u_all = np.concatenate(uniq) if uniq else np.zeros(0, dtype=np.int64)
+        u, inv = np.unique(u_all, return_inverse=True)
+        tot = np.bincount(inv, weights=np.concatenate(counts) if counts else None, minlength=len(u))
+        keep_t = u[tot >= t_min]
+        support_t = tot[tot >= t_min]
     budget = max(1, max_triple_entries // k**3)
     if len(keep_t) > budget:  # [OURS] memory cap: keep the best-supported triples
         warnings.warn(
             f"moment matching kept the {budget:,} best-supported of {len(keep_t):,} learner triples (memory cap).",
             AggregationWarning,
         )
-        best = np.argsort(-support_t, kind="stable")[:budget]
-        keep_t, support_t = keep_t[np.sort(best)], support_t[np.sort(best)]
-    compact = np.full(n_tri_all, -1, dtype=np.int64)
-    compact[keep_t] = np.arange(len(keep_t))
+        best = np.sort(np.argsort(-support_t, kind="stable")[:budget])
+        keep_t, support_t = keep_t[best], support_t[best]
     t_acc = np.zeros(len(keep_t) * k**3)
     if len(keep_t):
-        for r, items_r, lrn, lab in groups(3):
-            wr = w[items_r]
-            c3, b2 = lrn * (lrn - 1) * (lrn - 2) // 6, lrn * (lrn - 1) // 2
-            for i, j in itertools.combinations(range(r - 1), 2):  # all third members l > j at once
-                c = compact[c3[:, j + 1 :] + (b2[:, j] + lrn[:, i])[:, None]]
-                code = c * k**3 + ((lab[:, i] * k + lab[:, j]) * k)[:, None] + lab[:, j + 1 :]
-                wt = np.broadcast_to(wr[:, None], c.shape)
-                ok = c >= 0
-                if ok.all():
-                    t_acc += np.bincount(code.ravel(), weights=wt.ravel(), minlength=len(t_acc))
-                elif ok.any():
-                    t_acc += np.bincount(code[ok], weights=wt[ok], minlength=len(t_acc))
+        if dense_ranks:
+            compact = np.full(n_tri_all, -1, dtype=np.int64)
+            compact[keep_t] = np.arange(len(keep_t)) * k**3
+        for it, rk, lab, ok in instances():
+            if dense_ranks:
+                idx = compact[rk]
+                hit = idx >= 0
+            else:
+                idx = np.minimum(np.searchsorted(keep_t, rk), len(keep_t) - 1)
+                hit = keep_t[idx] == rk
+                idx = idx * k**3
+            code = idx + (lab[0] * k + lab[1]) * k + lab[2]
+            wt = None if weights is None else np.broadcast_to(w[it][:, None], code.shape)
+            if hit.all():
+                t_acc += np.bincount(code.ravel(), weights=None if wt is None else wt.ravel(), minlength=len(t_acc))
+            else:
+                hit = np.broadcast_to(hit, code.shape)
+                t_acc += np.bincount(code[hit], weights=None if wt is None else wt[hit], minlength=len(t_acc))
     T3 = t_acc.reshape(len(keep_t), k, k, k)
     tot = T3.sum(axis=(1, 2, 3))
     good = tot > 0
     T3, keep_t, support_t = T3[good] / tot[good, None, None, None], keep_t[good], support_t[good]
-    # decode combination ranks
-    if len(keep_t):
-        rem = keep_t.copy()
-        cand = np.arange(m_count)
-        cvals = cand * (cand - 1) * (cand - 2) // 6
-        cc = np.searchsorted(cvals, rem, side="right") - 1
-        rem = rem - cvals[cc]
-        bvals = cand * (cand - 1) // 2
-        bcode = np.searchsorted(bvals, rem, side="right") - 1
-        acode = rem - bvals[bcode]
-        triple = np.stack([acode, bcode, cc], axis=1)
+    if len(keep_t):  # decode combination ranks
+        cc = np.searchsorted(c3, keep_t, side="right") - 1
+        rem = keep_t - c3[cc]
+        bcode = np.searchsorted(b2, rem, side="right") - 1
+        triple = np.stack([rem - b2[bcode], bcode, cc], axis=1)
     else:
         triple = np.zeros((0, 3), dtype=np.int64)
     return Moments(
@@ -346,8 +406,10 @@ def compute_moments(
         S=S,
         triple=triple,
         T3=T3,
-        pair_support=pair_cnt[keep_p],
+        pair_support=pair_support,
         triple_support=support_t,
+        min_pair_support=p_min,
+        min_triple_support=t_min,
     )
 
 
@@ -394,19 +456,193 @@ def block_quadratic(mom: Moments, gamma: np.ndarray, pi: np.ndarray, m: int) -> 
 
 def prior_quadratic(mom: Moments, gamma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(Q, r)`` with ``g = πᵀQπ − 2rᵀπ + const`` for fixed Γ (§2.2.4, π block)."""
-    gram = np.einsum("mik,mil->mkl", gamma, gamma)
+    gram = np.matmul(gamma.transpose(0, 2, 1), gamma)
     quad = gram[mom.mu_ok].sum(axis=0)
-    lin = np.einsum("mik,mi->k", gamma[mom.mu_ok], mom.mu[mom.mu_ok])
+    lin = (gamma[mom.mu_ok] * mom.mu[mom.mu_ok][:, :, None]).sum(axis=(0, 1))
     if len(mom.pair):
         a, b = mom.pair[:, 0], mom.pair[:, 1]
         quad = quad + (gram[a] * gram[b]).sum(axis=0)
-        lin = lin + np.einsum("pik,pij,pjk->k", gamma[a], mom.S, gamma[b])
+        lin = lin + (np.matmul(mom.S, gamma[b]) * gamma[a]).sum(axis=(0, 1))
     if len(mom.triple):
         a, b, c = (mom.triple[:, i] for i in range(3))
         quad = quad + (gram[a] * gram[b] * gram[c]).sum(axis=0)
-        inner = np.matmul(mom.T3, gamma[c][:, None, :, :])  # q,i,j,k
-        lin = lin + np.einsum("qijk,qik,qjk->k", inner, gamma[a], gamma[b])
+        inner = np.matmul(mom.T3, gamma[c][:, None, :, :])  # q,i,j,k = Σ_l T[i,j,l] Γc[l,k]
+        lin = lin + ((inner * gamma[b][:, None, :, :]).sum(axis=2) * gamma[a]).sum(axis=(0, 1))
     return quad, lin
+
+
+# ----------------------------------------------------------------------------- batched block updates
+def _active_set_batch(hess: np.ndarray, lin: np.ndarray, eq: np.ndarray, zero: np.ndarray, max_iter: int = 50):
+    """:func:`_active_set` for a stack of problems at once (same guess-and-check on the zero pattern; the
+    KKT system keeps its full size with identity rows for the variables held at zero).
+
+    Returns ``(x, done)``; problems with ``done == False`` did not settle (or hit a singular system).
+    """
+    nb, n = lin.shape
+    ne = eq.shape[0]
+    x_out = np.zeros((nb, n))
+    done = np.zeros(nb, dtype=bool)
+    zero = zero.copy()
+    act = np.arange(nb)
+    diag = np.arange(n)
+    for _ in range(max_iter):
+        if not len(act):
+            break
+        z = zero[act]
+        free = ~z
+        kkt = np.zeros((len(act), n + ne, n + ne))
+        kkt[:, :n, :n] = hess[act] * (free[:, :, None] & free[:, None, :])
+        kkt[:, diag, diag] += z
+        kkt[:, :n, n:] = eq.T[None] * free[:, :, None]
+        kkt[:, n:, :n] = eq[None] * free[:, None, :]
+        rhs = np.concatenate([lin[act] * free, np.ones((len(act), ne))], axis=1)
+        try:
+            sol = np.linalg.solve(kkt, rhs[:, :, None])[:, :, 0]
+        except np.linalg.LinAlgError:
+            break
+        finite = np.isfinite(sol).all(axis=1)
+        x = np.where(free, sol[:, :n], 0.0)
+        neg = finite & (x.min(axis=1) < -1e-13)
+        zero[act[neg]] |= x[neg] < -1e-13
+        mult = np.einsum("bij,bj->bi", hess[act], x) - lin[act] + sol[:, n:] @ eq
+        mz = np.where(z, mult, np.inf)
+        j = np.argmin(mz, axis=1)
+        mval = mz[np.arange(len(act)), j]
+        thr = -1e-11 * np.maximum(1.0, np.abs(lin[act]).max(axis=1))
+        fin = finite & ~neg & (mval >= thr)
+        x_out[act[fin]] = np.maximum(x[fin], 0.0)
+        done[act[fin]] = True
+        rel = finite & ~neg & ~fin
+        zero[act[rel], j[rel]] = False
+        act = act[finite & ~fin]
+    return x_out, done
+
+
+def _qp_columns_batch(gram: np.ndarray, lin: np.ndarray, start: np.ndarray, inner_iter: int) -> np.ndarray:
+    """:func:`_qp_columns` for a stack of blocks (B×K×K): batched closed form, then a batched active set
+    for the blocks whose closed form is infeasible; per-block fallback for anything left."""
+    nb, k, _ = gram.shape
+    eye = np.eye(k)
+    try:
+        ginv_t = np.linalg.inv(gram.transpose(0, 2, 1) + 1e-14 * np.trace(gram, axis1=1, axis2=2)[:, None, None] * eye)
+        ginv_t = ginv_t.transpose(0, 2, 1)
+    except np.linalg.LinAlgError:
+        return np.stack([_qp_columns(gram[b], lin[b], start[b], inner_iter) for b in range(nb)])
+    lam = (lin.sum(axis=1) - gram.sum(axis=1)) / k
+    x = np.matmul(lin - lam[:, None, :], ginv_t)
+    finite = np.isfinite(x).all(axis=(1, 2))
+    ok = finite & (x.min(axis=(1, 2), initial=np.inf) >= 0)
+    out = np.where(ok[:, None, None], x, 0.0)
+    bad = np.flatnonzero(~ok)
+    if len(bad):
+        zero = start[bad].reshape(len(bad), -1) <= 1e-14
+        from_x = ~zero.any(axis=1) & finite[bad]
+        zero[from_x] = x[bad[from_x]].reshape(-1, k * k) <= 0
+        hess = np.zeros((len(bad), k * k, k * k))
+        for i in range(k):  # block-diagonal 2 (I ⊗ gram); k is the number of classes
+            hess[:, i * k : (i + 1) * k, i * k : (i + 1) * k] = 2.0 * gram[bad]
+        xs, done = _active_set_batch(hess, 2.0 * lin[bad].reshape(len(bad), -1), _column_sum_operator(k), zero)
+        out[bad[done]] = xs[done].reshape(-1, k, k)
+        for b in bad[~done]:
+            out[b] = _qp_columns(gram[b], lin[b], start[b], inner_iter)
+    return out
+
+
+@dataclass
+class _ColourPlan:
+    """Terms of (17) whose Γ_m block is updated in one batch: the learners of one colour of the
+    co-occurrence graph (no two share a kept pair or triple, so their block problems are independent)."""
+
+    members: np.ndarray
+    pf: np.ndarray  # kept pairs with the member first
+    ps: np.ndarray  # kept pairs with the member second
+    q: tuple  # kept triples with the member in mode 0, 1, 2
+    seg: sp.csr_matrix  # members × (pair and triple terms) indicator for the segment sums
+
+
+def colour_learners(mom: Moments) -> np.ndarray:
+    """Greedy colouring (learner index order) of the graph linking learners that share a kept pair or
+    triple; learners of one colour have independent Γ blocks (§2.2.4 block-coordinate descent)."""
+    m = mom.n_learners
+    e = [mom.pair] + [mom.triple[:, list(c)] for c in ((0, 1), (0, 2), (1, 2))]
+    ab = np.concatenate(e) if len(mom.triple) or len(mom.pair) else np.zeros((0, 2), dtype=np.int64)
+    adj = sp.csr_matrix((np.ones(2 * len(ab)), (np.r_[ab[:, 0], ab[:, 1]], np.r_[ab[:, 1], ab[:, 0]])), shape=(m, m))
+    colour = np.full(m, -1, dtype=np.int64)
+    for v in range(m):
+        used = colour[adj.indices[adj.indptr[v] : adj.indptr[v + 1]]]
+        used = used[used >= 0]
+        mark = np.zeros(len(used) + 1, dtype=bool)
+        mark[used[used <= len(used)]] = True
+        colour[v] = int(np.argmin(mark))
+    return colour
+
+
+def _colour_plans(mom: Moments) -> list[_ColourPlan]:
+    if "plans" in mom._blocks:
+        return mom._blocks["plans"]
+    colour = colour_learners(mom)
+    plans = []
+    for c in range(int(colour.max()) + 1 if len(colour) else 0):
+        members = np.flatnonzero(colour == c)
+        local = np.full(mom.n_learners, -1, dtype=np.int64)
+        local[members] = np.arange(len(members))
+        pf = np.flatnonzero(local[mom.pair[:, 0]] >= 0)
+        ps = np.flatnonzero(local[mom.pair[:, 1]] >= 0)
+        q = tuple(np.flatnonzero(local[mom.triple[:, j]] >= 0) for j in range(3))
+        tgt = np.concatenate([local[mom.pair[pf, 0]], local[mom.pair[ps, 1]]] + [local[mom.triple[q[j], j]] for j in range(3)])
+        seg = sp.csr_matrix((np.ones(len(tgt)), (tgt, np.arange(len(tgt)))), shape=(len(members), len(tgt)))
+        plans.append(_ColourPlan(members, pf, ps, q, seg))
+    mom._blocks["plans"] = plans
+    return plans
+
+
+def block_quadratics(
+    mom: Moments, gamma: np.ndarray, pi: np.ndarray, plan: _ColourPlan, gram_all: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`block_quadratic` for all learners of one colour at once: ``(G, F)`` stacks (B×K×K).
+    ``gram_all`` (optional): the current ``Γ_mᵀ Γ_m`` of every learner."""
+    k = mom.n_classes
+    if gram_all is None:
+        gram_all = np.matmul(gamma.transpose(0, 2, 1), gamma)
+    mem = plan.members
+    pp = np.outer(pi, pi)
+    ok = mom.mu_ok[mem]
+    gram = np.where(ok[:, None, None], pp, 0.0)
+    lin = np.where(ok[:, None, None], mom.mu[mem][:, :, None] * pi[None, None, :], 0.0)
+    grams, lins = [], []
+    if len(plan.pf) or len(plan.ps):
+        other = mom.pair[plan.pf, 1]
+        grams.append(gram_all[other])
+        lins.append(np.matmul(mom.S[plan.pf], gamma[other]))
+        other = mom.pair[plan.ps, 0]
+        grams.append(gram_all[other])
+        lins.append(np.matmul(mom.S[plan.ps].transpose(0, 2, 1), gamma[other]))
+    for mode, q in enumerate(plan.q):
+        if not len(q):
+            continue
+        t3 = mom.T3[q]
+        ia, ib, ic = (mom.triple[q, j] for j in range(3))
+        ga, gb, gc = gamma[ia], gamma[ib], gamma[ic]
+        if mode == 0:  # Σ_jl T[i,j,l] Γb[j,r] Γc[l,r]
+            grams.append(gram_all[ib] * gram_all[ic])
+            lins.append((np.matmul(t3, gc[:, None]) * gb[:, None]).sum(axis=2))
+        elif mode == 1:  # Σ_il T[i,j,l] Γa[i,r] Γc[l,r]
+            grams.append(gram_all[ia] * gram_all[ic])
+            lins.append((np.matmul(t3, gc[:, None]) * ga[:, :, None, :]).sum(axis=1))
+        else:  # Σ_ij T[i,j,l] Γa[i,r] Γb[j,r]
+            grams.append(gram_all[ia] * gram_all[ib])
+            tj = np.matmul(t3.transpose(0, 2, 3, 1).reshape(len(q), k * k, k), ga).reshape(len(q), k, k, k)
+            lins.append((tj * gb[:, :, None, :]).sum(axis=1))
+    if grams:
+        gram = gram + pp * (plan.seg @ np.concatenate(grams).reshape(-1, k * k)).reshape(-1, k, k)
+        lin = lin + (plan.seg @ np.concatenate(lins).reshape(-1, k * k)).reshape(-1, k, k) * pi[None, None, :]
+    return gram, lin
+
+
+def moment_terms(mom: Moments) -> np.ndarray:
+    """Per learner: the number of kept pair and triple moments it appears in (0 = not identified by MM)."""
+    ids = np.concatenate([mom.pair.ravel(), mom.triple.ravel()]).astype(np.int64)
+    return np.bincount(ids, minlength=mom.n_learners)
 
 
 def fix_permutation_as2(gamma: np.ndarray, pi: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
@@ -471,8 +707,16 @@ def solve_moments(
     obj_tol: float = 1e-9,
     inner_iter: int = 50,
     prox: float = 1e-6,
+    extrapolate: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, list[float], int, bool]:
-    """Block-coordinate descent on (17): Γ_1..Γ_M then π per sweep (§2.2.4).
+    """Block-coordinate descent on (17): Γ_1..Γ_M then π per sweep (§2.2.4).  Learners that share no
+    kept pair or triple have independent blocks; they are updated together, one colour of
+    :func:`colour_learners` at a time (the same descent as a sequential sweep in colour order).
+
+    [OURS] ``extrapolate``: after each sweep try the projected step ``x + β (x − x_prev)`` on (Γ, π), as
+    the line search of alternating least squares for CP models; it is kept only when it lowers g, so the
+    descent stays monotone (β grows ×1.5 up to 20 on success, halves down to 1 on failure).  It roughly
+    halves the sweeps on the real crowds.
 
     Stops when ``max|ΔΓ| < tol`` or the relative change of ``πᵀQπ − 2rᵀπ`` (g minus a data constant) is
     below ``obj_tol`` (§2.2.5).  The returned trace is g itself.
@@ -485,21 +729,40 @@ def solve_moments(
     const = trace[0] - monitor[0]
     converged = False
     it = 0
+    k = mom.n_classes
+    plans = _colour_plans(mom)
+    gram_all = np.matmul(gamma.transpose(0, 2, 1), gamma)  # Γ_mᵀ Γ_m, refreshed after each colour
+    beta = 1.0
     for it in range(1, max_iter + 1):
-        old = gamma.copy()
-        for m in range(mom.n_learners):
-            gram, lin = block_quadratic(mom, gamma, pi, m)
-            if not np.any(gram):
+        old, old_pi = gamma.copy(), pi.copy()
+        for plan in plans:  # one colour = a batch of independent Γ_m blocks
+            gram, lin = block_quadratics(mom, gamma, pi, plan, gram_all)
+            live = np.any(gram.reshape(len(gram), -1) != 0, axis=1)
+            idx = plan.members[live]
+            if not len(idx):
                 continue
             # proximal term ρ||Γ − Γ_prev||² (ρ tiny): unique block solutions when a learner's moments do not
             # identify its Γ (e.g. only first-order support); directions the data fix are unaffected.
-            rho = prox * np.trace(gram) / len(gram)
-            gram = gram + rho * np.eye(len(gram))
-            lin = lin + rho * gamma[m]
-            gamma[m] = _qp_columns(gram, lin, gamma[m], inner_iter)
+            rho = prox * np.trace(gram[live], axis1=1, axis2=2) / k
+            gram = gram[live] + rho[:, None, None] * np.eye(k)
+            lin = lin[live] + rho[:, None, None] * gamma[idx]
+            gamma[idx] = _qp_columns_batch(gram, lin, gamma[idx], inner_iter)
+            gram_all[idx] = np.matmul(gamma[idx].transpose(0, 2, 1), gamma[idx])
         quad, lin = prior_quadratic(mom, gamma)
         pi = _qp_vector(quad, lin, pi, inner_iter)
-        monitor.append(float(pi @ quad @ pi - 2 * lin @ pi))  # g minus a data-only constant (§2.2.4)
+        mon = float(pi @ quad @ pi - 2 * lin @ pi)  # g minus a data-only constant (§2.2.4)
+        if extrapolate and it >= 3:
+            g_try = project_simplex_columns((gamma + beta * (gamma - old)).transpose(1, 0, 2)).transpose(1, 0, 2)
+            p_try = project_simplex_columns((pi + beta * (pi - old_pi))[:, None])[:, 0]
+            q_try, l_try = prior_quadratic(mom, g_try)
+            mon_try = float(p_try @ q_try @ p_try - 2 * l_try @ p_try)
+            if mon_try < mon:
+                gamma, pi, mon = g_try, p_try, mon_try
+                gram_all = np.matmul(gamma.transpose(0, 2, 1), gamma)
+                beta = min(1.5 * beta, 20.0)
+            else:
+                beta = max(1.0, beta / 2)
+        monitor.append(mon)
         trace.append(monitor[-1] + const)
         delta = float(np.abs(gamma - old).max())
         rel = abs(monitor[-2] - monitor[-1]) / max(abs(monitor[-2]), 1e-300)
@@ -543,6 +806,15 @@ def moment_matching(
         )
         gamma, pi, _ = fix_permutation_as2(g0, p0)
         return MMResult(gamma, pi, [], 0, False, mom, fallback=True, dominance=diagonal_dominance(gamma))
+    lone = mom.mu_ok & (moment_terms(mom) == 0)
+    if lone.any():
+        warnings.warn(
+            f"moment matching: {int(lone.sum())} of {int(mom.mu_ok.sum())} annotators share no pair with at least "
+            f"{mom.min_pair_support} (nor a triple with {mom.min_triple_support}) co-labelled items; the moments do not "
+            "identify their confusion matrices, which are only fitted to their own label frequencies starting from "
+            "the majority-vote estimate (spec §2.2.6).",
+            AggregationWarning,
+        )
     rng = np.random.default_rng(random_state)
     best = None
     for restart in range(int(n_restarts) + 1):
@@ -646,6 +918,7 @@ def _mm_extras(res: MMResult) -> dict:
         "mm_fallback": res.fallback,
         "n_pairs": int(len(res.moments.pair)),
         "n_triples": int(len(res.moments.triple)),
+        "moment_terms": moment_terms(res.moments),
     }
 
 
@@ -660,7 +933,8 @@ class MomentMatching(Aggregator):
     """Moment matching (spec §2.2): solves (17) by block-coordinate descent, As2 permutation fix,
     labels by the MAP rule (18) with the estimated priors.  ``confusion_[m] = Γ_m.T`` (floored at 1e-6).
     Extras: ``diagonal_dominance`` per annotator (As2 diagnostic, P3), ``pair_residual`` per annotator (largest pair
-    residual: the As1 diagnostic, P4), ``mm_objective``, ``n_pairs``, ``n_triples``.
+    residual: the As1 diagnostic, P4), ``mm_objective``, ``n_pairs``, ``n_triples``, ``moment_terms`` per annotator
+    (kept pair and triple moments it appears in; 0 = not identified by MM, §2.2.6).
     """
 
     def __init__(
