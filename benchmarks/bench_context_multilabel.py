@@ -5,6 +5,8 @@
 * multilabel-em: 100k items, 500k responses (5 per item), J = 500, C = 10, M = 2, annotator_label flip, set prior,
   tol 1e-7 (target < 10 s and < 1 GB peak RSS, measured in a fresh child process).
 * auto on the `product` dataset (target < 30 s).
+* context-em with per-class confusion curves (spec §9.2 option 2): simplex-chain M-step alone and full fits
+  (report only; no target in the spec).
 
     python benchmarks/bench_context_multilabel.py [--skip-auto]
 """
@@ -58,6 +60,55 @@ def context_benchmarks() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     p, info = lipschitz_chain_mstep(A, 1 - A, h, np.arange(nch) * U)
     print(f"  wall {time.perf_counter() - t0:.2f} s  CPU {time.process_time() - c0:.2f} s  interior-point iterations {info.iterations}  relative gap {info.gap:.1e}  fallbacks {info.n_fallback}")
+    confusion_benchmarks()
+
+
+def confusion_benchmarks() -> None:
+    """§9.2 option 2 (per-class confusion curves): the simplex-chain M-step alone and full fits (report only)."""
+    from fusion_core.context_solver import lipschitz_simplex_mstep
+    from fusion_core.methods import DawidSkene, MajorityVote
+    from fusion_core.methods.context import ContextEM
+    from fusion_core.simulate.context import confusion_crowd, table1
+
+    print("== confusion curves (spec §9.2 option 2): simplex-chain M-step alone ==")
+    rng = np.random.default_rng(0)
+    for J, U, nch in ((2, 10_000, 16), (3, 1000, 24), (3, 10_000, 24), (5, 2000, 40)):
+        x = np.sort(rng.uniform(0, 1, U))
+        acc = 0.3 + 0.4 * x
+        N = np.concatenate([np.eye(J)[np.where(rng.uniform(size=U) < acc, 0, rng.integers(1, J, U))] for _ in range(nch)])
+        h = np.concatenate([np.r_[2.0 * np.diff(x), 0.0] for _ in range(nch)])
+        t0, c0 = time.perf_counter(), time.process_time()
+        _, info = lipschitz_simplex_mstep(N, h, np.arange(nch) * U)
+        print(f"  J = {J}, {nch} chains × {U} levels: wall {time.perf_counter() - t0:.2f} s  CPU {time.process_time() - c0:.2f} s  iterations {info.iterations}  gap {info.gap:.1e}  fallbacks {info.n_fallback}")
+    print("== confusion curves: full fits ==")
+    sim = table1(8, 10_000, seed=1)
+    t0, c0 = time.perf_counter(), time.process_time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = ContextEM(multiclass="confusion", lipschitz=sim.extras["lipschitz"]).fit(sim.responses, context=sim.extras["context"])
+    err = float((m.labels_.reindex(sim.truth.index) != sim.truth).mean())
+    print(f"  J = 2 (Table 1, T = 10,000, K = 8, = the binary model): wall {time.perf_counter() - t0:.2f} s  CPU {time.process_time() - c0:.2f} s  EM iterations {m.n_iter_}  error {err:.4f}  gap {m.mstep_gap_:.1e}")
+    for T, K, rpi in ((1000, 6, None), (3000, 8, 3), (10_000, 8, None)):
+        sim = confusion_crowd(K, T, 3, seed=0, responses_per_item=rpi)
+        t0, c0 = time.perf_counter(), time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = ContextEM(multiclass="confusion", swing=1.0).fit(sim.responses, context=sim.extras["context"])
+        dt, ct = time.perf_counter() - t0, time.process_time() - c0
+        ds = DawidSkene().fit(sim.responses)
+        mv = MajorityVote(tie_break="random", random_state=0).fit(sim.responses)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ovr = ContextEM(swing=1.0).fit(sim.responses, context=sim.extras["context"])
+        e = lambda mod: float((mod.labels_.reindex(sim.truth.index) != sim.truth).mean())
+        true = np.stack([f(m.context_grid_) for f in sim.extras["confusion_fn"]])
+        mae = float(np.abs(m.confusion_curves_ - true).mean())
+        mae_ds = float(np.abs(ds.confusion_[:, None] - true).mean())
+        dens = "dense" if rpi is None else f"{rpi} per item"
+        print(
+            f"  J = 3, T = {T}, K = {K} ({dens}): wall {dt:.2f} s  CPU {ct:.2f} s  EM iterations {m.n_iter_}  error confusion {e(m):.3f} / one-vs-rest {e(ovr):.3f} / DS {e(ds):.3f} / MV {e(mv):.3f}"
+            f"  curve MAE {mae:.4f} (DS {mae_ds:.4f})  gap {m.mstep_gap_:.1e}  fallbacks {m.n_mstep_fallbacks_}"
+        )
 
 
 CHILD = r"""

@@ -12,7 +12,9 @@ p_0k(x) (1 − specificity) over a numeric per-item context x, constrained to be
   (per-item φ_i(t), fixed ``n_iter`` = 5, decision from the last E-step).
 * Smoothness in user terms (§10): ``swing`` s = the largest total change of a curve across the observed
   context range, i.e. c = s / (max x − min x); ``lipschitz`` overrides it (probability per context unit).
-* Sparse responses (§9.1, [EXT]); multiclass by one-vs-rest (§9.2 option 1, [EXT]).
+* Sparse responses (§9.1, [EXT]) with per-annotator coverage against the context and a warning where fewer than
+  3 annotators have responses; multiclass by one-vs-rest (§9.2 option 1, [EXT], default) or per-class confusion
+  curves (§9.2 option 2, [EXT], ``multiclass="confusion"``; solver in ``fusion_core/context_solver.py``).
 * Curves on a grid and at observed contexts by the interpolation (17)–(19) (§7).
 """
 
@@ -618,6 +620,36 @@ def _fit_binary(data: _BinaryData, layout: _ChainLayout, *, variant: str, n_iter
     return _BinaryFit(P, post[:, 1], prior1, trace, it, converged, gap, n_fb, dPs)
 
 
+# ====================================================================== coverage (spec §9.1 last bullet)
+
+
+def context_coverage(
+    x_resp: np.ndarray, worker: np.ndarray, n_workers: int, grid: np.ndarray, discrete: bool, n_regions: int = 10, names=None
+) -> tuple[np.ndarray, list[str]]:
+    """Responses per annotator against the context: (workers × grid counts, each response counted at its nearest
+    grid point; categories for a categorical context) and the context regions (10 equal-width bins of the range,
+    or the categories) in which fewer than 3 annotators have responses, as readable labels."""
+    G = len(grid)
+    if discrete:
+        cell = x_resp.astype(np.int64)
+        reg, edges = cell, None
+        nreg = G
+    else:
+        lo, hi = float(grid[0]), float(grid[-1])
+        span = hi - lo if hi > lo else 1.0
+        cell = np.clip(np.rint((x_resp - lo) / span * (G - 1)), 0, G - 1).astype(np.int64)
+        nreg = n_regions
+        reg = np.clip(np.floor((x_resp - lo) / span * nreg), 0, nreg - 1).astype(np.int64)
+        edges = lo + span * np.arange(nreg + 1) / nreg
+    cov = np.bincount(worker * G + cell, minlength=n_workers * G).reshape(n_workers, G)
+    per_region = (np.bincount(worker * nreg + reg, minlength=n_workers * nreg).reshape(n_workers, nreg) > 0).sum(axis=0)
+    thin = []
+    for r in np.flatnonzero(per_region < 3):  # ≤ 10 regions (or categories)
+        where = f"category {(names[r] if names is not None else grid[r])!r}" if discrete else f"[{edges[r]:.4g}, {edges[r + 1]:.4g}]"
+        thin.append(f"{where}: {int(per_region[r])} annotator{'s' if per_region[r] != 1 else ''}")
+    return cov, thin
+
+
 # ====================================================================== estimator
 
 _PARAMS = {
@@ -634,6 +666,10 @@ _PARAMS = {
     "positive_label": {"kind": "object", "help": "Binary data: the label meaning 'positive' (default: the second label in sorted order)."},
     "grid_size": {"low": 2, "high": 10000, "help": "Number of grid points for the reported curves.", "advanced": True},
     "drop_missing_context": {"help": "Drop tasks without a context value (their posteriors stay at the prior) instead of failing."},
+    "multiclass": {
+        "choices": ("one_vs_rest", "confusion"),
+        "help": "More than 2 labels (extension, spec §9.2): 'one_vs_rest' fits one binary model per label; 'confusion' fits full per-annotator confusion matrices whose entries are Lipschitz in the context (rows on the simplex).",
+    },
 }
 
 
@@ -650,12 +686,20 @@ class ContextEM(Aggregator):
 
     ``fit(df, context=Series by task)`` (or ``context="column"`` naming a column of ``df`` that is constant within
     each task).  Binary labels follow the paper; more than two labels use one-vs-rest binary models (§9.2 option 1,
-    an extension; the C models are fitted independently and can disagree, a warning says so).
+    an extension; the C models are fitted independently and can disagree, a warning says so), or with
+    ``multiclass="confusion"`` full confusion matrices π_k(x)[i, j] whose entries are c_ik-Lipschitz in x and whose
+    rows lie on the simplex (§9.2 option 2, an extension; with 2 labels it is the binary model).  ``lipschitz`` is
+    then a number, a J-vector or a J × workers array (one row per true class).
 
     Fitted attributes beyond the base: ``variant_``, ``lipschitz_`` (2 × workers, or classes × 2 × workers),
     ``context_grid_``, ``detection_curves_`` / ``false_alarm_curves_`` (workers × grid, or workers × classes × grid),
     ``curves_`` (long table at each worker's observed contexts), ``mstep_gap_``, ``n_mstep_fallbacks_``,
-    ``context_binning_bound_``, ``raw_phi_`` (paper variant) and :meth:`interpolate`.
+    ``context_binning_bound_``, ``raw_phi_`` (paper variant), ``context_coverage_`` (workers × grid response counts,
+    each response at its nearest grid point; categories for a categorical context) and :meth:`interpolate`.
+    ``multiclass="confusion"`` adds ``confusion_curves_`` (workers × grid × true × reported; extras key
+    "confusion_curves") and :meth:`interpolate_confusion`; ``detection_curves_``/``false_alarm_curves_`` are then
+    class-vs-rest curves P(ŷ = c | y = c, x) and the prior-weighted P(ŷ = c | y ≠ c, x) (workers × classes × grid;
+    workers × grid for 2 labels).
     """
 
     def __init__(
@@ -673,6 +717,7 @@ class ContextEM(Aggregator):
         positive_label: Any = None,
         grid_size: int = 101,
         drop_missing_context: bool = False,
+        multiclass: str = "one_vs_rest",
     ):
         self.variant = variant
         self.swing = swing
@@ -687,6 +732,7 @@ class ContextEM(Aggregator):
         self.positive_label = positive_label
         self.grid_size = grid_size
         self.drop_missing_context = drop_missing_context
+        self.multiclass = multiclass
 
     # ---------------------------------------------------------------- input
     def fit(self, data, *, graph=None, context=None, true_labels=None) -> "ContextEM":
@@ -733,6 +779,12 @@ class ContextEM(Aggregator):
                 from fusion_core.data.responses import sorted_index
 
                 cats = sorted_index(ctx.dropna().to_numpy())
+                if len(cats) > 300:
+                    raise UserInputError(
+                        f"the context is neither numeric nor a usable categorical: {len(cats)} distinct non-numeric values "
+                        f"(e.g. {list(cats[:3])}); a categorical context may have at most 300 categories (spec §5.4). Convert it "
+                        "to a number (or a date) or group the values."
+                    )
                 self._categories = cats
                 vals = pd.Series(cats.get_indexer(ctx.to_numpy()).astype(float), index=ctx.index)
                 vals[ctx.isna().to_numpy()] = np.nan
@@ -752,23 +804,30 @@ class ContextEM(Aggregator):
             raise UserInputError(f"swing must be ≥ 0, got {self.swing}.")
         if not (0 < float(self.eps) < 0.5):
             raise UserInputError(f"eps must be in (0, 0.5), got {self.eps}.")
+        self._multiclass = "one_vs_rest" if self.multiclass == "one-vs-rest" else self.multiclass
+        if self._multiclass not in ("one_vs_rest", "confusion"):
+            raise UserInputError(f"multiclass must be 'one_vs_rest' or 'confusion', got {self.multiclass!r}.")
         if self.max_context_levels is not None and int(self.max_context_levels) < 1:
             raise UserInputError(f"max_context_levels must be ≥ 1 or None, got {self.max_context_levels}.")
 
-    def _lipschitz(self, n_workers: int, x_range: float) -> np.ndarray:
+    def _lipschitz(self, n_workers: int, x_range: float, rows: int = 2) -> np.ndarray:
+        """c as ``rows`` × workers: rows = (false-alarm, detection) for the binary model, or one row per true class
+        for the confusion-curve model (§9.2 option 2; with 2 labels the binary layout (false-alarm, detection) is
+        kept and mapped onto the true classes)."""
         if self.lipschitz is not None:
             c = np.asarray(self.lipschitz, dtype=float)
             if c.ndim == 0:
-                c = np.full((2, n_workers), float(c))
-            elif c.shape == (2,):
+                c = np.full((rows, n_workers), float(c))
+            elif c.shape == (rows,):
                 c = np.repeat(c[:, None], n_workers, axis=1)
-            if c.shape != (2, n_workers):
-                raise UserInputError(f"lipschitz must be a number or a 2 × {n_workers} array (false-alarm row, detection row); got shape {c.shape}.")
+            if c.shape != (rows, n_workers):
+                what = "false-alarm row, detection row" if rows == 2 else "one row per true class"
+                raise UserInputError(f"lipschitz must be a number or a {rows} × {n_workers} array ({what}); got shape {c.shape}.")
             if (c < 0).any() or not np.all(np.isfinite(c)):
                 raise UserInputError("lipschitz constants must be finite and ≥ 0.")
             return c
         s = float(self.swing)
-        return np.full((2, n_workers), s / x_range if x_range > 0 else 0.0)
+        return np.full((rows, n_workers), s / x_range if x_range > 0 else 0.0)
 
     # ---------------------------------------------------------------- levels
     def _levels(self, x_items: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -825,7 +884,8 @@ class ContextEM(Aggregator):
         else:
             level, x_levels, bin_width = self._levels(x_items, used)
             x_range = float(x_levels.max() - x_levels.min())
-        c = self._lipschitz(resp.n_workers, x_range)
+        confusion_mode = self._multiclass == "confusion"
+        c = self._lipschitz(resp.n_workers, x_range, rows=resp.n_classes if confusion_mode else 2)
         bound = float(c.max() * bin_width)
         if bound > 0.02:
             warn.append(f"context binning to {len(x_levels)} levels can move a curve by up to {bound:.3f}; raise max_context_levels or pass None for the exact fit.")
@@ -838,6 +898,18 @@ class ContextEM(Aggregator):
         item_r, worker_r, label_r = resp.item[keep_r], resp.worker[keep_r], resp.label[keep_r]
         pid, pw, pl = _pairs(item_r, worker_r, level, len(x_levels))
         K = resp.n_classes
+        grid = x_levels.copy() if self._discrete else np.linspace(float(x_levels.min()), float(x_levels.max()), int(self.grid_size))
+        coverage, thin = context_coverage(
+            x_items[item_r], worker_r, resp.n_workers, grid, self._discrete, names=self._categories if self._discrete else None
+        )
+        if thin and (n_contrib > 0).sum() >= 3 and x_range > 0:
+            shown = "; ".join(thin[:3]) + (f" and {len(thin) - 3} more" if len(thin) > 3 else "")
+            warn.append(
+                f"fewer than 3 annotators have responses in part of the context range ({shown}): the curves there rest on "
+                "1–2 annotators or are pure interpolation (spec §9.1); extras['context_coverage'] shows who labelled where."
+            )
+        if confusion_mode:
+            return self._fit_confusion_curves(resp, item_r, worker_r, label_r, pid, pw, pl, x_levels, x_items, c, grid, coverage, bound, warn, kind)
         if K == 2:
             pos = 1 if self.positive_label is None else int(resp.label_codes([self.positive_label], what="positive_label")[0])
             problems = [pos]
@@ -894,7 +966,6 @@ class ContextEM(Aggregator):
             if (youden[n_contrib > 0] <= 0).mean() > 0.5:
                 warn.append("most annotators have mean Youden J ≤ 0: the labels may be swapped (spec §12 pitfall 6).")
         # curves on a grid
-        grid = x_levels.copy() if self._discrete else np.linspace(float(x_levels.min()), float(x_levels.max()), int(self.grid_size))
         det = np.full((len(fits), resp.n_workers, len(grid)), np.nan)
         fa = np.full_like(det, np.nan)
         rows = []
@@ -940,6 +1011,8 @@ class ContextEM(Aggregator):
             "mstep_fallbacks": n_fb,
             "context_binning_bound": bound,
             "max_dP": fits[0].max_dP,
+            "context_coverage": coverage,
+            "multiclass": "one_vs_rest" if K > 2 else "binary",
         }
         self._curves_frame = pd.concat(rows, ignore_index=True)
         return Fit(
@@ -951,6 +1024,114 @@ class ContextEM(Aggregator):
             converged=all(f.converged for f in fits),
             extras=extras,
         )
+
+    def _fit_confusion_curves(self, resp, item_r, worker_r, label_r, pid, pw, pl, x_levels, x_items, c, grid, coverage, bound, warn, kind) -> Fit:
+        """§9.2 option 2 [EXT]: per-annotator confusion curves π_k(x)[i, j], each entry c_ik-Lipschitz, rows on the
+        simplex (``fusion_core.context_solver``).  With 2 labels this is the binary paper model."""
+        from fusion_core.context_solver import confusion_at, fit_confusion
+
+        J = resp.n_classes
+        W = resp.n_workers
+        pos = 1 if self.positive_label is None else int(resp.label_codes([self.positive_label], what="positive_label")[0])
+        if J > 2 and self.positive_label is not None:
+            raise UserInputError("positive_label applies to binary data; multiclass='confusion' models every label.")
+        if J > 2:
+            warn.append(f"{J} labels: per-class confusion curves (extension, spec §9.2 option 2).")
+        c_user = c
+        if J == 2 and pos == 0:  # 2 labels: rows are (false-alarm, detection) as in the binary model → true-class order
+            c = c[::-1].copy()
+        f = fit_confusion(
+            item_r, worker_r, label_r, pid, pw, pl, x_levels, c, resp.n_items, J, variant=self.variant, n_iter=int(self.n_iter),
+            tol=float(self.tol), max_iter=int(self.max_iter), eps=float(self.eps), final_estep=bool(self.final_estep), pos=pos,
+            discrete=self._discrete,
+        )
+        self._pairs_ = (pw, pl)
+        self._x_levels = x_levels
+        self._x_items = x_items
+        self._c = c
+        self._conf_fit = f
+        self._pos = pos
+        self._fits = []
+        self._problems = list(range(J)) if J > 2 else [pos]
+        # per-worker average confusion over the worker's responses
+        cnt = np.bincount(worker_r, minlength=W)
+        confusion = np.empty((W, J, J))
+        for i in range(J):
+            for j in range(J):
+                confusion[:, i, j] = np.bincount(worker_r, weights=f.Pi[pid, i, j], minlength=W) / np.maximum(cnt, 1)
+        confusion[cnt == 0] = np.full((J, J), 1.0 / J)
+        n_contrib = cnt
+        if J == 2:
+            youden = confusion[:, pos, pos] - confusion[:, 1 - pos, pos]
+        else:
+            youden = np.einsum("wii->wi", confusion).mean(axis=1) - (confusion.sum(axis=1) - np.einsum("wii->wi", confusion)).mean(axis=1) / (J - 1)
+        if (youden[n_contrib > 0] <= 0).mean() > 0.5:
+            warn.append("most annotators look worse than chance on average: the labels may be permuted (spec §12 pitfall 6).")
+        conf_grid = np.full((W, len(grid), J, J), np.nan)  # workers × grid × true × reported
+        for w in range(W):  # workers (not responses)
+            conf_grid[w] = confusion_at(x_levels, pw, pl, f.Pi, c, grid, w, self.interpolation, self._discrete, pos=pos if J == 2 else 1)
+        det, fa = _one_vs_rest_curves(conf_grid, f.prior)  # workers × J × grid
+        if J == 2:
+            det_out, fa_out = det[:, pos], fa[:, pos]
+        else:
+            det_out, fa_out = det, fa
+        cnt_pair = np.bincount(pid, minlength=len(pw))
+        d_pair, f_pair = _one_vs_rest_curves(f.Pi[None], f.prior)  # 1 × J × npair
+        classes = [pos] if J == 2 else list(range(J))
+        self._curves_frame = pd.concat(
+            [
+                pd.DataFrame(
+                    {
+                        "worker": resp.workers.take(pw),
+                        "label": resp.classes[k],
+                        "context": self._categories.take(pl) if self._discrete else x_levels[pl],
+                        "detection": d_pair[0, k],
+                        "false_alarm": f_pair[0, k],
+                        "n_responses": cnt_pair,
+                    }
+                )
+                for k in classes
+            ],
+            ignore_index=True,
+        )
+        for w_ in warn:
+            warnings.warn(w_, AggregationWarning)
+        extras = {
+            "context_grid": np.asarray(self._categories, dtype=object) if self._discrete else grid,
+            "detection_curves": det_out,
+            "false_alarm_curves": fa_out,
+            "confusion_curves": conf_grid,
+            "context_coverage": coverage,
+            "multiclass": "confusion",
+            "context_levels": x_levels,
+            "context_kind": kind,
+            "variant": self.variant,
+            "lipschitz": c_user,
+            "mstep_gap": f.gap,
+            "mstep_fallbacks": f.n_fallback,
+            "context_binning_bound": bound,
+            "max_dP": f.max_dP,
+        }
+        return Fit(
+            posterior=f.posterior, confusion=confusion, class_prior=f.prior, log_likelihood=f.trace, n_iter=f.n_iter,
+            converged=f.converged, extras=extras,
+        )
+
+    def interpolate_confusion(self, x, worker=None, *, _codes: bool = False) -> np.ndarray:
+        """Confusion curves at contexts ``x`` (multiclass='confusion'): workers × len(x) × true × reported, or
+        len(x) × true × reported for one ``worker`` id; eqs. (17)–(19) per entry, rows back on the simplex."""
+        from fusion_core.context_solver import confusion_at
+
+        if self._multiclass != "confusion":
+            raise UserInputError("interpolate_confusion needs a model fitted with multiclass='confusion'.")
+        if self._discrete and not _codes:
+            x = self._categories.get_indexer(pd.Index(np.atleast_1d(np.asarray(x, dtype=object)))).astype(float)
+        x = np.atleast_1d(np.asarray(x, dtype=float))
+        pw, pl = self._pairs_
+        ws = range(self.responses_.n_workers) if worker is None else [int(self.responses_.workers.get_loc(worker))]
+        pos = self._pos if self.responses_.n_classes == 2 else 1
+        out = np.stack([confusion_at(self._x_levels, pw, pl, self._conf_fit.Pi, self._c, x, w, self.interpolation, self._discrete, pos=pos) for w in ws])
+        return out[0] if worker is not None else out
 
     def _set_fitted(self, resp, fit, seconds) -> None:
         super()._set_fitted(resp, fit, seconds)
@@ -964,7 +1145,12 @@ class ContextEM(Aggregator):
         self.n_mstep_fallbacks_ = ex["mstep_fallbacks"]
         self.context_binning_bound_ = ex["context_binning_bound"]
         self.curves_ = self._curves_frame
-        if self.variant == "paper":
+        self.context_coverage_ = ex["context_coverage"]
+        if "confusion_curves" in ex:
+            self.confusion_curves_ = ex["confusion_curves"]
+            if self.variant == "paper":
+                self.raw_phi_ = pd.DataFrame(self._conf_fit.raw_phi, index=pd.Index(resp.items, name="task"), columns=resp.classes)
+        elif self.variant == "paper":
             self.raw_phi_ = pd.Series(self._fits[0].raw_phi, index=pd.Index(resp.items, name="task"), name="phi")
 
     # ---------------------------------------------------------------- queries
@@ -972,6 +1158,11 @@ class ContextEM(Aggregator):
         """(false-alarm, detection) curves at contexts ``x`` by eqs. (17)–(19): arrays workers × len(x)
         (or len(x) for one ``worker`` id).  ``label`` picks the one-vs-rest model for multiclass data.
         Categorical contexts take category values (unseen categories get the (19) value)."""
+        if self._multiclass == "confusion":
+            conf = self.interpolate_confusion(x, worker, _codes=_codes)
+            det, fa = _one_vs_rest_curves(conf if worker is None else conf[None], self._conf_fit.prior)
+            k = self._problems[0] if label is None else int(self.responses_.label_codes([label])[0])
+            return (fa[:, k], det[:, k]) if worker is None else (fa[0, k], det[0, k])
         if self._discrete and not _codes:
             x = self._categories.get_indexer(pd.Index(np.atleast_1d(np.asarray(x, dtype=object)))).astype(float)
         x = np.atleast_1d(np.asarray(x, dtype=float))
@@ -999,6 +1190,16 @@ class ContextEM(Aggregator):
         x = self._x_items[responses.item]
         R = responses.n_responses
         eps = float(self.eps)
+        if self._multiclass == "confusion":
+            out = np.full((R, K), np.log(1.0 / K))
+            for w in np.unique(responses.worker):  # workers, not responses
+                sel = np.flatnonzero(responses.worker == w)
+                conf = self.interpolate_confusion(x[sel], worker=self.responses_.workers[w], _codes=True)
+                if np.isnan(conf).all():
+                    continue
+                conf = np.clip(conf, eps, 1.0)
+                out[sel] = np.log(conf[np.arange(len(sel)), :, responses.label[sel]])
+            return out
         if K == 2:
             pos = self._problems[0]
             p0 = np.full(R, 0.5)
@@ -1029,6 +1230,18 @@ class ContextEM(Aggregator):
             score[:, cls, cls] = np.clip(p1, eps, 1 - eps)
         score /= score.sum(axis=2, keepdims=True)
         return np.log(score[np.arange(R), :, responses.label])
+
+
+def _one_vs_rest_curves(conf: np.ndarray, prior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Class-vs-rest curves from confusion curves ``conf`` (workers × points × true × reported): detection
+    P(ŷ = c | y = c) and false alarm P(ŷ = c | y ≠ c) = Σ_{i≠c} π_i P(ŷ = c | y = i) / Σ_{i≠c} π_i, as
+    workers × classes × points."""
+    J = conf.shape[-1]
+    det = np.einsum("wgcc->wcg", conf)
+    w = np.clip(np.asarray(prior, float), 1e-12, None)
+    weighted = np.einsum("wgic,i->wcg", conf, w) - det * w[None, :, None]
+    fa = weighted / (w.sum() - w)[None, :, None]
+    return det, fa
 
 
 def dp_metric(model: ContextEM, p0_true, p1_true, lo: float = 0.0, hi: float = 1.0, n: int = 1001) -> float:

@@ -119,3 +119,82 @@ def oracle_posterior(sim: Simulation, eps: float = 1e-6) -> np.ndarray:
     t = pd.Index(sim.truth.index).get_indexer(df["task"])
     tot = np.bincount(t, weights=llr, minlength=len(sim.truth))
     return 1 / (1 + np.exp(-tot))
+
+
+def confusion_crowd(
+    n_annotators: int = 6,
+    n_items: int = 1000,
+    n_classes: int = 3,
+    seed: int = 0,
+    responses_per_item: int | None = None,
+    swing: float = 0.5,
+) -> Simulation:
+    """Multiclass annotators with context-dependent confusion matrices (spec §9.2 option 2, [EXT]).
+
+    x ~ U(0, 1), y uniform over ``n_classes``.  Annotator k's accuracy on class i is
+    a_ki(x) = m_ki + swing·(x − 1/2) for even k and m_ki − swing·(x − 1/2) for odd k (good on opposite halves of the
+    context), m_ki ~ U(0.6, 0.75); its errors on class i go to class i + 1 (mod J) with share f_k(x) = 0.5 + 0.4x
+    (0.9 − 0.4x for odd k) and are spread evenly over the other classes otherwise.  ``extras``: ``context`` (Series by
+    task), ``confusion_fn`` (per worker, x ↦ len(x) × true × reported), ``lipschitz`` (true × workers: the largest
+    slope of any entry of the row, measured on a fine grid)."""
+    if n_classes < 2:
+        raise UserInputError(f"n_classes must be ≥ 2, got {n_classes}.")
+    rng = np.random.default_rng(seed)
+    J, K, T = int(n_classes), int(n_annotators), int(n_items)
+    base = rng.uniform(0.6, 0.75, (K, J))
+
+    def make(k):
+        sgn = 1.0 if k % 2 == 0 else -1.0
+
+        def conf(x, k=k, sgn=sgn):
+            x = np.atleast_1d(np.asarray(x, float))
+            acc = np.clip(base[k][None, :] + sgn * swing * (x[:, None] - 0.5), 0.05, 0.98)  # len(x) × J
+            share = 0.5 + 0.4 * x if sgn > 0 else 0.9 - 0.4 * x
+            out = np.empty((len(x), J, J))
+            for i in range(J):  # classes
+                err = 1.0 - acc[:, i]
+                nxt = (i + 1) % J
+                rest = [j for j in range(J) if j not in (i, nxt)]
+                out[:, i, :] = 0.0
+                out[:, i, i] = acc[:, i]
+                if rest:
+                    out[:, i, nxt] = err * share
+                    out[:, i, rest] = (err * (1 - share) / len(rest))[:, None]
+                else:
+                    out[:, i, nxt] = err
+            return out
+
+        return conf
+
+    fns = [make(k) for k in range(K)]
+    x = rng.uniform(0, 1, T)
+    y = rng.integers(0, J, T)
+    if responses_per_item is None:
+        ti, wk = np.nonzero(np.ones((T, K), bool))
+    else:
+        if not 1 <= responses_per_item <= K:
+            raise UserInputError(f"responses_per_item must be in 1..{K}, got {responses_per_item}.")
+        pick = np.argsort(rng.uniform(size=(T, K)), axis=1)[:, :responses_per_item]
+        ti = np.repeat(np.arange(T), responses_per_item)
+        wk = pick.ravel()
+    u = rng.uniform(size=len(ti))
+    lab = np.empty(len(ti), dtype=np.int64)
+    for k in range(K):  # annotators, vectorised over their responses
+        s = wk == k
+        rows = fns[k](x[ti[s]])[np.arange(s.sum()), y[ti[s]]]  # responses × J
+        lab[s] = (u[s][:, None] > np.cumsum(rows, axis=1)).sum(axis=1).clip(0, J - 1)
+    tasks = pd.Index([f"t{t}" for t in range(T)])
+    df = pd.DataFrame({"task": tasks[ti], "worker": [f"a{k + 1}" for k in wk], "label": lab, "context": x[ti]})
+    truth = pd.Series(y, index=pd.Index(tasks, name="task"), name="truth")
+    ctx = pd.Series(x, index=pd.Index(tasks, name="task"), name="context")
+    g = np.linspace(0, 1, 2001)
+    lip = np.array([[np.max(np.abs(np.diff(fns[k](g)[:, i, :], axis=0))) / (g[1] - g[0]) for k in range(K)] for i in range(J)])
+    return Simulation(
+        responses=df,
+        truth=truth,
+        confusion=np.stack([f(np.array([0.5]))[0] for f in fns]),
+        class_prior=np.full(J, 1.0 / J),
+        workers=pd.Index([f"a{k + 1}" for k in range(K)]),
+        classes=pd.Index(range(J)),
+        extras={"context": ctx, "confusion_fn": fns, "lipschitz": lip},
+    )
