@@ -1,12 +1,20 @@
 """Annotators page: confusion heatmaps (rows = true, columns = reported), skill ranking with bootstrap
 intervals, the ranking eigenvector of spectral methods, and the downloadable annotator table."""
 
+import numpy as np
 import streamlit as st
 
 from fusion_core import app_state as S
 from fusion_core.errors import UserInputError
 from fusion_core.methods import info as method_info
-from fusion_core.plots import confusion_heatmap, confusion_small_multiples, eigenvector_bar, skill_ranking
+from fusion_core.plots import (
+    confusion_heatmap,
+    confusion_small_multiples,
+    context_confusion_curves,
+    context_reliability,
+    eigenvector_bar,
+    skill_ranking,
+)
 
 ds, results = S.results_page("Annotators")
 
@@ -42,6 +50,23 @@ if boot is not None:
 
 if "eigenvector" in res.extras:
     st.plotly_chart(eigenvector_bar(res), key="ann_eigen")
+
+if "context_grid" in res.extras:
+    st.subheader("Reliability along the context")
+    st.caption("Who to trust where: each annotator's curves against the item context (dotted where the annotator "
+               "labelled nothing nearby, so the curve there is interpolation).")
+    c1, c2 = st.columns([3, 1])
+    by_skill = list(table.sort_values("skill", ascending=False).index)
+    chosen = c1.multiselect("Annotators", by_skill, default=by_skill[:6], key="ann_ctx_workers")
+    label = None
+    if np.ndim(res.extras["detection_curves"]) == 3:
+        label = c2.selectbox("Class (vs rest)", list(res.classes), format_func=str, key="ann_ctx_class")
+    st.plotly_chart(context_reliability(res, chosen or None, label=label, max_workers=12), key="ann_ctx_curves")
+    if "confusion_curves" in res.extras:
+        c1, c2 = st.columns(2)
+        one = c1.selectbox("Annotator", by_skill, format_func=str, key="ann_ctx_one")
+        true_class = c2.selectbox("True class", list(res.classes), format_func=str, key="ann_ctx_true")
+        st.plotly_chart(context_confusion_curves(res, one, true_class), key="ann_ctx_confusion")
 
 st.subheader("Confusion matrices")
 if res.confusion is None:

@@ -225,9 +225,11 @@ def test_uploaded_data_with_context_column_and_fit():
     assert set(at.session_state["fc_active"]) == set(ctx_methods + ["mv"]), [e.value for e in at.error]
     for page in RESULT_PAGES:
         _visit(at, page)
-    # bootstrap intervals for the context method: items are resampled with their context values
+    # reliability along the context, then bootstrap intervals (items resampled with their context values)
     _visit(at, "pages/3_Annotators.py")
     at.selectbox(key="ann_method").set_value("context-em").run()
+    assert at.multiselect(key="ann_ctx_workers").value
+    assert any("Reliability along the context" in c.proto.spec for c in at.get("plotly_chart"))
     at.select_slider(key="ann_nboot").set_value(20).run()
     at.button(key="ann_boot").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]

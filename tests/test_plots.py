@@ -226,3 +226,48 @@ def test_compare_figures_and_tables(sim, ds):
     assert set(acc.data[0].x) == {"ds", "mv"}
     diff = changed_items(ds, mv)
     assert len(diff) == cmp.changed.loc["ds", "mv"]
+
+
+def test_context_reliability_curves_and_interpolated_regions():
+    import warnings
+
+    from fusion_core.methods import create
+    from fusion_core.plots import context_confusion_curves, context_reliability
+    from fusion_core.simulate.context import confusion_crowd, table1
+
+    sim = table1(5, 400, seed=3)
+    ctx = sim.extras["context"]
+    df = sim.responses
+    w0 = sorted(df["worker"].unique())[0]
+    df = df[~((df["worker"] == w0) & df["task"].isin(ctx[ctx > 0.7].index))]  # w0 never labels x > 0.7
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = create("context-em").fit(df, context=ctx)
+    res = est.result_
+    fig = context_reliability(est, [w0])
+    grid = res.extras["context_grid"]
+    w = list(res.workers).index(w0)
+    solid = [t for t in fig.data if t.name == w0 and t.xaxis == "x"][0]
+    dotted = [t for t in fig.data if t.name == f"{w0} (interpolated)" and t.xaxis == "x"][0]
+    y_s, y_d = np.asarray(solid.y, float), np.asarray(dotted.y, float)
+    np.testing.assert_allclose(np.where(np.isfinite(y_s), y_s, 0), np.where(np.isfinite(y_s), res.extras["detection_curves"][w], 0))
+    assert np.isfinite(y_d[grid > 0.75]).all() and np.isnan(y_s[grid > 0.75]).all()  # beyond its data: dotted only
+    assert np.isfinite(y_s[grid < 0.6]).all()
+    assert fig.layout.xaxis.title.text == "context" and "detection" in fig.layout.annotations[0].text
+    # default: the most skilled annotators, at most max_workers of them
+    assert len({t.name for t in context_reliability(est, max_workers=3).data if t.showlegend}) == 3
+
+    sim3 = confusion_crowd(4, 400, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est3 = create("context-em", multiclass="confusion").fit(sim3.responses, context=sim3.extras["context"])
+    r3 = est3.result_
+    k = r3.classes[1]
+    fig3 = context_confusion_curves(est3, r3.workers[0], k)
+    lines = [np.asarray(t.y, float) for t in fig3.data if t.showlegend is not False]
+    assert len(lines) == len(r3.classes)
+    total = np.nansum(np.vstack(lines), axis=0)
+    np.testing.assert_allclose(total[np.isfinite(np.vstack(lines)).all(axis=0)], 1.0, atol=1e-6)  # a row of Π(x)
+    assert "true" in fig3.layout.yaxis.title.text and "reported" in fig3.data[0].name
+    assert len(context_reliability(est3, label=k).data) >= 2
+    assert "no context curves" in context_reliability(DawidSkene().fit(sim3.responses)).layout.annotations[0].text

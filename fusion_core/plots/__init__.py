@@ -4,6 +4,7 @@
 from fusion_core.plots.annotators import confusion_heatmap, confusion_small_multiples, eigenvector_bar, skill_ranking
 from fusion_core.plots.cartels import loadings_scatter, scree_plot
 from fusion_core.plots.compare import accuracy_bar, agreement_matrix
+from fusion_core.plots.context import context_confusion_curves, context_reliability
 from fusion_core.plots.data import kappa_heatmap, label_distribution, overlap_heatmap, response_count_histograms
 from fusion_core.plots.items import neighbourhood_view, posterior_histogram, sequence_strip
 
@@ -12,6 +13,8 @@ __all__ = [
     "agreement_matrix",
     "confusion_heatmap",
     "confusion_small_multiples",
+    "context_confusion_curves",
+    "context_reliability",
     "eigenvector_bar",
     "kappa_heatmap",
     "label_distribution",
