@@ -12,8 +12,9 @@ in nats per hidden response.  The candidate score is the mean over splits.
 
 P(r | k; θ̂) is a posterior predictive, not the plug-in fitted value [OURS].  With q̂ the candidate's training
 posterior, ñ_wk = Σ_{training responses of w} q̂_ik (worker w's expected responses on true class k) and
-P̄(l | k) = Σ_{training responses with label l} q̂_ik / Σ_{training responses} q̂_ik (the crowd's pooled response
-distribution under the candidate's posterior),
+P̄(l | k) = Σ_w ñ_wk P_w(l | k; θ̂) / Σ_w ñ_wk (the candidate's own population response distribution; for
+methods without confusion matrices, e.g. context curves, the pooled training responses
+Σ_{responses with label l} q̂_ik / Σ_{responses} q̂_ik),
 
     P̃_w(l | k) = (ñ_wk · P_w(l | k; θ̂) + β · P̄(l | k)) / (ñ_wk + β)
 
@@ -107,10 +108,12 @@ PRIOR_STRENGTHS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 
 
 def predictive_log_likelihood(
-    log_lik: np.ndarray, train, test_worker: np.ndarray, test_label: np.ndarray, posterior: np.ndarray, prior_strengths
+    log_lik: np.ndarray, train, test_worker: np.ndarray, test_label: np.ndarray, posterior: np.ndarray, prior_strengths,
+    confusion: np.ndarray | None = None,
 ) -> np.ndarray:
     """``log P̃_w(l | k)`` of held-out responses, ``len(prior_strengths) × R_h × K``, from the fitted
-    ``log P_w(l | k)`` (R_h × K): each worker's row shrunk towards the pooled one by β (module docstring)."""
+    ``log P_w(l | k)`` (R_h × K): each worker's row shrunk towards the population one by β (module docstring).
+    ``confusion`` (workers × true × reported), when the model has one, defines the population row."""
     K = posterior.shape[1]
     W = int(max(train.worker.max(initial=-1), test_worker.max(initial=-1))) + 1
     q_tr = posterior[train.item]
@@ -119,6 +122,8 @@ def predictive_log_likelihood(
     for k in range(K):  # K classes, not responses
         n_wk[:, k] = np.bincount(train.worker, weights=q_tr[:, k], minlength=W)
         pooled[k] = np.bincount(train.label, weights=q_tr[:, k], minlength=K)[:K]
+    if confusion is not None and np.shape(confusion) == (W, K, K):
+        pooled = np.einsum("wk,wkl->kl", n_wk, np.asarray(confusion, float))
     pooled /= np.maximum(pooled.sum(axis=1, keepdims=True), 1e-300)
     n = n_wk[test_worker]
     p = np.exp(log_lik)
@@ -139,7 +144,7 @@ def _score_split(est, data, hidden: np.ndarray, fit_kwargs: Mapping[str, Any], p
         return np.repeat(np.asarray(S, float)[:, None], len(prior_strengths), axis=1), test.n_responses
     post = np.asarray(est.result_.posterior, float)
     ll = np.asarray(est.response_log_likelihood(test), float)  # R_h × K
-    lls = predictive_log_likelihood(ll, train, test.worker, test.label, post, prior_strengths)
+    lls = predictive_log_likelihood(ll, train, test.worker, test.label, post, prior_strengths, getattr(est, "confusion_", None))
     K = post.shape[1]
     items = np.unique(test.item)
     S = np.empty((len(items), len(prior_strengths)))
