@@ -117,6 +117,133 @@ def test_input_problems():
         detect_cartels(sim.responses, n_bootstrap=0)
 
 
+# ----------------------------------------------------------------------- fast paths (large sparse crowds)
+def _analysis(sim, n_bootstrap=200, alpha=ALPHA, seed=0):
+    """The detector's internal state on the core annotators of ``sim`` (as ``detect_cartels`` builds it)."""
+    from fusion_core.data.responses import as_responses
+    from fusion_core.diagnostics.cartels import _Analysis
+    from fusion_core.spectral import BinaryMatrix, pairwise_moments, spectral_core
+
+    resp = as_responses(sim.responses)
+    z = np.where(resp.label == 1, 1.0, -1.0)
+    B = BinaryMatrix.from_codes(resp.worker, resp.item, z, resp.n_workers, resp.n_items)
+    core = spectral_core(B, pairwise_moments(B, n_min=10), d_min=3)
+    return _Analysis(resp, B, np.flatnonzero(core.mask), n_bootstrap=n_bootstrap, alpha=alpha, n_min=10,
+                     rng=np.random.default_rng(seed), pos=1)
+
+
+def test_pair_pattern_matches_dense_products():
+    """The pair-list statistics equal the dense-product ones (same residual eigenvalues and spectrum) on a
+    sparse crowd, for the observed labels and for relabellings with the same missingness pattern."""
+    from fusion_core.diagnostics.cartels import _PairPattern, _stats_from_products
+
+    sim = cartel(m=70, n=900, r=0.3, observed=0.15, seed=3)
+    an = _analysis(sim)
+    Z, O = an.Z, an.O
+    w, i = np.nonzero(O)
+    pat = _PairPattern(w, i, O.shape[0], O.shape[1], 10)
+    np.testing.assert_array_equal(pat.N, O.astype(float) @ O.T.astype(float))
+    rng = np.random.default_rng(0)
+    zs = np.vstack([Z[w, i], np.where(rng.random((4, len(w))) < 0.5, 1.0, -1.0)])
+    dense = np.zeros((len(zs),) + O.shape)
+    dense[:, w, i] = zs
+    x0 = np.ones(O.shape[0])
+    S1, S12 = dense @ O.T.astype(float), dense @ dense.transpose(0, 2, 1)
+    s_ref, spec_ref = _stats_from_products(pat.N, S1, S12, 10, 5, x0, 4)
+    s, spec = pat.stats(zs, 10, 5, x0, 4)
+    np.testing.assert_allclose(s, s_ref, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(spec, spec_ref, rtol=1e-9, atol=1e-9)
+    assert s_ref[0, 0] > s_ref[1:, 0].max()  # the cartel makes the observed statistic stand out
+
+
+def test_sequential_bootstrap_same_decision_as_full():
+    """Besag–Clifford stopping [EXT]: on the same random stream the decision p < α equals the full-B one; a
+    stopped test reports h/n with exactly h exceedances among the n replicates drawn."""
+    for sim, expect_reject in ((cartel(m=60, n=500, r=0.3, seed=5), True), (independent(m=60, n=500, seed=5), False)):
+        g = np.arange(len(_analysis(sim).idx))
+        full = _analysis(sim, seed=1).test(g)
+        seq = _analysis(sim, seed=1).test(g, sequential=True)
+        assert (full["p"][0] < ALPHA) == (seq["p"][0] < ALPHA) == expect_reject
+        n = seq["n_drawn"]
+        np.testing.assert_allclose(seq["s_null"], full["s_null"][:n])  # same stream, prefix of the full null
+        if n < 200:
+            h = int((seq["s_null"][:, 0] >= seq["s"][0]).sum())
+            assert h == 10 and seq["p"][0] == pytest.approx(h / n)
+            assert seq["s_null"][-1, 0] >= seq["s"][0]  # stopped at the h-th exceedance
+        else:
+            assert seq["p"][0] == full["p"][0]
+    assert n < 200  # under the null (here p ≈ 0.09 ≫ 10/200) the bootstrap stops early
+
+
+def test_sequential_stop_count_never_changes_the_decision():
+    """For every B and α: once h replicates exceed s, the full-B test cannot reject, and the stopped p = h/n
+    (n ≤ B) is not below α either."""
+    from fusion_core.diagnostics.cartels import _stop_count
+
+    for B in range(1, 801):
+        for alpha in (0.001, 0.01, 0.02, 0.05, 0.1, 0.2):
+            h = _stop_count(alpha, B)
+            assert (1 + h) / (B + 1) >= alpha and h / B >= alpha and h >= 10
+
+
+def test_warm_rank_fits_match_lapack_iterations():
+    """The warm-started eigen-solvers reproduce the LAPACK-only iterations (rank-one completion, rank-two
+    principal axes) on a sparse covariance."""
+    from fusion_core.diagnostics.cartels import _top_eigenpair_warm
+    from fusion_core.spectral import top_eigenpair
+
+    sim = cartel(m=90, n=1500, r=0.3, observed=0.2, seed=1)
+    an = _analysis(sim)
+    g = np.arange(len(an.idx))
+    assert (~an.mom.valid[np.ix_(g, g)]).sum() > len(g)  # some pairs are missing and get imputed
+    L_warm, L_ref = an._rank_two(g), an._rank_two(g, warm=False)
+    np.testing.assert_allclose(np.abs(L_warm), np.abs(L_ref), atol=1e-9)
+    Q, valid = an.mom.Q[np.ix_(g, g)], an.mom.valid[np.ix_(g, g)]
+    R = np.where(valid, Q, 0.0)
+    np.fill_diagonal(R, np.max(np.abs(R), axis=1))
+    lam, e = _top_eigenpair_warm(R, valid)
+    spec, e_ref, _ = top_eigenpair(R, valid, spectrum=False)
+    assert lam == pytest.approx(spec[0], rel=1e-9) and abs(e @ e_ref) == pytest.approx(1, abs=1e-9)
+
+
+def test_lanczos_top_matches_eigvalsh():
+    """Batched Lanczos: the largest eigenvalue of every diagonal block (sparse Wigner-like residuals and a
+    block with a planted spike) equals LAPACK's; unconverged blocks are flagged, never returned wrong."""
+    import scipy.sparse as sp
+
+    from fusion_core.diagnostics.cartels import _lanczos_top
+
+    rng = np.random.default_rng(0)
+    m, nb = 150, 5
+    blocks = []
+    for b in range(nb):
+        A = np.where(rng.random((m, m)) < 0.1, rng.standard_normal((m, m)), 0.0)
+        A = np.triu(A, 1) + np.triu(A, 1).T
+        if b == 0:
+            u = rng.standard_normal(m)
+            A += 0.2 * np.outer(u, u)
+        blocks.append(A)
+    theta, ok = _lanczos_top(sp.block_diag(blocks, format="csr"), nb, m)
+    ref = np.array([np.linalg.eigvalsh(A)[-1] for A in blocks])
+    assert ok.all()
+    np.testing.assert_allclose(theta[:, 0], ref, rtol=1e-9)
+    theta2, ok2 = _lanczos_top(sp.block_diag(blocks, format="csr"), nb, m, max_steps=3)
+    assert not ok2.all()  # three steps cannot resolve a noise edge: reported as not converged
+
+
+def test_large_sparse_crowd():
+    """200 annotators each labelling 15% of 2,000 items (large-crowd regime, sparse path): the cartel is found
+    (identifiable-member F1 ≥ 0.85, the threshold of the sparse test above); without a cartel, none is."""
+    kw = dict(m=200, n=2000, observed=0.15, pi_range=(0.6, 0.85))
+    sim = cartel(r=0.25, xi_range=(0.6, 0.85), seed=1, **kw)
+    rep = _detect(sim, n_bootstrap=100, random_state=0)
+    assert rep.p_value[0] < ALPHA and len(rep.groups) >= 1
+    f1_ident, _ = _membership_f1(sim, rep)
+    assert f1_ident >= 0.85
+    rep0 = _detect(independent(seed=1, **kw), n_bootstrap=100, random_state=0)
+    assert rep0.p_value[0] >= ALPHA and rep0.groups == []
+
+
 # ------------------------------------------------------------------------------------ slow, full
 @pytest.mark.slow
 def test_false_positive_rate_full():
