@@ -530,21 +530,23 @@ def cartel_detector() -> Callable[..., Any] | None:
     return detect_cartels
 
 
-def cartels_for(ds: Dataset, n_bootstrap: int, alpha: float, ss=None):
+def cartels_for(ds: Dataset, n_bootstrap: int, alpha: float, ss=None, one_vs_rest: Any = None):
+    """Cartel report for the data (binary), or for ``one_vs_rest`` against the other labels (multi-class)."""
     ss = state() if ss is None else ss
     detect = cartel_detector()
     if detect is None:
         raise UserInputError("cartel detection is not available in this installation.")
-    key = (ds.fingerprint, n_bootstrap, alpha)
+    key = (ds.fingerprint, n_bootstrap, alpha, one_vs_rest)
     cache = ss.setdefault("fc_cartels", {})
     if key not in cache:
-        cache[key] = detect(ds.responses, n_bootstrap=n_bootstrap, alpha=alpha, random_state=0)
+        resp = ds.responses if one_vs_rest is None else ds.responses.one_vs_rest(one_vs_rest)
+        cache[key] = detect(resp, n_bootstrap=n_bootstrap, alpha=alpha, random_state=0)
     return cache[key]
 
 
-def cached_cartels(ds: Dataset, n_bootstrap: int, alpha: float, ss=None):
+def cached_cartels(ds: Dataset, n_bootstrap: int, alpha: float, ss=None, one_vs_rest: Any = None):
     ss = state() if ss is None else ss
-    return ss.get("fc_cartels", {}).get((ds.fingerprint, n_bootstrap, alpha))
+    return ss.get("fc_cartels", {}).get((ds.fingerprint, n_bootstrap, alpha, one_vs_rest))
 
 
 # ------------------------------------------------------------------------------------------- tables

@@ -21,23 +21,28 @@ if ds is None:
 if S.cartel_detector() is None:
     st.warning("Cartel detection is not available in this installation (fusion_core.diagnostics.cartels is missing).")
     st.stop()
+ss = S.state()  # remember the settings across page switches (widget state is dropped when leaving a page)
+target = None
 if ds.responses.n_classes != 2:
+    classes = list(ds.responses.classes)
     st.info(
-        f"Cartel detection works on binary labels; this data has {ds.responses.n_classes} labels. "
-        "Load the crowd demo or binary data to use it."
+        f"Cartel detection works on binary labels; this data has {ds.responses.n_classes} labels, so it tests one "
+        "label against all the others: a cartel is a group that agrees on when to give (or withhold) that label."
     )
-    st.stop()
+    prev = ss.get("fc_cartel_target")
+    target = st.selectbox("Label tested against the rest", classes, index=classes.index(prev) if prev in classes else 0,
+                          format_func=str, key="cartel_target")
+    ss["fc_cartel_target"] = target
 
 c1, c2 = st.columns(2)
-ss = S.state()  # remember the settings across page switches (widget state is dropped when leaving a page)
 n_boot = c1.select_slider("Bootstrap samples for the null", [50, 100, 200, 400], value=ss.get("fc_cartel_nboot", 100), key="cartel_nboot")
 alpha = c2.select_slider("Significance level α", [0.01, 0.05, 0.1], value=ss.get("fc_cartel_alpha", 0.05), key="cartel_alpha")
 ss["fc_cartel_nboot"], ss["fc_cartel_alpha"] = n_boot, alpha
-report = S.cached_cartels(ds, n_boot, alpha)
+report = S.cached_cartels(ds, n_boot, alpha, one_vs_rest=target)
 if report is None and st.button("Detect cartels", type="primary", key="cartel_run"):
     try:
         with st.spinner("Fitting the independent model and its bootstrap null…", show_time=True):
-            report = S.cartels_for(ds, n_boot, alpha)
+            report = S.cartels_for(ds, n_boot, alpha, one_vs_rest=target)
     except UserInputError as exc:
         st.error(S.md_escape(str(exc)))
 if report is None:

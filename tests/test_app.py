@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fusion_core.methods import available
@@ -431,3 +432,33 @@ def test_sequence_upload_guesses_columns_and_context_file():
     table = _frame(at, "method", "needs")
     ctx_methods = {m.name for m in available() if "context" in m.needs()}
     assert set(table.loc[table["available"] == "yes", "method"]) >= ctx_methods
+
+
+def test_cartel_page_on_multiclass_data_tests_one_label_against_the_rest():
+    rng = np.random.default_rng(5)
+    n, K = 500, 3
+    truth = rng.integers(0, K, n)
+    target = np.where(rng.random(n) < 0.4, truth, rng.integers(0, K, n))  # the cartel's own labelling
+    rows = []
+    for w in range(26):
+        cartel = w >= 20
+        acc = 0.9 if cartel else rng.uniform(0.6, 0.85)
+        base = target if cartel else truth
+        lab = np.where(rng.random(n) < acc, base, rng.integers(0, K, n))
+        rows.append(pd.DataFrame({"task": np.arange(n), "worker": f"{'c' if cartel else 'h'}{w}", "label": lab}))
+    df = pd.concat(rows)
+    df = df[rng.random(len(df)) < 0.7]  # sparse: each annotator labels ~70 % of the items
+    at = _app()
+    _upload(at, "multi.csv", _csv(df))
+    _use_columns(at)
+    _visit(at, "pages/4_Cartels.py")
+    assert at.selectbox(key="cartel_target").options == ["0", "1", "2"]
+    at.selectbox(key="cartel_target").set_value(1).run()
+    at.select_slider(key="cartel_nboot").set_value(50).run()
+    at.button(key="cartel_run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    report = at.session_state["fc_cartels"][(at.session_state["fc_dataset"].fingerprint, 50, 0.05, 1)]
+    assert list(report.labels.unique()) != [] and set(map(str, report.labels.unique())) <= {"1", "not 1"}
+    found = set().union(*report.groups) if report.groups else set()
+    assert {f"c{w}" for w in range(20, 26)} <= {str(w) for w in found}
+    assert len(found) <= 8

@@ -174,3 +174,16 @@ def test_sequences_are_coded_and_validated():
         Responses.from_frame(clash)
     with pytest.raises(UserInputError, match="both a sequence column and a position column"):
         Responses.from_frame(df, sequence="sequence")
+
+
+def test_one_vs_rest_recoding():
+    from fusion_core.data.responses import Responses
+
+    df = pd.DataFrame({"task": [1, 1, 2, 2, 3], "worker": ["a", "b", "a", "b", "a"], "label": ["x", "y", "z", "y", "y"]})
+    r = Responses.from_frame(df)
+    b = r.one_vs_rest("y")
+    assert list(b.classes) == ["not y", "y"] and b.n_classes == 2
+    assert b.to_frame()["label"].tolist() == ["not y", "y", "not y", "y", "y"]
+    assert b.n_items == r.n_items and b.n_workers == r.n_workers and list(r.classes) == ["x", "y", "z"]
+    with pytest.raises(UserInputError):
+        r.one_vs_rest("nope")

@@ -284,6 +284,17 @@ class Responses:
             report=ValidationReport(rows_read=len(src), responses=len(src)),
         )
 
+    def one_vs_rest(self, label: Any) -> "Responses":
+        """Binary copy: ``label`` against every other label (classes ``["not <label>", label]``), for binary-only
+        analyses such as cartel detection on multi-class data."""
+        code = int(self.label_codes([label], what="one-vs-rest label")[0])
+        return replace(
+            self,
+            label=(self.label == code).astype(np.int64),
+            classes=pd.Index([f"not {label}", label], dtype=object),
+            report=replace(self.report, notes=list(self.report.notes)),
+        )
+
     def with_sequences_resampled(self, sequence_draw: np.ndarray) -> tuple["Responses", np.ndarray]:
         """Block bootstrap for sequential data: whole sequences ``sequence_draw`` (codes, with repeats) become
         new sequences 0..len-1, positions kept.  Returns (copy, item_draw: source item of each new item)."""
