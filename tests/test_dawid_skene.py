@@ -167,3 +167,28 @@ def test_sklearn_contract():
     assert ds.fit_predict(TINY).equals(ds.labels_)
     assert ds.fit_predict_proba(TINY).equals(ds.probas_)
     assert ds.set_params(tol=1e-3) is ds and ds.tol == 1e-3
+
+
+def test_one_sided_annotators_are_flagged():
+    """Labelling functions that only ever vote one class (abstentions dropped): the confusion matrices are not
+    identified, so latent-class methods warn; majority vote does not."""
+    import warnings
+
+    from fusion_core.errors import AggregationWarning
+    from fusion_core.methods import create
+
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 2, 400)
+    rows = []
+    for w in range(8):
+        fires = rng.random(400) < np.where(truth == w % 2, 0.6, 0.1)  # votes its class, mostly when right
+        rows.append(pd.DataFrame({"task": np.flatnonzero(fires), "worker": f"lf{w}", "label": w % 2}))
+    df = pd.concat(rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AggregationWarning)
+        ds = create("ds").fit(df)
+        mv = create("mv").fit(df)
+    assert any("always give the same label" in w for w in ds.warnings_)
+    assert not any("always give the same label" in w for w in mv.warnings_)
+    honest = create("ds").fit(df.assign(label=np.where(rng.random(len(df)) < 0.8, df["label"], 1 - df["label"])))
+    assert not any("always give the same label" in w for w in honest.warnings_)

@@ -142,6 +142,28 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
+def warn_one_sided(resp: Responses, method: str, min_responses: int = 5) -> None:
+    """Warn when most annotators (with ≥ ``min_responses`` responses) only ever give one label, e.g. labelling
+    functions whose abstentions were dropped: their confusion matrices are then not identified from the
+    responses, and latent-class fits can collapse (youtube_lf: DS 0.452 vs majority vote 0.800)."""
+    n = resp.responses_per_worker
+    active = n >= min_responses
+    if active.sum() < 2:
+        return
+    used = np.zeros((resp.n_workers, resp.n_classes), bool)
+    used[resp.worker, resp.label] = True
+    one = used.sum(axis=1) == 1
+    share = float(one[active].mean())
+    if share >= 0.5:
+        warnings.warn(
+            f"{int(one[active].sum())} of {int(active.sum())} annotators always give the same label (one-sided, like "
+            f"labelling functions that abstain otherwise). '{method}' treats missing responses as missing at random, "
+            "so it cannot tell their accuracy from their label choice and may collapse; majority vote is safer, or "
+            "keep the abstentions as a label.",
+            AggregationWarning,
+        )
+
+
 class Aggregator:
     """Base of every registered method (see module docstring for the fitted attributes)."""
 
@@ -171,6 +193,8 @@ class Aggregator:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
+    learns_confusion = True  # latent-class models; False for rules such as majority vote
+
     # --------------------------------------------------------------- fitting
     def fit(
         self,
@@ -191,6 +215,8 @@ class Aggregator:
             gold = (codes, resp.label_codes(values, what="gold labels"))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", AggregationWarning)
+            if self.learns_confusion:
+                warn_one_sided(resp, self.method_name)
             fit = self._fit(resp, gold=gold, graph=graph, context=context)
         for w in caught:
             if issubclass(w.category, AggregationWarning):

@@ -30,6 +30,8 @@ class MajorityVote(Aggregator):
     ``random_state``.  Items with no responses get uniform probabilities.
     """
 
+    learns_confusion = False
+
     def __init__(self, tie_break: str = "smallest", weights: pd.Series | None = None, random_state: int = 0):
         self.tie_break = tie_break
         self.weights = weights
