@@ -269,10 +269,13 @@ def top_eigh(R: np.ndarray) -> tuple[float, np.ndarray]:
     return float(vals[0]), vecs[:, 0]
 
 
-def top_eigenpair(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: float = 1e-8, spectrum: bool = True):
+def top_eigenpair(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: float = 1e-8, spectrum: bool = True,
+                  warm=None):
     """Largest *algebraic* eigenpair of R (diagonal already completed; never the largest magnitude, §3.3).
     Invalid off-diagonal entries are imputed by the current rank-one prediction (hard-impute iteration)
-    [CHOICE for §5].  Returns (eigenvalues of the completed matrix, descending; top eigenvector; matrix).
+    [CHOICE for §5].  ``warm(R, e_prev)`` optionally solves each inner step from the previous eigenvector
+    (returns (λ, e) or None to use LAPACK); the caller certifies the result.  Returns (eigenvalues of the
+    completed matrix, descending; top eigenvector; matrix).
     """
     R = R.copy()
     off = ~np.eye(len(R), dtype=bool)
@@ -284,7 +287,8 @@ def top_eigenpair(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: 
             pred = max(lam, 0.0) * np.outer(e, e)
             delta = np.max(np.abs(pred[missing] - R[missing]))
             R[missing] = pred[missing]
-            lam, e = top_eigh(R)
+            res = warm(R, e) if warm is not None else None
+            lam, e = res if res is not None else top_eigh(R)
             if delta < tol:
                 break
     return (np.linalg.eigvalsh(R)[::-1] if spectrum else np.array([lam])), e, R

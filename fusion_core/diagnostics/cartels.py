@@ -199,32 +199,19 @@ def _power_top(R: np.ndarray, e: np.ndarray, tol: float = 1e-13, max_steps: int 
 
 
 def _top_eigenpair_warm(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: float = 1e-8):
-    """``spectral.top_eigenpair(R, valid, spectrum=False)`` (hard-impute of the missing pairs by the current
-    rank-one prediction, same tolerance and iteration cap) with each inner eigenpair found by power
-    iteration warm-started at the previous one (the imputed matrix moves little between steps) instead of a
-    LAPACK solve.  Certified at the end: the LAPACK top eigenpair of the final matrix must agree, else the
-    reference routine is run.  Returns (λ, e)."""
-    R = R.copy()
-    off = ~np.eye(len(R), dtype=bool)
-    missing = off & ~valid
-    R[missing] = 0.0
-    lam, e = top_eigh(R)
-    if missing.any():
-        for _ in range(max_impute):
-            pred = max(lam, 0.0) * np.outer(e, e)
-            delta = np.max(np.abs(pred[missing] - R[missing]))
-            R[missing] = pred[missing]
-            res = _power_top(R, e)
-            lam, e = res if res is not None else top_eigh(R)
-            if delta < tol:
-                break
-        lam_ref, e_ref = top_eigh(R)
-        if abs(lam_ref - lam) > 1e-9 * max(abs(lam_ref), 1.0) or abs(abs(e_ref @ e) - 1) > 1e-9:
-            spec, e, _ = top_eigenpair(R, valid, max_impute=max_impute, tol=tol, spectrum=False)
-            return float(spec[0]), e
-        e = e_ref if e_ref @ e >= 0 else -e_ref
-        lam = lam_ref
-    return float(lam), e
+    """``spectral.top_eigenpair(R, valid, spectrum=False)`` (same hard-impute, tolerance and iteration cap) with
+    each inner eigenpair found by power iteration warm-started at the previous one (the imputed matrix moves
+    little between steps) instead of a LAPACK solve.  Certified at the end: the LAPACK top eigenpair of the
+    final matrix must agree, else the reference routine is run.  Returns (λ, e)."""
+    spec, e, R_final = top_eigenpair(R, valid, max_impute=max_impute, tol=tol, spectrum=False, warm=_power_top)
+    lam = float(spec[0])
+    if not (~valid & ~np.eye(len(R), dtype=bool)).any():
+        return lam, e
+    lam_ref, e_ref = top_eigh(R_final)
+    if abs(lam_ref - lam) > 1e-9 * max(abs(lam_ref), 1.0) or abs(abs(e_ref @ e) - 1) > 1e-9:
+        spec, e, _ = top_eigenpair(R, valid, max_impute=max_impute, tol=tol, spectrum=False)
+        return float(spec[0]), e
+    return float(lam_ref), (e_ref if e_ref @ e >= 0 else -e_ref)
 
 
 def _lanczos_top(A: sp.csr_matrix, nb: int, m: int, max_steps: int = 120, tol: float = 1e-11):
