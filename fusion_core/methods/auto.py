@@ -34,7 +34,7 @@ def default_candidates() -> list[str]:
         "n_splits": {"low": 1, "high": 20, "help": "Number of random held-out splits."},
         "random_state": {"kind": "int", "help": "Seed of the splits."},
         "rule": {"choices": ("best", "simplest"), "help": "'best' mean score, or the simplest candidate within 2 standard errors (when parameter counts are known).", "advanced": True},
-        "prior_strength": {"kind": "object", "help": "Pseudo-responses β shrinking each worker's fitted response distribution towards the crowd's when scoring held-out responses: 'auto' (chosen per candidate by its held-out score) or a number (0 = plug-in fit).", "advanced": True},
+        "prior_strength": {"kind": "object", "help": "Pseudo-responses β shrinking each worker's fitted response distribution towards the crowd's when scoring held-out responses: 'auto' (chosen per candidate by its held-out score) or a number (default 2; 0 = the spec's plug-in fit).", "advanced": True},
     },
     reference="Held-out annotation log-likelihood, spec multilabel.md §8 (inspired by Streich 2010, eqs. (2.24)–(2.26)).",
 )
@@ -45,7 +45,7 @@ class AutoSelect(Aggregator):
     se, per-split scores, seconds, error), ``chosen_method_``, ``best_estimator_`` (the refitted estimator).
     """
 
-    def __init__(self, candidates: Sequence[str] | None = None, frac: float = 0.1, n_splits: int = 3, random_state: int = 0, rule: str = "best", prior_strength: float | str = "auto"):
+    def __init__(self, candidates: Sequence[str] | None = None, frac: float = 0.1, n_splits: int = 3, random_state: int = 0, rule: str = "best", prior_strength: float | str = 2.0):
         self.candidates = candidates
         self.frac = frac
         self.n_splits = n_splits
