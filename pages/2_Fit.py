@@ -120,6 +120,12 @@ if results:
             "warnings": len(s["warnings"]),
         })
     st.dataframe(rows, key="results_table", hide_index=True)
+    for name, res in results.items():
+        if "heldout_table" in res.extras:
+            st.markdown(f"**{S.md_escape(name)}** chose **{S.md_escape(res.extras['chosen_method'])}** by held-out "
+                        "annotation log-likelihood (nats per hidden response, higher is better; ± one standard error "
+                        "over the splits):")
+            st.dataframe(res.extras["heldout_table"], key=f"heldout_{name}", hide_index=True)
     notes = [(name, w) for name, res in results.items() for w in dict.fromkeys(res.warnings)]
     if notes:
         with st.expander(f"Warnings from the methods ({len(notes)})", expanded=len(notes) <= 3):

@@ -179,6 +179,10 @@ def test_every_method_on_uploaded_data(n_classes):
     assert {m.name for m in available() if not m.needs()} == set(enabled)
     _fit(at, enabled)
     assert set(at.session_state["fc_active"]) == set(enabled), [e.value for e in at.error]
+    # auto's held-out score table is shown on the Fit page, the chosen method marked
+    heldout = _frame(at, "method", "score", "se", "prior_strength")
+    assert heldout["chosen"].sum() == 1 and heldout["score"].notna().any()
+    assert heldout.loc[heldout["chosen"], "score"].iloc[0] == heldout["score"].max()
     for page in RESULT_PAGES:
         _visit(at, page)
         if page != "pages/6_Compare.py":

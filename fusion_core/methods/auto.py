@@ -66,6 +66,7 @@ class AutoSelect(Aggregator):
         extras = dict(r.extras)
         scores = {m: float(s) for m, s in zip(table["method"], table["score"])}
         extras["heldout_scores"] = scores
+        extras["heldout_table"] = table[["method", "score", "se", "prior_strength", "seconds", "error", "chosen"]].to_dict("records")
         extras["chosen_method"] = chosen
         self._table = table
         self._best = best
