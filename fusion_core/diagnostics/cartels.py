@@ -140,19 +140,13 @@ def _stats_from_products(N, S1, S12, n_min, n_extra, x0, n_spec=0, weights="delt
     R[:, np.arange(m), np.arange(m)] = r
     miss = off & ~valid
     Mf = miss.astype(float) if miss.any() else None
-    x = np.broadcast_to(x0 / np.linalg.norm(x0), (nb, m)).copy()
-    lam = np.ones(nb)
-    for _ in range(200):  # power iteration (the null has a large spectral gap); imputes missing pairs
-        # R_f x with R_f = R off the missing pairs and λ x xᵀ on them: R x + λ x ⊙ (M x²)
+    def matvec(x, lam):  # R_f x with R_f = R off the missing pairs and λ x xᵀ on them: R x + λ x ⊙ (M x²)
         y = np.matmul(R, x[:, :, None])[:, :, 0]
         if Mf is not None:
             y += lam[:, None] * x * np.matmul(Mf, (x * x)[:, :, None])[:, :, 0]
-        lam_new = np.einsum("bi,bi->b", x, y)
-        xn = y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-300)
-        done = np.max(np.abs(xn - x)) < 1e-9 and np.max(np.abs(lam_new - lam)) < 1e-9
-        x, lam = xn, lam_new
-        if done:
-            break
+        return y
+
+    x, lam = _batched_power(matvec, x0, nb, m)
     v = np.sqrt(np.maximum(lam, 0))[:, None] * x
     E = np.where(valid, (qz - v[:, :, None] * v[:, None, :]) / np.sqrt(np.where(valid, sigma2, 1.0)), 0.0)
     s = np.linalg.eigvalsh(E)[:, ::-1][:, :n_extra]
@@ -196,6 +190,22 @@ def _power_top(R: np.ndarray, e: np.ndarray, tol: float = 1e-13, max_steps: int 
             return lam, y / ny
         e = y / ny
     return None
+
+
+def _batched_power(matvec, x0: np.ndarray, nb: int, m: int, max_steps: int = 200, tol: float = 1e-9):
+    """Power iteration for nb replicates at once (the null has a large spectral gap), from x0; ``matvec(x, λ)``
+    applies each replicate's completed matrix (missing pairs imputed by the current λ x xᵀ).  Returns (x, λ)."""
+    x = np.broadcast_to(x0 / np.linalg.norm(x0), (nb, m)).copy()
+    lam = np.ones(nb)
+    for _ in range(max_steps):
+        y = matvec(x, lam)
+        lam_new = np.einsum("bi,bi->b", x, y)
+        xn = y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-300)
+        done = np.max(np.abs(xn - x)) < tol and np.max(np.abs(lam_new - lam)) < tol
+        x, lam = xn, lam_new
+        if done:
+            break
+    return x, lam
 
 
 def _top_eigenpair_warm(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: float = 1e-8):
@@ -372,19 +382,14 @@ class _PairPattern:
         any_miss = bool((valid.sum(axis=1) < m * (m - 1) // 2).any())
         Qs = self.block(qz)
         Vs = self.block(valid.astype(float)) if any_miss else None
-        x = np.broadcast_to(x0 / np.linalg.norm(x0), (nb, m)).copy()
-        lam = np.ones(nb)
-        for _ in range(200):  # the same power iteration as the dense path; missing pairs imputed by λ x xᵀ
+        def matvec(x, lam):  # the dense path's product on the sparse pair pattern; missing pairs imputed by λ x xᵀ
             y = (Qs @ x.ravel()).reshape(nb, m) + r * x
             if Vs is not None:  # Σ_{j missing} x_j² = Σ_{j≠i} x_j² − Σ_{j valid} x_j²
                 x2 = x * x
                 y += lam[:, None] * x * ((x2.sum(axis=1, keepdims=True) - x2) - (Vs @ x2.ravel()).reshape(nb, m))
-            lam_new = np.einsum("bi,bi->b", x, y)
-            xn = y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-300)
-            done = np.max(np.abs(xn - x)) < 1e-9 and np.max(np.abs(lam_new - lam)) < 1e-9
-            x, lam = xn, lam_new
-            if done:
-                break
+            return y
+
+        x, lam = _batched_power(matvec, x0, nb, m)
         v = np.sqrt(np.maximum(lam, 0))[:, None] * x
         e = np.where(valid, (qz - v[:, a] * v[:, b]) / np.sqrt(np.where(valid, sigma2, 1.0)), 0.0)
         s = None
