@@ -999,21 +999,8 @@ class ContextEM(Aggregator):
         n_fb = sum(f.n_fallback for f in fits)
         for w_ in warn:
             warnings.warn(w_, AggregationWarning)
-        extras = {
-            "context_grid": np.asarray(self._categories, dtype=object) if self._discrete else grid,
-            "detection_curves": det_out,
-            "false_alarm_curves": fa_out,
-            "context_levels": x_levels,
-            "context_kind": kind,
-            "variant": self.variant,
-            "lipschitz": c,
-            "mstep_gap": gap,
-            "mstep_fallbacks": n_fb,
-            "context_binning_bound": bound,
-            "max_dP": fits[0].max_dP,
-            "context_coverage": coverage,
-            "multiclass": "one_vs_rest" if K > 2 else "binary",
-        }
+        extras = self._curve_extras(grid, det_out, fa_out, x_levels, kind, c, gap, n_fb, bound, fits[0].max_dP, coverage,
+                                    "one_vs_rest" if K > 2 else "binary")
         self._curves_frame = pd.concat(rows, ignore_index=True)
         return Fit(
             posterior=post,
@@ -1024,6 +1011,25 @@ class ContextEM(Aggregator):
             converged=all(f.converged for f in fits),
             extras=extras,
         )
+
+    def _curve_extras(self, grid, det, fa, x_levels, kind, lipschitz, gap, n_fallback, bound, max_dP, coverage, multiclass, **more) -> dict:
+        """The extras every context-em fit reports (curves on the grid, levels, solver diagnostics, coverage)."""
+        return {
+            "context_grid": np.asarray(self._categories, dtype=object) if self._discrete else grid,
+            "detection_curves": det,
+            "false_alarm_curves": fa,
+            **more,
+            "context_levels": x_levels,
+            "context_kind": kind,
+            "variant": self.variant,
+            "lipschitz": lipschitz,
+            "mstep_gap": gap,
+            "mstep_fallbacks": n_fallback,
+            "context_binning_bound": bound,
+            "max_dP": max_dP,
+            "context_coverage": coverage,
+            "multiclass": multiclass,
+        }
 
     def _fit_confusion_curves(self, resp, item_r, worker_r, label_r, pid, pw, pl, x_levels, x_items, c, grid, coverage, bound, warn, kind) -> Fit:
         """§9.2 option 2 [EXT]: per-annotator confusion curves π_k(x)[i, j], each entry c_ik-Lipschitz, rows on the
@@ -1096,22 +1102,8 @@ class ContextEM(Aggregator):
         )
         for w_ in warn:
             warnings.warn(w_, AggregationWarning)
-        extras = {
-            "context_grid": np.asarray(self._categories, dtype=object) if self._discrete else grid,
-            "detection_curves": det_out,
-            "false_alarm_curves": fa_out,
-            "confusion_curves": conf_grid,
-            "context_coverage": coverage,
-            "multiclass": "confusion",
-            "context_levels": x_levels,
-            "context_kind": kind,
-            "variant": self.variant,
-            "lipschitz": c_user,
-            "mstep_gap": f.gap,
-            "mstep_fallbacks": f.n_fallback,
-            "context_binning_bound": bound,
-            "max_dP": f.max_dP,
-        }
+        extras = self._curve_extras(grid, det_out, fa_out, x_levels, kind, c_user, f.gap, f.n_fallback, bound, f.max_dP, coverage,
+                                    "confusion", confusion_curves=conf_grid)
         return Fit(
             posterior=f.posterior, confusion=confusion, class_prior=f.prior, log_likelihood=f.trace, n_iter=f.n_iter,
             converged=f.converged, extras=extras,
