@@ -380,14 +380,7 @@ class InformedSML(_SpectralBase):
     def __init__(self, positive_label=None, completion: str = "auto", weights: str = "delta", sign_rule: str = "sum",
                  n_min: int = 10, d_min: int = 3, strict: bool = False, b_method: str = "likelihood",
                  b: float | None = None, use_prior: bool = False):
-        self.positive_label = positive_label
-        self.completion = completion
-        self.weights = weights
-        self.sign_rule = sign_rule
-        self.n_min = n_min
-        self.d_min = d_min
-        self.strict = strict
-        self.b_method = b_method
+        SpectralMetaLearner.__init__(self, positive_label, completion, weights, sign_rule, n_min, d_min, strict, b_method)
         self.b = b
         self.use_prior = use_prior
 
@@ -409,16 +402,7 @@ class SpectralDawidSkene(_SpectralBase):
                  n_min: int = 10, d_min: int = 3, strict: bool = False, b_method: str = "likelihood",
                  b: float | None = None, use_prior: bool = False, init: str = "isml", multi_start: bool = True,
                  smoothing: float = EM_SMOOTHING, tol: float = 1e-8, max_iter: int = 500):
-        self.positive_label = positive_label
-        self.completion = completion
-        self.weights = weights
-        self.sign_rule = sign_rule
-        self.n_min = n_min
-        self.d_min = d_min
-        self.strict = strict
-        self.b_method = b_method
-        self.b = b
-        self.use_prior = use_prior
+        InformedSML.__init__(self, positive_label, completion, weights, sign_rule, n_min, d_min, strict, b_method, b, use_prior)
         self.init = init
         self.multi_start = multi_start
         self.smoothing = smoothing
