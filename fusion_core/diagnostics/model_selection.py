@@ -120,12 +120,12 @@ def predictive_log_likelihood(
     W = int(max(train.worker.max(initial=-1), test_worker.max(initial=-1))) + 1
     q_tr = posterior[train.item]
     n_wk = np.empty((W, K))
-    pooled = np.empty((K, K))  # true × reported
     for k in range(K):  # K classes, not responses
         n_wk[:, k] = np.bincount(train.worker, weights=q_tr[:, k], minlength=W)
-        pooled[k] = np.bincount(train.label, weights=q_tr[:, k], minlength=K)[:K]
     if confusion is not None and np.shape(confusion) == (W, K, K):
-        pooled = np.einsum("wk,wkl->kl", n_wk, np.asarray(confusion, float))
+        pooled = np.einsum("wk,wkl->kl", n_wk, np.asarray(confusion, float))  # true × reported
+    else:
+        pooled = np.stack([np.bincount(train.label, weights=q_tr[:, k], minlength=K)[:K] for k in range(K)])
     pooled /= np.maximum(pooled.sum(axis=1, keepdims=True), 1e-300)
     n = n_wk[test_worker]
     p = np.exp(log_lik)
