@@ -31,7 +31,8 @@ from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
 from fusion_core.methods import available, create, info
 from fusion_core.methods.base import FitResult
-from fusion_core.methods.registry import MethodInfo, ParamSpec
+from fusion_core.methods.registry import MethodInfo
+from fusion_core.methods.params import Param as ParamSpec
 
 DEFAULT_DEMO = "crowd"
 _MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?][^>]*>|&[A-Za-z#0-9]+;")

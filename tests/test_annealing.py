@@ -8,14 +8,17 @@ import warnings
 import numpy as np
 import pytest
 
-from fusion_core.annealing import (
+from fusion_core.methods.em.annealing import (
     AnnealSchedule,
+    anneal_phase,
     auto_t0,
     free_energy,
     normalized_entropy,
     resolve_schedule,
     tempered_posterior,
 )
+from fusion_core.methods.em import class_alignment
+from fusion_core.methods.dawid_skene import DawidSkeneModel
 from fusion_core.diagnostics.model_selection import compare
 from fusion_core.errors import UserInputError
 from fusion_core.methods import DawidSkene
@@ -84,10 +87,11 @@ def test_ml7_free_energy_monotone_within_levels():
         F = np.array([r["F"] for r in tr if r["T"] == T])
         assert np.all(np.diff(F) <= 1e-9 * np.abs(F[1:])), T
     ds = quiet(DawidSkene(anneal={"T0": 2.0}), sparse_spammer_crowd(seed=0).responses)
-    temps = ds.result_.extras["temperatures"]
-    F = ds.result_.extras["anneal_free_energy"]
-    for T in np.unique(temps[: len(F)]):
-        f = F[temps[: len(F)] == T]
+    temps = ds.result_.annealing.temperatures
+    F = ds.result_.annealing.free_energy
+    assert len(F) == len(temps) > 0
+    for T in np.unique(temps):
+        f = F[temps == T]
         assert np.all(np.diff(f) <= 1e-9 * np.abs(f[1:]))
 
 
@@ -108,19 +112,17 @@ def test_ml16_collapse_and_guard(seeds):
         ent = float(np.mean(-(post * np.log(post)).sum(axis=1)) / np.log(post.shape[1]))
         assert ent >= 0.999
         # the state at the end of the annealing phase: every confusion row equal (uninformative annotators)
-        from fusion_core.annealing import anneal_dawid_skene, resolve_schedule
         from fusion_core.methods.base import initial_posterior
 
         resp = off.responses_
-        res = anneal_dawid_skene(
-            resp, initial_posterior(resp, "mv"), smoothing=0.0, estimate_priors=True, one_coin=False, gold=None,
-            schedule=resolve_schedule({"T0": 8.0, "factor": 0.8, "inner_max": 10, "guard": False}),
-        )
-        conf = res.state[0]
+        model = DawidSkeneModel(resp)
+        res = anneal_phase(model, model.start(initial_posterior(resp, "mv")),
+                           resolve_schedule({"T0": 8.0, "factor": 0.8, "inner_max": 10, "guard": False}))
+        conf = res.state.confusion
         assert res.collapsed and np.max(np.abs(conf - conf[:, :1, :])) < 1e-5
-        assert normalized_entropy(res.posterior) >= 0.999
+        assert normalized_entropy(model.e_step(res.state).posterior) >= 0.999
         _, on = _collapse_run(s, guard=True)
-        assert on.result_.extras["anneal_restarts"] >= 1
+        assert on.result_.annealing.restarts >= 1
         p = on.probas_.to_numpy()
         assert float(np.mean(-(p * np.log(p)).sum(axis=1)) / np.log(p.shape[1])) < 0.9
         assert on.log_likelihood_ >= plain.log_likelihood_ - 0.01 * abs(plain.log_likelihood_)
@@ -132,10 +134,10 @@ def test_ml17_ds_wrapper_identity_and_alignment():
     same = DawidSkene(anneal={"schedule": [1.0]}).fit(sim.responses)
     assert np.max(np.abs(plain.probas_.to_numpy() - same.probas_.to_numpy())) <= 1e-12
     assert np.max(np.abs(plain.confusion_ - same.confusion_)) <= 1e-12
-    from fusion_core.annealing import majority_alignment
-
-    perm = majority_alignment(plain.responses_, plain.result_.posterior)
-    assert np.array_equal(perm, np.arange(5))
+    votes = plain.responses_.vote_counts()
+    has = votes.sum(axis=1) > 0
+    onehot = np.eye(5)[np.argmax(plain.result_.posterior[has], axis=1)]
+    assert np.array_equal(class_alignment(onehot, np.eye(5)[np.argmax(votes[has], axis=1)]), np.arange(5))
 
 
 def test_ds_defaults_unchanged_and_restarts():
@@ -143,9 +145,9 @@ def test_ds_defaults_unchanged_and_restarts():
     a = DawidSkene().fit(sim.responses)
     b = DawidSkene(anneal=False, n_restarts=0, random_state=7).fit(sim.responses)
     assert np.array_equal(a.probas_.to_numpy(), b.probas_.to_numpy())
-    assert "restart_log_likelihoods" not in a.result_.extras
+    assert a.result_.restarts is None
     r = DawidSkene(n_restarts=4, random_state=3).fit(sim.responses)
-    lls = r.result_.extras["restart_log_likelihoods"]
+    lls = r.result_.restarts.log_likelihoods
     assert len(lls) == 5 and r.log_likelihood_ == pytest.approx(lls.max())
     assert r.log_likelihood_ >= a.log_likelihood_
     r2 = DawidSkene(n_restarts=4, random_state=3).fit(sim.responses)

@@ -51,7 +51,7 @@ def test_column_options_and_bad_input_exit_codes(tmp_path, capsys):
     assert "empty" in capsys.readouterr().err
     assert main(["fit", str(src), "--task-col", "item", "--worker-col", "who", "--label-col", "ans",
                  "--param", "max_iter=abc", "--out", str(tmp_path / "o")]) == 2
-    assert "expects int" in capsys.readouterr().err
+    assert "'max_iter' must be a whole number" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("needs", ["graph", "context"])

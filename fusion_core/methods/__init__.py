@@ -1,13 +1,17 @@
 """Aggregation methods.  ``available()`` lists them, ``create(name, **params)`` builds one.
 
-Classes are importable by name (``from fusion_core.methods import DawidSkene``); every module of this
-package that registers a class is found automatically (see :mod:`fusion_core.methods.registry`).
+Classes are importable by name (``from fusion_core.methods import DawidSkene``); every module and family package
+of this package that registers a class is found automatically (see :mod:`fusion_core.methods.registry`).
 """
 
-from fusion_core.methods.base import Aggregator, Fit, FitResult
+from typing import Any
+
+from fusion_core.methods.base import Aggregator
 from fusion_core.methods.dawid_skene import DawidSkene, OneCoinDawidSkene
 from fusion_core.methods.majority import MajorityVote
-from fusion_core.methods.registry import MethodInfo, ParamSpec, available, create, info, register
+from fusion_core.methods.params import Param
+from fusion_core.methods.registry import MethodInfo, available, create, info, register
+from fusion_core.methods.results import Fit, FitResult
 
 __all__ = [
     "Aggregator",
@@ -17,7 +21,7 @@ __all__ = [
     "MajorityVote",
     "MethodInfo",
     "OneCoinDawidSkene",
-    "ParamSpec",
+    "Param",
     "available",
     "create",
     "info",
@@ -25,7 +29,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """Any registered estimator class by its class name (e.g. ``SpectralMetaLearner``)."""
     for m in available():
         if m.cls.__name__ == name:

@@ -656,7 +656,7 @@ class MultiLabelEM(Aggregator):
 
     def _fit_ml(self, d: MultiLabelData) -> dict[str, Any]:
         from fusion_core.annealing import anneal as run_anneal
-        from fusion_core.annealing import resolve_schedule
+        from fusion_core.methods.em.annealing import resolve_schedule
 
         Z, factorised, M = self._family(d)
         model = _Model(d, granularity=self.granularity, noise=self.noise, Z=Z, prior=self.prior, alpha=self.alpha, kappa=self.kappa, factorised=factorised)

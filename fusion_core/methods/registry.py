@@ -1,137 +1,95 @@
 """The method registry: the CLI and the app list methods from here, never from a hard-coded list.
 
-A method family is one module in :mod:`fusion_core.methods` whose estimator classes carry the
-:func:`register` decorator (that decorator call *is* the registry entry).  :func:`available` imports
-every module of the package once, so a new file shows up in ``fusion-core methods`` and the app
-without touching anything else.
+A method is a class with the :func:`register` decorator (that decorator call *is* the registry entry) in any
+module or family package of :mod:`fusion_core.methods`.  :func:`available` imports every module of the package
+once, so a new file shows up in ``fusion-core methods`` and in the app without touching anything else.
+Parameters come from the class's ``params`` declarations (:mod:`fusion_core.methods.params`).
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 import pkgutil
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from fusion_core.errors import UserInputError
+from fusion_core.methods.params import Param
 
 INPUT_KINDS = ("plain", "sequence", "graph", "context", "multilabel")
-_REGISTRY: dict[str, "MethodInfo"] = {}
+_REGISTRY: dict[str, MethodInfo] = {}
 _LOADED = False
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """One constructor parameter as the CLI/app should offer it."""
-
-    name: str
-    default: Any
-    kind: str  # "int" | "float" | "bool" | "str" | "choice" | "object"
-    help: str = ""
-    choices: tuple[Any, ...] | None = None
-    low: float | None = None
-    high: float | None = None
-    advanced: bool = False  # hide behind an "advanced" toggle in the app
-
-    def parse(self, text: str) -> Any:
-        """Convert a command-line string to this parameter's type (with a clear error)."""
-        try:
-            if self.kind == "int":
-                value: Any = int(text)
-            elif self.kind == "float":
-                value = float(text)
-            elif self.kind == "bool":
-                low = text.strip().lower()
-                if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                    raise ValueError(text)
-                value = low in ("1", "true", "yes", "on")
-            elif self.kind in ("none", "object") and text.strip().lower() == "none":
-                value = None
-            else:
-                value = text
-        except ValueError:
-            raise UserInputError(f"parameter {self.name} expects {self.kind}, got {text!r}.") from None
-        if self.choices is not None and value not in self.choices:
-            raise UserInputError(f"parameter {self.name} must be one of {list(self.choices)}, got {value!r}.")
-        return value
+T = TypeVar("T", bound=type)
 
 
 @dataclass(frozen=True)
 class MethodInfo:
+    """A registered method: its name, class, one-line summary in plain words, the inputs it needs, its family,
+    whether it gives calibrated probabilities, its declared parameters and the paper it comes from."""
+
     name: str
     cls: type
     summary: str
     inputs: tuple[str, ...]
     family: str
     probabilistic: bool
-    params: tuple[ParamSpec, ...] = field(default_factory=tuple)
+    params: tuple[Param, ...]
     reference: str = ""
+    title: str = ""
 
     def needs(self) -> tuple[str, ...]:
         """Extra inputs beyond plain responses."""
         return tuple(i for i in self.inputs if i != "plain")
 
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise UserInputError(f"method '{self.name}' has no parameter '{name}'; it has {', '.join(p.name for p in self.params) or 'none'}.")
 
-def _kind_of(default: Any) -> str:
-    if isinstance(default, bool):
-        return "bool"
-    if isinstance(default, int):
-        return "int"
-    if isinstance(default, float):
-        return "float"
-    if isinstance(default, str):
-        return "str"
-    return "object"
+    @property
+    def label(self) -> str:
+        """Plain-words name for menus ("Dawid–Skene (full confusion matrices)"), falling back to the code name."""
+        return self.title or self.name
 
 
 def register(
     name: str,
     *,
     summary: str,
+    title: str = "",
     inputs: tuple[str, ...] = ("plain",),
     family: str = "",
     probabilistic: bool = True,
-    params: dict[str, dict[str, Any]] | None = None,
     reference: str = "",
-) -> Callable[[type], type]:
-    """Class decorator: register an :class:`~fusion_core.methods.base.Aggregator` subclass under ``name``.
-
-    ``params`` adds help text / choices / ranges for constructor parameters; defaults and types come
-    from the ``__init__`` signature so they cannot drift apart.
-    """
+    params: dict[str, dict[str, Any]] | None = None,
+) -> Callable[[T], T]:
+    """Class decorator: register an :class:`~fusion_core.methods.base.Aggregator` subclass under ``name``."""
     bad = set(inputs) - set(INPUT_KINDS)
     if bad:
         raise ValueError(f"unknown input kinds {bad}")
-    extra = params or {}
 
-    def deco(cls: type) -> type:
-        sig = inspect.signature(cls.__init__)
-        specs = []
-        for p in sig.parameters.values():
-            if p.name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
-                continue
-            meta = dict(extra.get(p.name, {}))
-            kind = meta.pop("kind", None) or ("choice" if meta.get("choices") else _kind_of(p.default))
-            if "choices" in meta and meta["choices"] is not None:
-                meta["choices"] = tuple(meta["choices"])
-            specs.append(ParamSpec(name=p.name, default=p.default, kind=kind, **meta))
-        unknown = set(extra) - {s.name for s in specs}
-        if unknown:
-            raise ValueError(f"{cls.__name__}: params metadata for unknown parameters {unknown}")
+    def deco(cls: T) -> T:
         if name in _REGISTRY and _REGISTRY[name].cls is not cls:
             raise ValueError(f"method name {name!r} registered twice")
-        cls.method_name = name
-        cls.inputs = tuple(inputs)
+        cls.method_name = name  # type: ignore[attr-defined]
+        cls.inputs = tuple(inputs)  # type: ignore[attr-defined]
+        if params is not None or not getattr(cls.__init__, "generated", False):
+            cls.params = _legacy_params(cls, params or {})  # type: ignore[attr-defined]  # TRANSITIONAL
+        declared: dict[str, Param] = getattr(cls, "params", {})
+        module = cls.__module__.split(".")
+        fam = family or (module[3] if len(module) > 3 and module[2] == "methods" else module[-1])
         _REGISTRY[name] = MethodInfo(
             name=name,
             cls=cls,
             summary=summary,
             inputs=tuple(inputs),
-            family=family or cls.__module__.rsplit(".", 1)[-1],
+            family=fam,
             probabilistic=probabilistic,
-            params=tuple(specs),
+            params=tuple(declared.values()),
             reference=reference,
+            title=title,
         )
         return cls
 
@@ -144,9 +102,9 @@ def _load_all() -> None:
         return
     import fusion_core.methods as pkg
 
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if not mod.name.startswith("_") and mod.name not in ("base", "registry"):
-            importlib.import_module(f"{pkg.__name__}.{mod.name}")
+    for mod in pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg.__name__}."):
+        if not mod.name.rsplit(".", 1)[-1].startswith("_"):
+            importlib.import_module(mod.name)
     _LOADED = True
 
 
@@ -165,14 +123,54 @@ def info(name: str) -> MethodInfo:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise UserInputError(f"unknown method {name!r}; available: {', '.join(sorted(_REGISTRY))}.") from None
+        raise UserInputError(f"unknown method '{name}'; available: {', '.join(sorted(_REGISTRY))}.") from None
 
 
-def create(name: str, **params: Any):
-    """An unfitted estimator for the registered method ``name``."""
-    cls = info(name).cls
-    valid = {p.name for p in info(name).params}
-    unknown = set(params) - valid
+def create(name: str, **params: Any) -> Any:
+    """An unfitted estimator for the registered method ``name`` (parameters checked against its declarations)."""
+    meta = info(name)
+    valid = {p.name for p in meta.params}
+    unknown = sorted(set(params) - valid)
     if unknown:
-        raise UserInputError(f"method {name!r} has no parameter(s) {sorted(unknown)}; it has {sorted(valid)}.")
-    return cls(**params)
+        raise UserInputError(
+            f"method '{name}' has no parameter {', '.join(repr(u) for u in unknown)}; it has {', '.join(sorted(valid)) or 'none'}."
+        )
+    est = meta.cls(**params)
+    est.validated_params()
+    return est
+
+
+def _legacy_params(cls: type, extra: dict[str, dict[str, Any]]) -> dict[str, Param]:
+    """TRANSITIONAL: declarations from an explicit ``__init__`` signature plus ``register(params=…)`` metadata,
+    for families not yet converted to ``params = {...}``.  Removed when every family declares its parameters."""
+    import inspect
+
+    from fusion_core.methods.params import named
+
+    out: dict[str, Param] = {}
+    sig = inspect.signature(cls.__init__)  # type: ignore[misc]
+    for p in sig.parameters.values():
+        if p.name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            continue
+        meta = dict(extra.get(p.name, {}))
+        kind = meta.pop("kind", None) or ("choice" if meta.get("choices") else _kind_of(p.default))
+        if kind == "int" and p.name in ("random_state", "seed"):
+            kind = "seed"
+        if meta.get("choices") is not None:
+            meta["choices"] = tuple(meta["choices"])
+        help_text = meta.pop("help", "")
+        nullable = p.default is None and kind not in ("object",)
+        out[p.name] = Param(p.default, kind, help_text, nullable=nullable, **meta)
+    return named(out)
+
+
+def _kind_of(default: Any) -> str:
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    if isinstance(default, float):
+        return "float"
+    if isinstance(default, str):
+        return "str"
+    return "object"

@@ -1,0 +1,53 @@
+"""Numerical helpers every method shares: clipped logs and row-wise log-normalisation.
+
+Likelihoods are kept in log space and probabilities are clipped at :data:`PROB_FLOOR` before any log, so no
+method ever produces ``-inf`` or NaN from a zero probability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+PROB_FLOOR = 1e-10  # probabilities are clipped here before any log
+
+
+def safe_log(p: np.ndarray, floor: float = PROB_FLOOR) -> np.ndarray:
+    """``log(max(p, floor))``: never -inf, never NaN for p in [0, 1]."""
+    return np.log(np.maximum(p, floor))
+
+
+def log_normalize(log_p: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """Row-normalise log-probabilities: returns (probabilities, log normaliser per row).
+
+    For the common items × K case the reduction runs over a transposed copy, one class at a time: numpy
+    reduces a short last axis about 10× slower than it combines K long rows (measured: 27 ms → 2.5 ms for
+    200k × 4)."""
+    if log_p.ndim == 2 and axis in (-1, 1) and log_p.shape[1] <= 64:
+        t = np.array(log_p.T, dtype=float, order="C")
+        mx = t.max(axis=0) if t.shape[0] > 8 else _rowwise(np.maximum, t)
+        t -= mx
+        np.exp(t, out=t)
+        tot = _rowwise(np.add, t)
+        t /= tot
+        return np.ascontiguousarray(t.T), np.log(tot) + mx
+    mx = np.max(log_p, axis=axis, keepdims=True)
+    z = np.exp(log_p - mx)
+    s = z.sum(axis=axis, keepdims=True)
+    return z / s, (np.log(s) + mx).squeeze(axis)
+
+
+def _rowwise(op: Callable[..., np.ndarray], t: np.ndarray) -> np.ndarray:
+    out = t[0].copy()
+    for row in t[1:]:  # K rows (classes), not responses
+        op(out, row, out=out)
+    return out
+
+
+def normalize_rows(counts: np.ndarray, smoothing: float = 0.0) -> np.ndarray:
+    """Rows (last axis) of ``counts + smoothing`` normalised to probabilities; empty rows become uniform."""
+    k = counts.shape[-1]
+    c = counts + smoothing
+    tot = c.sum(axis=-1, keepdims=True)
+    return np.where(tot > 0, c / np.where(tot > 0, tot, 1.0), 1.0 / k)

@@ -1,0 +1,267 @@
+"""Typed results: what a method returns (:class:`Fit`, arrays in code order) and what other layers read
+(:class:`FitResult`, the same arrays with the user's ids).
+
+Everything a plot, a page, a report or the CLI needs is a documented field here, never a string key: per-annotator
+columns (:class:`AnnotatorColumn`), the annotator ranking (:class:`Ranking`), the spectral summary
+(:class:`SpectralSummary`), context curves (:class:`ContextCurves`), the sequence model (:class:`SequenceModel`),
+the item graph summary (:class:`GraphSummary`), the choice ``auto`` made (:class:`ModelChoice`), annealing and
+restarts.  ``details`` holds method-internal diagnostics for experts and tests; no other layer reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class AnnotatorColumn:
+    """One per-annotator quantity, shown as a column of the annotator table.
+
+    ``values`` has one entry per annotator in the result's ``workers`` order (NaN where undefined).  ``title`` is
+    the plain-words header users see ("balanced accuracy"), ``key`` a stable machine name, ``help`` one sentence.
+    """
+
+    key: str
+    title: str
+    values: np.ndarray
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Annotators ordered best first.  ``order`` holds worker codes; ``score`` one value per annotator (higher is
+    better) in ``workers`` order; ``source`` says in plain words what the score is."""
+
+    order: np.ndarray
+    score: np.ndarray
+    source: str
+
+    @classmethod
+    def from_score(cls, score: np.ndarray, source: str) -> Ranking:
+        s = np.asarray(score, dtype=float)
+        return cls(order=np.argsort(-np.nan_to_num(s, nan=-np.inf), kind="stable"), score=s, source=source)
+
+
+@dataclass(frozen=True)
+class SpectralSummary:
+    """Spectral Meta-Learner quantities (Parisi et al. 2014; Jaffe et al. 2015).
+
+    ``eigenvector``: the ranking eigenvector, one entry per annotator (binary) or annotators × classes (one-vs-all);
+    ``eigenvalues``: the leading eigenvalues of the annotators' covariance; ``positive_label``: the label coded +1
+    (binary); ``class_imbalance``: b = P(+) − P(−) (binary) or per class (one-vs-all); ``method_used``: which path
+    produced the labels ("spectral", "spectral-ova", or an EM fallback) in plain words.
+    """
+
+    eigenvector: np.ndarray
+    eigenvalues: np.ndarray
+    positive_label: Any = None
+    class_imbalance: float | np.ndarray | None = None
+    method_used: str = "spectral"
+
+
+@dataclass(frozen=True)
+class ContextCurves:
+    """Reliability as a function of a per-item context value (Soltanmohammadi et al.).
+
+    ``grid``: context values where curves are given (sorted); ``detection`` / ``false_alarm``: annotators × grid
+    (binary) or annotators × grid × classes (one-vs-rest); ``confusion``: annotators × grid × true × reported
+    (per-class confusion curves) or None; ``coverage``: annotators × grid response counts near each grid point
+    (None when not computed); ``categorical``: the grid points are categories, not numbers.
+    """
+
+    grid: np.ndarray
+    detection: np.ndarray | None = None
+    false_alarm: np.ndarray | None = None
+    confusion: np.ndarray | None = None
+    coverage: np.ndarray | None = None
+    categorical: bool = False
+
+
+@dataclass(frozen=True)
+class SequenceModel:
+    """Hidden-Markov label model: ``transition[next, previous]`` (columns sum to 1), ``start_prob`` and the
+    Viterbi path (class codes per item) when decoded."""
+
+    transition: np.ndarray
+    start_prob: np.ndarray
+    viterbi: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class GraphSummary:
+    """Markov-random-field label model on an item graph: the Potts strength used and the share of edges whose
+    two items got the same label (``edge_agreement``)."""
+
+    delta: float
+    edge_agreement: float
+    n_edges: int
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The choice an automatic method made: ``chosen`` (a registered method name), ``criterion`` in plain words,
+    and ``table`` (one row per candidate: method, score, se, seconds, error, chosen, …)."""
+
+    chosen: str
+    criterion: str
+    table: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class AnnealingTrace:
+    """Deterministic annealing (Streich 2010, eqs. (9.20)–(9.25)): temperature, free energy and log-likelihood per
+    iteration of the annealing phase, the starting temperature, guard restarts, and whether it fell back to
+    plain EM."""
+
+    temperatures: np.ndarray
+    free_energy: np.ndarray
+    log_likelihood: np.ndarray
+    T0: float
+    restarts: int
+    fell_back: bool
+
+
+@dataclass(frozen=True)
+class Restarts:
+    """Several EM starts: final log-likelihood of each (after aligning its classes to majority vote) and the
+    index of the run kept."""
+
+    log_likelihoods: np.ndarray
+    best: int
+    labels: tuple[str, ...] = ()
+
+
+@dataclass
+class Fit:
+    """What a method's ``_fit`` returns (arrays in the code order of the :class:`Responses`)."""
+
+    posterior: np.ndarray  # n_items × K
+    confusion: np.ndarray | None = None  # n_workers × K(true) × K(reported)
+    class_prior: np.ndarray | None = None  # K
+    log_likelihood: list[float] = field(default_factory=list)
+    n_iter: int = 0
+    converged: bool = True
+    skills: np.ndarray | None = None  # per worker; default: expected accuracy (see base.worker_skills)
+    hard_labels: np.ndarray | None = None  # joint decoding (Viterbi, ICM); default: posterior argmax
+    annotator_columns: tuple[AnnotatorColumn, ...] = ()
+    ranking: Ranking | None = None
+    spectral: SpectralSummary | None = None
+    context: ContextCurves | None = None
+    sequence: SequenceModel | None = None
+    graph: GraphSummary | None = None
+    selection: ModelChoice | None = None
+    annealing: AnnealingTrace | None = None
+    restarts: Restarts | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)  # TRANSITIONAL: removed once every family sets typed fields
+
+
+@dataclass
+class FitResult:
+    """A fitted method's outputs with the user's ids: the input to diagnostics, plots, reports and the CLI.
+
+    ``posterior`` is items × classes; ``confusion`` workers × true × reported (rows sum to 1); ``worker_skill`` one
+    value per annotator in ``workers`` order (expected accuracy unless the method says otherwise; ``skills`` is the
+    same as a Series by annotator id); ``hard_labels`` the method's own joint
+    decoding (Viterbi, ICM) or None (then labels are the posterior argmax).  The typed optional fields are set
+    only by the methods that estimate them (see the module docstring).
+    """
+
+    method: str
+    params: dict[str, Any]
+    items: pd.Index
+    workers: pd.Index
+    classes: pd.Index
+    posterior: np.ndarray
+    confusion: np.ndarray | None
+    class_prior: np.ndarray | None
+    worker_skill: np.ndarray
+    log_likelihood: list[float]
+    n_iter: int
+    converged: bool
+    seconds: float
+    hard_labels: np.ndarray | None = None
+    annotator_columns: tuple[AnnotatorColumn, ...] = ()
+    ranking: Ranking | None = None
+    spectral: SpectralSummary | None = None
+    context: ContextCurves | None = None
+    sequence: SequenceModel | None = None
+    graph: GraphSummary | None = None
+    selection: ModelChoice | None = None
+    annealing: AnnealingTrace | None = None
+    restarts: Restarts | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def label_codes(self) -> np.ndarray:
+        """Hard label per item: the method's own decoding when it has one, else the posterior argmax (ties → the
+        first class in ``classes``)."""
+        if self.hard_labels is not None:
+            return np.asarray(self.hard_labels)
+        return np.argmax(self.posterior, axis=1)
+
+    @property
+    def task_index(self) -> pd.Index:
+        return pd.Index(self.items, name="task")
+
+    @property
+    def labels(self) -> pd.Series:
+        return pd.Series(self.classes.take(self.label_codes), index=self.task_index, name="label")
+
+    @property
+    def probas(self) -> pd.DataFrame:
+        return pd.DataFrame(self.posterior, index=self.task_index, columns=pd.Index(self.classes, name="label"))
+
+    @property
+    def skills(self) -> pd.Series:
+        return pd.Series(self.worker_skill, index=pd.Index(self.workers, name="worker"), name="skill")
+
+    @property
+    def extras(self) -> dict[str, Any]:  # TRANSITIONAL: removed once plots, pages and the CLI read typed fields
+        return {**self.details, "skills": self.worker_skill, **({"hard_labels": self.hard_labels} if self.hard_labels is not None else {})}
+
+    def column(self, key: str) -> AnnotatorColumn | None:
+        """The per-annotator column with machine name ``key``, if the method reported it."""
+        return next((c for c in self.annotator_columns if c.key == key), None)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready summary (method, parameters, convergence, sizes, warnings, and the choice of ``auto``)."""
+        ll = self.log_likelihood[-1] if self.log_likelihood else None
+        out: dict[str, Any] = {
+            "method": self.method,
+            "parameters": {k: jsonable(v) for k, v in self.params.items()},
+            "iterations": int(self.n_iter),
+            "converged": bool(self.converged),
+            "log_likelihood": None if ll is None else float(ll),
+            "seconds": float(self.seconds),
+            "items": int(len(self.items)),
+            "workers": int(len(self.workers)),
+            "classes": [jsonable(c) for c in self.classes],
+            "warnings": list(self.warnings),
+        }
+        if self.selection is not None:
+            out["chosen_method"] = self.selection.chosen
+            out["selection_criterion"] = self.selection.criterion
+            out["candidates"] = [{k: jsonable(v) for k, v in row.items()} for row in self.selection.table.to_dict("records")]
+        return out
+
+
+def jsonable(v: Any) -> Any:
+    """Plain JSON types for numpy scalars, tuples and unknown objects (their text)."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    return str(v)
