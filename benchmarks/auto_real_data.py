@@ -57,12 +57,25 @@ def main(names: list[str], cands: list[str] | None = None, methods: list[str] | 
         best_m = [m for m, v in acc.items() if v == best]
         ok = acc[chosen] >= best - 0.01
         scores = dict(zip(table["method"], table["score"]))
-        print(f"== {name}: pick {chosen} (acc {acc[chosen]:.4f}), best {best_m} ({best:.4f}), within 1 pt: {ok}, selection {t_sel:.1f} s")
+        print(
+            f"== {name}: pick {chosen} (acc {acc[chosen]:.4f}), best {best_m} ({best:.4f}), within 1 pt: {ok}, selection {t_sel:.1f} s"
+        )
         print("   held-out (nats/response): " + ", ".join(f"{m} {s:.4f}" for m, s in scores.items()))
         print("   accuracy: " + ", ".join(f"{m} {a:.4f}" for m, a in acc.items()))
         print("   fit seconds: " + ", ".join(f"{m} {s:.1f}" for m, s in secs.items()), flush=True)
-        rows.append({"dataset": name, "pick": chosen, "pick_acc": acc[chosen], "best": "/".join(best_m), "best_acc": best, "within_1pt": ok, "select_s": round(t_sel, 1),
-                     **{f"ho:{m}": round(s, 4) for m, s in scores.items()}, **{f"acc:{m}": round(a, 4) for m, a in acc.items()}})
+        rows.append(
+            {
+                "dataset": name,
+                "pick": chosen,
+                "pick_acc": acc[chosen],
+                "best": "/".join(best_m),
+                "best_acc": best,
+                "within_1pt": ok,
+                "select_s": round(t_sel, 1),
+                **{f"ho:{m}": round(s, 4) for m, s in scores.items()},
+                **{f"acc:{m}": round(a, 4) for m, a in acc.items()},
+            }
+        )
     df = pd.DataFrame(rows)
     with pd.option_context("display.width", 250, "display.max_columns", 50):
         print("\nSUMMARY")

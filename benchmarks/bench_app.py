@@ -25,7 +25,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-PAGES = ["pages/1_Data.py", "pages/2_Fit.py", "pages/3_Annotators.py", "pages/4_Cartels.py", "pages/5_Items.py", "pages/6_Compare.py", "app.py"]
+PAGES = [
+    "pages/1_Data.py",
+    "pages/2_Fit.py",
+    "pages/3_Annotators.py",
+    "pages/4_Cartels.py",
+    "pages/5_Items.py",
+    "pages/6_Compare.py",
+    "app.py",
+]
 
 
 def _timed(label: str, fn, rows: list) -> object:
@@ -45,19 +53,34 @@ def main() -> None:
     from fusion_core.simulate import dawid_skene
 
     per_item, n_workers = 5, 100
-    sim = dawid_skene(n_items=args.responses // per_item, n_workers=n_workers, n_classes=3, responses_per_item=per_item,
-                      spammers=10, worker_activity="zipf", seed=0)
+    sim = dawid_skene(
+        n_items=args.responses // per_item,
+        n_workers=n_workers,
+        n_classes=3,
+        responses_per_item=per_item,
+        spammers=10,
+        worker_activity="zipf",
+        seed=0,
+    )
     payload = sim.responses.to_csv(index=False).encode()
-    print(f"data: {len(sim.responses):,} responses, {args.responses // per_item:,} items, {n_workers} annotators, "
-          f"3 labels; CSV {len(payload) / 1e6:.2f} MB")
+    print(
+        f"data: {len(sim.responses):,} responses, {args.responses // per_item:,} items, {n_workers} annotators, "
+        f"3 labels; CSV {len(payload) / 1e6:.2f} MB"
+    )
 
     # ---------------------------------------------------------------- 1. AppTest path
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.run()  # session start (loads the built-in demo) — not part of the measurement
     at.switch_page("pages/1_Data.py").run()
     steps: list[tuple[str, float]] = []
-    _timed("upload CSV bytes (read + preview)", lambda: at.file_uploader(key="upload_responses").set_value(("export.csv", payload, "text/csv")).run(), steps)
-    _timed("map columns (code + validate + agreement + summary)", lambda: at.button(key="use_columns").click().run(), steps)
+    _timed(
+        "upload CSV bytes (read + preview)",
+        lambda: at.file_uploader(key="upload_responses").set_value(("export.csv", payload, "text/csv")).run(),
+        steps,
+    )
+    _timed(
+        "map columns (code + validate + agreement + summary)", lambda: at.button(key="use_columns").click().run(), steps
+    )
     assert at.session_state["fc_dataset"].responses.n_responses == len(sim.responses), [e.value for e in at.error]
     _timed("open Fit page", lambda: at.switch_page("pages/2_Fit.py").run(), steps)
     _timed("choose ds", lambda: at.multiselect(key="fit_methods").set_value(["ds"]).run(), steps)
@@ -85,9 +108,13 @@ def main() -> None:
     assert not at.exception
     after = at.session_state["fc_fit_count"]
     print("\n3. page switches after the fit (each page twice)")
-    print(f"fits before: {count}, after {len(switch_rows)} page switches: {after} -> {'no refit' if after == count else 'REFIT!'}")
-    print(f"slowest switch: {max(s for _, s in switch_rows):.3f} s ({max(switch_rows, key=lambda r: r[1])[0]}); "
-          f"median {sorted(s for _, s in switch_rows)[len(switch_rows) // 2]:.3f} s")
+    print(
+        f"fits before: {count}, after {len(switch_rows)} page switches: {after} -> {'no refit' if after == count else 'REFIT!'}"
+    )
+    print(
+        f"slowest switch: {max(s for _, s in switch_rows):.3f} s ({max(switch_rows, key=lambda r: r[1])[0]}); "
+        f"median {sorted(s for _, s in switch_rows)[len(switch_rows) // 2]:.3f} s"
+    )
 
     # ---------------------------------------------------------------- 2. library path
     from fusion_core import app_state as S
@@ -101,7 +128,11 @@ def main() -> None:
     resp = _timed("Responses.from_frame", lambda: Responses.from_frame(table), lib)
     est = _timed("DawidSkene().fit", lambda: create("ds").fit(resp), lib)
     ds = S.make_dataset(resp, name="bench", source="upload")
-    _timed("figures (skills, 8 confusions, histogram)", lambda: (skill_ranking(est), confusion_small_multiples(est, max_panels=8), posterior_histogram(est)), lib)
+    _timed(
+        "figures (skills, 8 confusions, histogram)",
+        lambda: (skill_ranking(est), confusion_small_multiples(est, max_panels=8), posterior_histogram(est)),
+        lib,
+    )
     _timed("item + annotator tables", lambda: (S.item_table(ds, est.result_), S.annotator_table(ds, est.result_)), lib)
     print("\n2. library path (the calls the pages make, no Streamlit)")
     for label, s in lib:

@@ -31,7 +31,9 @@ def context_benchmarks() -> None:
     from fusion_core.simulate.context import table1
 
     print("== context-em, T = 10,000 items, K = 8 annotators (Table 1, dense) ==")
-    print(f"  (machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: wall times include waiting; CPU = process time)")
+    print(
+        f"  (machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: wall times include waiting; CPU = process time)"
+    )
     configs = (
         ("P1 shared prior, 1000 levels, Table 1 c", {}, True),
         ("P1' shared prior, defaults (swing 1)", {}, False),
@@ -50,7 +52,9 @@ def context_benchmarks() -> None:
             dt, ct = time.perf_counter() - t0, time.process_time() - c0
             err = float((m.labels_.reindex(sim.truth.index) != sim.truth).mean())
             dp = dp_metric(m, sim.extras["p0"], sim.extras["p1"])
-            print(f"  {label:45s} seed {seed}: wall {dt:6.2f} s  CPU {ct:6.2f} s  EM iterations {m.n_iter_:3d}  error {err:.4f}  DP {dp:.4f}  max M-step gap {m.mstep_gap_:.1e}  fallbacks {m.n_mstep_fallbacks_}")
+            print(
+                f"  {label:45s} seed {seed}: wall {dt:6.2f} s  CPU {ct:6.2f} s  EM iterations {m.n_iter_:3d}  error {err:.4f}  DP {dp:.4f}  max M-step gap {m.mstep_gap_:.1e}  fallbacks {m.n_mstep_fallbacks_}"
+            )
     print("== P4: M-step alone, 16 chains × 10,000 levels ==")
     rng = np.random.default_rng(0)
     U, nch = 10_000, 16
@@ -59,7 +63,9 @@ def context_benchmarks() -> None:
     h = np.concatenate([np.r_[2.0 * np.diff(x), 0.0] for _ in range(nch)])
     t0, c0 = time.perf_counter(), time.process_time()
     p, info = lipschitz_chain_mstep(A, 1 - A, h, np.arange(nch) * U)
-    print(f"  wall {time.perf_counter() - t0:.2f} s  CPU {time.process_time() - c0:.2f} s  interior-point iterations {info.iterations}  relative gap {info.gap:.1e}  fallbacks {info.n_fallback}")
+    print(
+        f"  wall {time.perf_counter() - t0:.2f} s  CPU {time.process_time() - c0:.2f} s  interior-point iterations {info.iterations}  relative gap {info.gap:.1e}  fallbacks {info.n_fallback}"
+    )
     confusion_benchmarks()
 
 
@@ -75,19 +81,27 @@ def confusion_benchmarks() -> None:
     for J, U, nch in ((2, 10_000, 16), (3, 1000, 24), (3, 10_000, 24), (5, 2000, 40)):
         x = np.sort(rng.uniform(0, 1, U))
         acc = 0.3 + 0.4 * x
-        N = np.concatenate([np.eye(J)[np.where(rng.uniform(size=U) < acc, 0, rng.integers(1, J, U))] for _ in range(nch)])
+        N = np.concatenate(
+            [np.eye(J)[np.where(rng.uniform(size=U) < acc, 0, rng.integers(1, J, U))] for _ in range(nch)]
+        )
         h = np.concatenate([np.r_[2.0 * np.diff(x), 0.0] for _ in range(nch)])
         t0, c0 = time.perf_counter(), time.process_time()
         _, info = lipschitz_simplex_mstep(N, h, np.arange(nch) * U)
-        print(f"  J = {J}, {nch} chains × {U} levels: wall {time.perf_counter() - t0:.2f} s  CPU {time.process_time() - c0:.2f} s  iterations {info.iterations}  gap {info.gap:.1e}  fallbacks {info.n_fallback}")
+        print(
+            f"  J = {J}, {nch} chains × {U} levels: wall {time.perf_counter() - t0:.2f} s  CPU {time.process_time() - c0:.2f} s  iterations {info.iterations}  gap {info.gap:.1e}  fallbacks {info.n_fallback}"
+        )
     print("== confusion curves: full fits ==")
     sim = table1(8, 10_000, seed=1)
     t0, c0 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        m = ContextEM(multiclass="confusion", lipschitz=sim.extras["lipschitz"]).fit(sim.responses, context=sim.extras["context"])
+        m = ContextEM(multiclass="confusion", lipschitz=sim.extras["lipschitz"]).fit(
+            sim.responses, context=sim.extras["context"]
+        )
     err = float((m.labels_.reindex(sim.truth.index) != sim.truth).mean())
-    print(f"  J = 2 (Table 1, T = 10,000, K = 8, = the binary model): wall {time.perf_counter() - t0:.2f} s  CPU {time.process_time() - c0:.2f} s  EM iterations {m.n_iter_}  error {err:.4f}  gap {m.mstep_gap_:.1e}")
+    print(
+        f"  J = 2 (Table 1, T = 10,000, K = 8, = the binary model): wall {time.perf_counter() - t0:.2f} s  CPU {time.process_time() - c0:.2f} s  EM iterations {m.n_iter_}  error {err:.4f}  gap {m.mstep_gap_:.1e}"
+    )
     for T, K, rpi in ((1000, 6, None), (3000, 8, 3), (10_000, 8, None)):
         sim = confusion_crowd(K, T, 3, seed=0, responses_per_item=rpi)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -148,10 +162,14 @@ def multilabel_benchmark() -> None:
     print("== multilabel-em: 100k items, 500k responses, 500 annotators, 10 labels, M = 2 (56 sets) ==")
     out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, check=True)
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"  wall: parse {r['parse_s']:.2f} s + EM fit {r['fit_s']:.2f} s = {r['parse_s'] + r['fit_s']:.2f} s; "
-          f"CPU: parse {r['parse_cpu']:.2f} s + fit {r['fit_cpu']:.2f} s = {r['parse_cpu'] + r['fit_cpu']:.2f} s; {r['iterations']} iterations (converged {r['converged']}), "
-          f"{r['sets']} sets, exact-set accuracy {r['exact_set_accuracy']:.4f}")
-    print(f"  peak RSS of the whole child process {r['peak_rss_mb']:.0f} MB (after simulating the data: {r['rss_after_data_mb']:.0f} MB)")
+    print(
+        f"  wall: parse {r['parse_s']:.2f} s + EM fit {r['fit_s']:.2f} s = {r['parse_s'] + r['fit_s']:.2f} s; "
+        f"CPU: parse {r['parse_cpu']:.2f} s + fit {r['fit_cpu']:.2f} s = {r['parse_cpu'] + r['fit_cpu']:.2f} s; {r['iterations']} iterations (converged {r['converged']}), "
+        f"{r['sets']} sets, exact-set accuracy {r['exact_set_accuracy']:.4f}"
+    )
+    print(
+        f"  peak RSS of the whole child process {r['peak_rss_mb']:.0f} MB (after simulating the data: {r['rss_after_data_mb']:.0f} MB)"
+    )
     out = subprocess.run([sys.executable, "-c", CHILD_MEM], capture_output=True, text=True, check=True)
     mem = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"  peak memory allocated by parse + fit (tracemalloc, numpy included): {mem['traced_peak_mb']:.0f} MB")
@@ -176,7 +194,9 @@ def auto_benchmark() -> None:
         dt, ct = time.perf_counter() - t0, time.process_time() - c0
         acc = float((a.labels_.reindex(truth.index) == truth).mean())
         name = "default candidates " + str(default_candidates()) if cands is None else f"candidates {cands}"
-        print(f"== auto on product ({len(ans):,} responses), {name}: wall {dt:.1f} s, CPU {ct:.1f} s, pick {a.chosen_method_} (accuracy {acc:.4f}) ==")
+        print(
+            f"== auto on product ({len(ans):,} responses), {name}: wall {dt:.1f} s, CPU {ct:.1f} s, pick {a.chosen_method_} (accuracy {acc:.4f}) =="
+        )
         tab = a.heldout_scores_[["method", "score", "se", "seconds"]]
         print("  " + tab.to_string(index=False).replace("\n", "\n  "))
 

@@ -28,8 +28,10 @@ def main(items: int = 2_000_000, workers: int = 1000, iters: int = 50) -> None:
     est = DawidSkene(max_iter=iters, tol=0.0).fit(resp)
     em = time.perf_counter() - t0
     print(f"responses: {len(sim.responses):,}; simulate {gen:.1f} s")
-    print(f"validation + coding + sparse build: {coding:.2f} s; EM: {em:.2f} s for {est.n_iter_} iterations "
-          f"({em / est.n_iter_:.3f} s/iter); total {coding + em:.2f} s; accuracy {accuracy(est.labels_, sim.truth):.4f}")
+    print(
+        f"validation + coding + sparse build: {coding:.2f} s; EM: {em:.2f} s for {est.n_iter_} iterations "
+        f"({em / est.n_iter_:.3f} s/iter); total {coding + em:.2f} s; accuracy {accuracy(est.labels_, sim.truth):.4f}"
+    )
     print(f"peak RSS: {peak_rss_mb() / 1024:.2f} GB")
 
 

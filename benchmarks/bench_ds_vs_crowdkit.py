@@ -13,9 +13,8 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 
-from _common import ROOT, peak_rss_mb
+from _common import ROOT
 
 CHILD = r"""
 import json, sys, time
@@ -64,8 +63,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=500)
     ap.add_argument("--iters", type=int, default=20)
     args = ap.parse_args()
-    print(f"Dawid–Skene, {args.items * 5:,} responses ({args.items:,} items, {args.workers} workers, K=4), "
-          f"{args.iters} iterations, tol 0")
+    print(
+        f"Dawid–Skene, {args.items * 5:,} responses ({args.items:,} items, {args.workers} workers, K=4), "
+        f"{args.iters} iterations, tol 0"
+    )
     ours = run("fusion_core", args.items, args.workers, args.iters)
     try:
         import crowdkit  # noqa: F401
@@ -77,14 +78,20 @@ def main() -> None:
     rows = [r for r in (ours, theirs) if r]
     print("s/iter = (time for N iterations − time for 1) / (N − 1): the marginal cost of one EM iteration;")
     print("setup = input coding/validation plus initialisation (total − N · s/iter).")
-    print(f"{'implementation':<14} {'total s':>8} {'setup s':>8} {'s/iter':>8} {'iters':>5} {'accuracy':>9} {'peak RSS MB':>12}")
+    print(
+        f"{'implementation':<14} {'total s':>8} {'setup s':>8} {'s/iter':>8} {'iters':>5} {'accuracy':>9} {'peak RSS MB':>12}"
+    )
     for r in rows:
-        print(f"{r['impl']:<14} {r['seconds']:8.3f} {r['setup']:8.3f} {r['per_iter']:8.4f} {r['iterations']:5d} "
-              f"{r['accuracy']:9.4f} {r['peak_rss_mb']:12.0f}")
+        print(
+            f"{r['impl']:<14} {r['seconds']:8.3f} {r['setup']:8.3f} {r['per_iter']:8.4f} {r['iterations']:5d} "
+            f"{r['accuracy']:9.4f} {r['peak_rss_mb']:12.0f}"
+        )
     if ours and theirs:
-        print(f"speed-up per iteration: {theirs['per_iter'] / ours['per_iter']:.1f}x; "
-              f"end to end: {theirs['seconds'] / ours['seconds']:.1f}x; "
-              f"accuracy difference: {ours['accuracy'] - theirs['accuracy']:+.4f}")
+        print(
+            f"speed-up per iteration: {theirs['per_iter'] / ours['per_iter']:.1f}x; "
+            f"end to end: {theirs['seconds'] / ours['seconds']:.1f}x; "
+            f"accuracy difference: {ours['accuracy'] - theirs['accuracy']:+.4f}"
+        )
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def _one(ds: str, method: str) -> dict:
     ex = est.result_.extras
     return {
         "workers": int(answers["worker"].nunique()),
-        "responses": int(len(answers)),
+        "responses": len(answers),
         "classes": int(est.result_.posterior.shape[1]),
         "seconds": secs,
         "cpu": cpu,
@@ -94,7 +94,10 @@ def main() -> None:
             try:
                 out = subprocess.run(
                     [sys.executable, __file__, "--child", ds, m],
-                    capture_output=True, text=True, timeout=args.timeout, cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    timeout=args.timeout,
+                    cwd=ROOT,
                 )
                 if out.returncode != 0:
                     row[m] = ("error", "", float("nan"))
@@ -107,8 +110,10 @@ def main() -> None:
                     notes.append(f"{ds}/{m}: {w}")
             except subprocess.TimeoutExpired:
                 row[m] = (f">{args.timeout:.0f}", "", float("nan"))
-        line = (f"{ds:<16}{info.get('workers', ''):>8}{info.get('responses', ''):>8}{info.get('classes', ''):>3}"
-                f"{str(info.get('pairs', '')):>8}{str(info.get('triples', '')):>9}")
+        line = (
+            f"{ds:<16}{info.get('workers', ''):>8}{info.get('responses', ''):>8}{info.get('classes', ''):>3}"
+            f"{info.get('pairs', '')!s:>8}{info.get('triples', '')!s:>9}"
+        )
         for m in methods:
             s, c, a = row[m]
             line += f"{s:>10}{c:>8}{a:>11.4f}"

@@ -74,7 +74,13 @@ def main() -> None:
     est, wall, cpu = timed(lambda: create("mm").fit(resp))
     err = np.abs(conf - est.confusion_).sum(axis=2).max(axis=1).mean()
     acc = float((np.argmax(est.result_.posterior, axis=1) == y[resp.items.to_numpy()]).mean())
-    report("mm on 100k items × 20 annotators × K=5", wall, cpu, 10, f"sweeps {est.n_iter_}, eps_CM {err:.3f}, acc {acc:.3f}")
+    report(
+        "mm on 100k items × 20 annotators × K=5",
+        wall,
+        cpu,
+        10,
+        f"sweeps {est.n_iter_}, eps_CM {err:.3f}, acc {acc:.3f}",
+    )
 
 
 if __name__ == "__main__":

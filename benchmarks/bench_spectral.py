@@ -31,17 +31,17 @@ args = ap.parse_args()
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(var, args.threads)
 
-import time  # noqa: E402
-import warnings  # noqa: E402
+import time
+import warnings
 
-import numpy as np  # noqa: E402
-from _common import DATASETS, peak_rss_mb  # noqa: E402
+import numpy as np
+from _common import DATASETS, peak_rss_mb
 
-from fusion_core.data.responses import Responses  # noqa: E402
-from fusion_core.diagnostics.cartels import detect_cartels  # noqa: E402
-from fusion_core.errors import AggregationWarning  # noqa: E402
-from fusion_core.methods import create  # noqa: E402
-from fusion_core.simulate.spectral import cartel, independent  # noqa: E402
+from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.cartels import detect_cartels
+from fusion_core.errors import AggregationWarning
+from fusion_core.methods import create
+from fusion_core.simulate.spectral import cartel, independent
 
 
 def median_time(fn, repeat: int) -> tuple[float, float, object]:
@@ -57,7 +57,9 @@ def median_time(fn, repeat: int) -> tuple[float, float, object]:
 
 def main() -> None:
     warnings.simplefilter("ignore", AggregationWarning)
-    print(f"load average (1 min) at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; BLAS threads {args.threads}")
+    print(
+        f"load average (1 min) at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; BLAS threads {args.threads}"
+    )
     print()
     print("1) SML on 1M sparse responses, 500 annotators (target < 1 s)")
     sim = independent(m=500, n=100_000, b=0.2, pi_range=(0.55, 0.85), per_item=10, seed=0)
@@ -68,17 +70,25 @@ def main() -> None:
         secs, cpu, est = median_time(lambda: create(name, **params).fit(resp), args.repeat)
         acc = float((est.labels_.reindex(truth.index) == truth).mean())
         label = name + (f" {params}" if params else "")
-        print(f"   {label:<28} wall {secs:6.3f} s  cpu {cpu:6.3f} s   accuracy {acc:.4f}   "
-              f"completion {est.result_.extras['diagnostics'].get('completion')}")
+        print(
+            f"   {label:<28} wall {secs:6.3f} s  cpu {cpu:6.3f} s   accuracy {acc:.4f}   "
+            f"completion {est.result_.extras['diagnostics'].get('completion')}"
+        )
     secs, cpu, _ = median_time(lambda: create("sml").fit(sim.responses), 1)
     print(f"   {'sml from the DataFrame':<28} wall {secs:6.3f} s  cpu {cpu:6.3f} s   (includes coding the table)")
     print()
     print("2) detect_cartels, n_bootstrap=200, M=100, S=600 (target < 5 s)")
-    for label, s in (("33% cartel, pi_c=0.5", cartel(m=100, n=600, r=0.33, pi_c=0.5, seed=0)),
-                     ("independent annotators", independent(m=100, n=600, seed=0))):
-        secs, cpu, rep = median_time(lambda: detect_cartels(s.responses, n_bootstrap=200, alpha=0.01, random_state=0), args.repeat)
+    for label, s in (
+        ("33% cartel, pi_c=0.5", cartel(m=100, n=600, r=0.33, pi_c=0.5, seed=0)),
+        ("independent annotators", independent(m=100, n=600, seed=0)),
+    ):
+        secs, cpu, rep = median_time(
+            lambda: detect_cartels(s.responses, n_bootstrap=200, alpha=0.01, random_state=0), args.repeat
+        )
         sizes = [len(g) for g in rep.groups]
-        print(f"   {label:<24} wall {secs:6.3f} s  cpu {cpu:6.3f} s   p(2nd component) {rep.p_value[0]:.4f}   cartels {sizes}")
+        print(
+            f"   {label:<24} wall {secs:6.3f} s  cpu {cpu:6.3f} s   p(2nd component) {rep.p_value[0]:.4f}   cartels {sizes}"
+        )
     print()
     print("3) detect_cartels on large sparse crowds, n_bootstrap=200, alpha=0.01 (target < 10 s)")
     import pandas as pd
@@ -110,10 +120,12 @@ def main() -> None:
     for label, answers in crowds:
         drawn.clear()
         secs, cpu, rep = median_time(lambda: detect_cartels(answers, n_bootstrap=200, alpha=0.01, random_state=0), 1)
-        print(f"   {label:<26} wall {secs:6.2f} s  cpu {cpu:6.2f} s   {answers['worker'].nunique()} workers, "
-              f"{len(answers):,} responses, core {len(rep.workers)}   p(2nd) {rep.p_value[0]:.4f}   "
-              f"groups {[len(g) for g in rep.groups]}   undetermined {len(rep.undetermined)}   "
-              f"replicates per test {drawn}")
+        print(
+            f"   {label:<26} wall {secs:6.2f} s  cpu {cpu:6.2f} s   {answers['worker'].nunique()} workers, "
+            f"{len(answers):,} responses, core {len(rep.workers)}   p(2nd) {rep.p_value[0]:.4f}   "
+            f"groups {[len(g) for g in rep.groups]}   undetermined {len(rep.undetermined)}   "
+            f"replicates per test {drawn}"
+        )
     cartels_mod._Analysis.test = test_fn
     print()
     print(f"peak RSS {peak_rss_mb():.0f} MB; load average (1 min) at end: {os.getloadavg()[0]:.2f}")

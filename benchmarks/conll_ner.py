@@ -32,7 +32,11 @@ METHODS = (
     ("hmm-mm", "hmm-mm", {}),
     ("hmm-em", "hmm-em", {}),
     ("hmm-mv", "hmm-mv", {}),
-    ("hmm-em(paper: mm, indep, p0 fixed)", "hmm-em", {"init": "mm", "emission": "independent", "start_prob": "stationary"}),
+    (
+        "hmm-em(paper: mm, indep, p0 fixed)",
+        "hmm-em",
+        {"init": "mm", "emission": "independent", "start_prob": "stationary"},
+    ),
     ("hmm-em(emission=independent)", "hmm-em", {"emission": "independent"}),
     ("hmm-em(emission=markov)", "hmm-em", {"emission": "markov"}),
     ("hmm-em(decode=posterior)", "hmm-em", {"decode": "posterior"}),
@@ -54,7 +58,9 @@ def diagnose(resp, truth) -> None:
     prev, nxt = lay.transitions()
     counts = onehot[nxt].T @ onehot[prev] + 0.01
     gold_state = HMMState(
-        normalize_confusion(expected_counts(resp, onehot), 0.01), counts / counts.sum(axis=0), onehot[lay.index[:, 0]].mean(axis=0)
+        normalize_confusion(expected_counts(resp, onehot), 0.01),
+        counts / counts.sum(axis=0),
+        onehot[lay.index[:, 0]].mean(axis=0),
     )
     ll_gold = hmm_e_step(resp, lay, gold_state)[2]
     fitted, post, trace, it, _ = baum_welch(resp, lay, gold_state, start_mode="estimate")
@@ -70,8 +76,11 @@ def diagnose(resp, truth) -> None:
     lab = dict(zip(key.tolist(), resp.label.tolist()))
     nxt_of = np.full(resp.n_items, -1)
     nxt_of[prev] = nxt
-    pairs = [(l, lab.get(int(nxt_of[i]) * resp.n_workers + w)) for i, w, l in zip(resp.item, resp.worker, resp.label)
-             if nxt_of[i] >= 0 and y[i] == o and y[nxt_of[i]] == o]
+    pairs = [
+        (l, lab.get(int(nxt_of[i]) * resp.n_workers + w))
+        for i, w, l in zip(resp.item, resp.worker, resp.label)
+        if nxt_of[i] >= 0 and y[i] == o and y[nxt_of[i]] == o
+    ]
     pairs = np.array([(a, b) for a, b in pairs if b is not None])
     e1, e2 = pairs[:, 0] != o, pairs[:, 1] != o
     print(
@@ -133,7 +142,9 @@ def main() -> None:
         + ", ".join(f"{k} {v:,.1f}" for k, v in chosen.get("emission_heldout_log_likelihood", {}).items())
     )
     h = table.loc["hmm-em"]
-    print(f"hmm-em beats ds on macro-F: {h.macro_F > table.loc['ds'].macro_F}; on entity F1: {h.entity_F1 > table.loc['ds'].entity_F1}")
+    print(
+        f"hmm-em beats ds on macro-F: {h.macro_F > table.loc['ds'].macro_F}; on entity F1: {h.entity_F1 > table.loc['ds'].entity_F1}"
+    )
     for base in ("ds", "mm-ds"):
         b = table.loc[base]
         print(

@@ -26,8 +26,8 @@ METHODS = ("mv", "ds", "mm-ds", "mrf-em", "mrf-mv")
 
 
 def classifiers(seed: int):
-    from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
-    from sklearn.linear_model import LogisticRegression, Perceptron, RidgeClassifier, SGDClassifier
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression, RidgeClassifier, SGDClassifier
     from sklearn.naive_bayes import BernoulliNB, MultinomialNB
     from sklearn.neighbors import KNeighborsClassifier, NearestCentroid
     from sklearn.svm import LinearSVC
@@ -87,7 +87,8 @@ def run(name: str, seeds=range(5)) -> pd.DataFrame:
     for seed in seeds:
         answers = crowd(x, y, TRAIN_SIZE[name], seed)
         per_worker = answers.groupby("worker").apply(
-            lambda g: macro_f1(pd.Series(g["label"].to_numpy(), index=g["task"].to_numpy()), truth), include_groups=False
+            lambda g: macro_f1(pd.Series(g["label"].to_numpy(), index=g["task"].to_numpy()), truth),
+            include_groups=False,
         )
         rec = {"dataset": name, "seed": seed, "single_best*": float(per_worker.max())}
         for method in METHODS:
@@ -113,7 +114,9 @@ def main(argv: list[str]) -> None:
             continue
         df = run(name)
         cols = ["seed", "single_best*", *METHODS, "edge_agreement"]
-        print(f"\n== {name}: macro-F1 per seed (10 sklearn classifiers, {TRAIN_SIZE[name]} labelled nodes each; δ = M) ==")
+        print(
+            f"\n== {name}: macro-F1 per seed (10 sklearn classifiers, {TRAIN_SIZE[name]} labelled nodes each; δ = M) =="
+        )
         print(df[cols].round(4).to_string(index=False))
         mean = df[list(METHODS)].mean()
         std = df[list(METHODS)].std()

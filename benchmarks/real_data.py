@@ -16,8 +16,8 @@ import warnings
 import pandas as pd
 from _common import DATASETS, categorical_datasets, load
 
-from fusion_core.metrics import accuracy
 from fusion_core.methods import available, create
+from fusion_core.metrics import accuracy
 
 
 def crowdkit_methods() -> dict:

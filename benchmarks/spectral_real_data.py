@@ -20,15 +20,15 @@ import warnings
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from _common import DATASETS, load  # noqa: E402
-from scipy.stats import spearmanr  # noqa: E402
+import numpy as np
+import pandas as pd
+from _common import DATASETS, load
+from scipy.stats import spearmanr
 
-from fusion_core.diagnostics.cartels import detect_cartels  # noqa: E402
-from fusion_core.errors import AggregationWarning  # noqa: E402
-from fusion_core.methods import create  # noqa: E402
-from fusion_core.spectral import balanced_accuracy  # noqa: E402
+from fusion_core.diagnostics.cartels import detect_cartels
+from fusion_core.errors import AggregationWarning
+from fusion_core.methods import create
+from fusion_core.spectral import balanced_accuracy
 
 DATASETS_USED = ["magic_ensemble", "rte", "temp", "bluebirds", "product", "possent"]
 METHODS = {
@@ -80,14 +80,21 @@ def main() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AggregationWarning)
             b_ten = tensor.fit(answers).class_imbalance_
-        notes.append({
-            "dataset": ds, "m×n": f"{answers.worker.nunique()}×{answers.task.nunique()}",
-            "core": d.get("core_size"), "b_lik": round(float(d.get("b_likelihood", np.nan)), 3),
-            "b_tensor": round(float(b_ten), 3), "b_true": round(b_true, 3),
-            "explained": round(float(d.get("explained", np.nan)), 3), "eigen_gap": round(float(d.get("eigen_gap", np.nan)), 1),
-            "spearman(v,BA)": round(float(rho), 3), "em_start": fitted["sml-ds"].result_.extras.get("em_start"),
-            "out_of_range": d.get("out_of_range_count"),
-        })
+        notes.append(
+            {
+                "dataset": ds,
+                "m×n": f"{answers.worker.nunique()}×{answers.task.nunique()}",
+                "core": d.get("core_size"),
+                "b_lik": round(float(d.get("b_likelihood", np.nan)), 3),
+                "b_tensor": round(float(b_ten), 3),
+                "b_true": round(b_true, 3),
+                "explained": round(float(d.get("explained", np.nan)), 3),
+                "eigen_gap": round(float(d.get("eigen_gap", np.nan)), 1),
+                "spearman(v,BA)": round(float(rho), 3),
+                "em_start": fitted["sml-ds"].result_.extras.get("em_start"),
+                "out_of_range": d.get("out_of_range_count"),
+            }
+        )
     pd.set_option("display.width", 200)
     print("Balanced accuracy on gold items")
     print(bal.round(4).to_string())
@@ -102,7 +109,9 @@ def main() -> None:
     for ds in DATASETS_USED:
         a = bal.loc[ds, "i-SML"] - bal.loc[ds, "SML"]
         b = bal.loc[ds, "sml-ds"] - bal.loc[ds, "DS"]
-        print(f"  {ds:<15} i-SML − SML = {a:+.4f} {'ok' if a >= 0 else 'NO'}   sml-ds − DS = {b:+.5f} {'ok' if b >= -1e-12 else 'NO'}")
+        print(
+            f"  {ds:<15} i-SML − SML = {a:+.4f} {'ok' if a >= 0 else 'NO'}   sml-ds − DS = {b:+.5f} {'ok' if b >= -1e-12 else 'NO'}"
+        )
     print()
     print("Spectral diagnostics (i-SML)")
     print(pd.DataFrame(notes).set_index("dataset").to_string())
@@ -116,13 +125,20 @@ def main() -> None:
             warnings.simplefilter("ignore", AggregationWarning)
             rep = detect_cartels(answers, n_bootstrap=200, alpha=0.01, random_state=0)
         sub = truth.index
-        rows.append({
-            "dataset": ds, "analysed": len(rep.workers), "p(2nd)": round(float(rep.p_value[0]), 4),
-            "groups": [len(g) for g in rep.groups], "undetermined": len(rep.undetermined),
-            "BA all": round(balanced_accuracy(rep.labels.reindex(sub).to_numpy(), truth.to_numpy()), 4),
-            "BA without groups": round(balanced_accuracy(rep.labels_without_cartel.reindex(sub).to_numpy(), truth.to_numpy()), 4),
-            "seconds": round(time.perf_counter() - t0, 2),
-        })
+        rows.append(
+            {
+                "dataset": ds,
+                "analysed": len(rep.workers),
+                "p(2nd)": round(float(rep.p_value[0]), 4),
+                "groups": [len(g) for g in rep.groups],
+                "undetermined": len(rep.undetermined),
+                "BA all": round(balanced_accuracy(rep.labels.reindex(sub).to_numpy(), truth.to_numpy()), 4),
+                "BA without groups": round(
+                    balanced_accuracy(rep.labels_without_cartel.reindex(sub).to_numpy(), truth.to_numpy()), 4
+                ),
+                "seconds": round(time.perf_counter() - t0, 2),
+            }
+        )
     print(pd.DataFrame(rows).set_index("dataset").to_string())
 
 

@@ -19,8 +19,9 @@ import hashlib
 import io
 import os
 import re
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, MutableMapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,8 +32,8 @@ from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
 from fusion_core.methods import available, create, info
 from fusion_core.methods.base import FitResult
-from fusion_core.methods.registry import MethodInfo
 from fusion_core.methods.params import Param as ParamSpec
+from fusion_core.methods.registry import MethodInfo
 
 DEFAULT_DEMO = "crowd"
 _MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?][^>]*>|&[A-Za-z#0-9]+;")
@@ -78,14 +79,20 @@ class Dataset:
         return tuple(have)
 
 
-def _hash_update(h: "hashlib._Hash", obj: Any) -> None:
+def _hash_update(h: hashlib._Hash, obj: Any) -> None:
     if obj is None:
         h.update(b"\0none")
     elif isinstance(obj, np.ndarray):
         h.update(str(obj.dtype).encode() + str(obj.shape).encode())
         h.update(np.ascontiguousarray(obj).tobytes())
     elif isinstance(obj, (pd.Index, pd.Series)):
-        h.update(pd.util.hash_pandas_object(pd.Series(obj.astype(str) if obj.dtype == object else obj), index=isinstance(obj, pd.Series)).to_numpy().tobytes())
+        h.update(
+            pd.util.hash_pandas_object(
+                pd.Series(obj.astype(str) if obj.dtype == object else obj), index=isinstance(obj, pd.Series)
+            )
+            .to_numpy()
+            .tobytes()
+        )
         h.update(str(obj.dtype).encode())
     else:
         h.update(repr(obj).encode())
@@ -94,8 +101,18 @@ def _hash_update(h: "hashlib._Hash", obj: Any) -> None:
 def fingerprint(responses: Responses, graph: Any = None, context: pd.Series | None = None) -> str:
     """Content hash of the coded responses (ids, labels, sequences), the graph's edges and the context."""
     h = hashlib.blake2b(digest_size=16)
-    for part in (responses.item, responses.worker, responses.label, responses.items, responses.workers, responses.classes,
-                 responses.sequence, responses.position, responses.sequences, context):
+    for part in (
+        responses.item,
+        responses.worker,
+        responses.label,
+        responses.items,
+        responses.workers,
+        responses.classes,
+        responses.sequence,
+        responses.position,
+        responses.sequences,
+        context,
+    ):
         _hash_update(h, part)
     if graph is not None:
         if hasattr(graph, "source") and hasattr(graph, "target"):  # ItemGraph: edges in item codes
@@ -118,7 +135,9 @@ def to_networkx(graph: Any, responses: Responses) -> Any:
     if hasattr(graph, "source") and hasattr(graph, "target"):
         g = nx.Graph()
         g.add_nodes_from(responses.items)
-        g.add_edges_from(zip(responses.items.take(np.asarray(graph.source)), responses.items.take(np.asarray(graph.target))))
+        g.add_edges_from(
+            zip(responses.items.take(np.asarray(graph.source)), responses.items.take(np.asarray(graph.target)))
+        )
         return g
     return None
 
@@ -294,7 +313,13 @@ def build_responses(
         if len({task, worker, label}) < 3:
             raise UserInputError("task, annotator and label must be three different columns.")
         resp = Responses.from_frame(
-            table, task=task, worker=worker, label=label, sequence=sequence or None, position=position or None, duplicates=duplicates
+            table,
+            task=task,
+            worker=worker,
+            label=label,
+            sequence=sequence or None,
+            position=position or None,
+            duplicates=duplicates,
         )
     bad = find_markup(resp.classes)
     if bad:
@@ -310,7 +335,9 @@ def context_from_table(table: pd.DataFrame, task: str, column: str, responses: R
     ctx = table[[task, column]].dropna().drop_duplicates(subset=[task])
     values = pd.to_numeric(ctx[column], errors="coerce")
     if values.isna().any():
-        raise UserInputError(f"context column '{column}' must be numeric; found {ctx[column][values.isna()].iloc[0]!r}.")
+        raise UserInputError(
+            f"context column '{column}' must be numeric; found {ctx[column][values.isna()].iloc[0]!r}."
+        )
     out = pd.Series(values.to_numpy(), index=pd.Index(ctx[task]), name="context")
     codes = responses.item_codes(out.index, what="context tasks", strict=False)
     out = out[codes >= 0]
@@ -353,8 +380,17 @@ def read_context_upload(name: str, data: bytes, responses: Responses, limit: int
 
 
 def with_context(ds: Dataset, context: pd.Series | None) -> Dataset:
-    new = make_dataset(ds.responses, name=ds.name, source=ds.source, gold=ds.gold, graph=ds.graph, graph_name=ds.graph_name,
-                       context=context, roles=ds.roles, description=ds.description)
+    new = make_dataset(
+        ds.responses,
+        name=ds.name,
+        source=ds.source,
+        gold=ds.gold,
+        graph=ds.graph,
+        graph_name=ds.graph_name,
+        context=context,
+        roles=ds.roles,
+        description=ds.description,
+    )
     new.graph_view, new.messages = ds.graph_view, list(ds.messages)
     return new
 
@@ -513,7 +549,9 @@ def bootstrap_for(ds: Dataset, method: str, result: FitResult, n_bootstrap: int,
     if key not in cache:
         params = {k: v for k, v in ss.get("fc_params", {}).get(method, {}).items()}
         fit_kwargs = {"context": ds.context} if "context" in info(method).needs() else None
-        cache[key] = bootstrap_intervals(ds.responses, method, params, n_bootstrap=n_bootstrap, level=level, fit_kwargs=fit_kwargs)
+        cache[key] = bootstrap_intervals(
+            ds.responses, method, params, n_bootstrap=n_bootstrap, level=level, fit_kwargs=fit_kwargs
+        )
     return cache[key]
 
 
@@ -581,7 +619,12 @@ def item_table(ds: Dataset, result: FitResult) -> pd.DataFrame:
     codes = ds.responses.items.get_indexer(result.items)
     n_resp = np.where(codes >= 0, ds.responses.responses_per_item[np.maximum(codes, 0)], 0)
     df = pd.DataFrame(
-        {"label": result.classes.take(post.argmax(axis=1)).astype(str), "confidence": conf, "entropy": ent, "responses": n_resp},
+        {
+            "label": result.classes.take(post.argmax(axis=1)).astype(str),
+            "confidence": conf,
+            "entropy": ent,
+            "responses": n_resp,
+        },
         index=pd.Index(result.items.astype(str), name="task"),
     )
     for k, c in enumerate(result.classes):
@@ -618,8 +661,17 @@ def with_gold(ds: Dataset, gold: pd.Series | None) -> Dataset:
 
 
 def with_graph(ds: Dataset, graph: Any, name: str | None) -> Dataset:
-    new = make_dataset(ds.responses, name=ds.name, source=ds.source, gold=ds.gold, graph=graph, graph_name=name,
-                       context=ds.context, roles=ds.roles, description=ds.description)
+    new = make_dataset(
+        ds.responses,
+        name=ds.name,
+        source=ds.source,
+        gold=ds.gold,
+        graph=graph,
+        graph_name=name,
+        context=ds.context,
+        roles=ds.roles,
+        description=ds.description,
+    )
     new.messages = list(ds.messages)
     return new
 
@@ -656,7 +708,9 @@ def page_setup(title: str) -> Dataset | None:
         else:
             r = ds.responses
             st.caption(md_escape(ds.name))
-            st.caption(f"{r.n_responses:,} responses · {r.n_items:,} items · {r.n_workers:,} annotators · {r.n_classes} labels")
+            st.caption(
+                f"{r.n_responses:,} responses · {r.n_items:,} items · {r.n_workers:,} annotators · {r.n_classes} labels"
+            )
             fitted = sorted(active_results(ss))
             st.caption("Fitted: " + (", ".join(md_escape(m) for m in fitted) if fitted else "none yet"))
     return ds

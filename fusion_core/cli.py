@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,8 +30,15 @@ def _cmd_methods(args: argparse.Namespace) -> int:
                 "inputs": list(m.inputs),
                 "probabilistic": m.probabilistic,
                 "parameters": [
-                    {"name": p.name, "default": p.default if isinstance(p.default, (int, float, str, bool, type(None))) else str(p.default),
-                     "kind": p.kind, "help": p.help, "choices": list(p.choices) if p.choices else None}
+                    {
+                        "name": p.name,
+                        "default": p.default
+                        if isinstance(p.default, (int, float, str, bool, type(None)))
+                        else str(p.default),
+                        "kind": p.kind,
+                        "help": p.help,
+                        "choices": list(p.choices) if p.choices else None,
+                    }
                     for p in m.params
                 ],
             }
@@ -68,9 +76,7 @@ def _parse_params(items: Sequence[str], method: str) -> dict[str, Any]:
 def _worker_table(est) -> pd.DataFrame:
     res = est.result_
     resp = est.responses_
-    df = pd.DataFrame(
-        {"worker": res.workers, "skill": res.extras["skills"], "responses": resp.responses_per_worker}
-    )
+    df = pd.DataFrame({"worker": res.workers, "skill": res.extras["skills"], "responses": resp.responses_per_worker})
     for key, value in res.extras.items():
         if key == "skills":
             continue
@@ -132,8 +138,11 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         from fusion_core.data.graph import read_graph
 
         fit_kwargs["graph"] = read_graph(args.graph)
-    missing = [n for n in meta.needs() if (n == "sequence" and not resp.has_sequences) or
-               (n in ("graph", "context") and n not in fit_kwargs)]
+    missing = [
+        n
+        for n in meta.needs()
+        if (n == "sequence" and not resp.has_sequences) or (n in ("graph", "context") and n not in fit_kwargs)
+    ]
     if missing:
         hint = {"sequence": "--sequence-col/--position-col", "graph": "--graph FILE", "context": "--context FILE"}
         raise UserInputError(
@@ -196,8 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--label-col", default="label")
     f.add_argument("--sequence-col", default=None, help="sequence id column (sequential data)")
     f.add_argument("--position-col", default=None, help="position column (sequential data)")
-    f.add_argument("--duplicates", choices=["keep", "first", "last", "error"], default="keep",
-                   help="what to do with repeated (task, worker) pairs")
+    f.add_argument(
+        "--duplicates",
+        choices=["keep", "first", "last", "error"],
+        default="keep",
+        help="what to do with repeated (task, worker) pairs",
+    )
     f.add_argument("--gold", help="gold labels file (task, truth) clamped during fitting")
     f.add_argument("--graph", help="item graph: edge list CSV (source,target[,weight]), GraphML or GML")
     f.add_argument("--context", help="per-item context file (task, context)")

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg.lapack as lapack
+from scipy.linalg import lapack
 
 from fusion_core.errors import UserInputError
 from fusion_core.methods.base import log_normalize
@@ -59,7 +59,7 @@ def floored_simplex(N: np.ndarray, eps: float) -> np.ndarray:
     for _ in range(J + 1):
         free = 1.0 - eps * clipped.sum(axis=1)
         tau = np.where(clipped, 0.0, N).sum(axis=1) / free
-        new = (N < eps * tau[:, None]) | clipped
+        new = (eps * tau[:, None] > N) | clipped
         if np.array_equal(new, clipped):
             break
         clipped = new
@@ -232,7 +232,9 @@ def _certificate_one(N, h, link, P, lam, nu, starts, eps) -> np.ndarray:
 # ====================================================================== solver
 
 
-def lipschitz_simplex_mstep(N: np.ndarray, h: np.ndarray, starts: np.ndarray, eps: float = 1e-6, max_iter: int = 60) -> tuple[np.ndarray, SimplexMStepInfo]:
+def lipschitz_simplex_mstep(
+    N: np.ndarray, h: np.ndarray, starts: np.ndarray, eps: float = 1e-6, max_iter: int = 60
+) -> tuple[np.ndarray, SimplexMStepInfo]:
     """Solve the stacked simplex-chain programs of spec §9.2 option 2 exactly:
 
     maximise Σ_u Σ_j N[u, j] log π[u, j]  s.t. Σ_j π[u, j] = 1, |π[u+1, j] − π[u, j]| ≤ h[u] within each chain,
@@ -331,7 +333,9 @@ def _simplex_ip(N, h, starts, eps, max_iter) -> tuple[np.ndarray, SimplexMStepIn
         lv = which[chain]
         sub_starts = np.r_[0, np.cumsum(lens[which])[:-1]]
         g = np.full(nch, np.inf)
-        g[which] = _certificate(Nt[:, lv], hh[lv], link[lv], P_[:, lv], lam_[:, lv], nu_[lv], sub_starts, eps, zL[:, lv])
+        g[which] = _certificate(
+            Nt[:, lv], hh[lv], link[lv], P_[:, lv], lam_[:, lv], nu_[lv], sub_starts, eps, zL[:, lv]
+        )
         return g
 
     it = 0
@@ -505,7 +509,13 @@ def _simplex_barrier_chain(N, h, P0, eps) -> np.ndarray:
 
 
 def confusion_mstep(
-    N: np.ndarray, pair_worker: np.ndarray, pair_level: np.ndarray, x_levels: np.ndarray, c: np.ndarray, eps: float, discrete: bool = False,
+    N: np.ndarray,
+    pair_worker: np.ndarray,
+    pair_level: np.ndarray,
+    x_levels: np.ndarray,
+    c: np.ndarray,
+    eps: float,
+    discrete: bool = False,
     pos: int = 1,
 ) -> tuple[np.ndarray, SimplexMStepInfo]:
     """M-step of every row (worker k, true class i): ``N`` is J × npair × J (true, (worker, level) pair, reported)
@@ -567,7 +577,9 @@ def confusion_mstep(
         blocks_st.append(np.flatnonzero(np.r_[True, ch[1:] != ch[:-1]]) + offset)
         offset += len(idx)
     if offset:
-        P, info = lipschitz_simplex_mstep(np.concatenate(blocks_N), np.concatenate(blocks_h), np.concatenate(blocks_st), eps)
+        P, info = lipschitz_simplex_mstep(
+            np.concatenate(blocks_N), np.concatenate(blocks_h), np.concatenate(blocks_st), eps
+        )
         pos = 0
         for i, idx in places:
             if not discrete:
@@ -633,8 +645,25 @@ def _conf_stats(item, pid, label, post, npair, J) -> np.ndarray:
 
 
 def fit_confusion(
-    item, worker, label, pid, pair_worker, pair_level, x_levels, c, n_items, J, *, variant, n_iter, tol, max_iter, eps,
-    final_estep, pos, discrete,
+    item,
+    worker,
+    label,
+    pid,
+    pair_worker,
+    pair_level,
+    x_levels,
+    c,
+    n_items,
+    J,
+    *,
+    variant,
+    n_iter,
+    tol,
+    max_iter,
+    eps,
+    final_estep,
+    pos,
+    discrete,
 ) -> ConfusionFit:
     """EM for the confusion-curve model; mirrors the binary ``_fit_binary`` (same initialisation: diagonal 0.8,
     off-diagonal 0.2/(J − 1); prior 1/J, or the paper's φ_pos = 0.6 when J = 2), so J = 2 reproduces it."""
@@ -654,7 +683,9 @@ def fit_confusion(
             trace.append(float(lz.sum()))
             phi = np.clip(post, eps, 1 - eps)
             phi /= phi.sum(axis=1, keepdims=True)
-            Pn, info = confusion_mstep(_conf_stats(item, pid, label, post, npair, J), pair_worker, pair_level, x_levels, c, eps, discrete, pos)
+            Pn, info = confusion_mstep(
+                _conf_stats(item, pid, label, post, npair, J), pair_worker, pair_level, x_levels, c, eps, discrete, pos
+            )
             gap, n_fb = max(gap, info.gap), n_fb + info.n_fallback
             dPs.append(float(np.max(np.abs(Pn - Pi))) if npair else 0.0)
             Pi = Pn
@@ -667,7 +698,9 @@ def fit_confusion(
     converged = False
     it = 0
     for it in range(1, int(max_iter) + 1):
-        Pn, info = confusion_mstep(_conf_stats(item, pid, label, post, npair, J), pair_worker, pair_level, x_levels, c, eps, discrete, pos)
+        Pn, info = confusion_mstep(
+            _conf_stats(item, pid, label, post, npair, J), pair_worker, pair_level, x_levels, c, eps, discrete, pos
+        )
         gap, n_fb = max(gap, info.gap), n_fb + info.n_fallback
         dPs.append(float(np.max(np.abs(Pn - Pi))) if npair else 0.0)
         Pi = Pn

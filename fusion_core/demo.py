@@ -12,6 +12,7 @@ user asks) and the annotators' simulated roles.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import networkx as nx
 import numpy as np
 import pandas as pd
@@ -42,7 +43,9 @@ def crowd_demo(seed: int = 0) -> DemoData:
     labels = ("negative", "positive")
     from fusion_core.simulate.spectral import cartel
 
-    sim = cartel(m=24, n=400, r=0.2, pi_c=0.5, pi_range=(0.65, 0.9), xi_range=(0.7, 0.9), observed=0.6, labels=labels, seed=seed)
+    sim = cartel(
+        m=24, n=400, r=0.2, pi_c=0.5, pi_range=(0.65, 0.9), xi_range=(0.7, 0.9), observed=0.6, labels=labels, seed=seed
+    )
     df = sim.responses.copy()
     roles = pd.Series(sim.extras["group"], index=sim.workers, name="role").astype(str)
     honest = roles.index[roles == "honest"]
@@ -70,7 +73,17 @@ def sequence_demo(seed: int = 0) -> DemoData:
     tags = np.array(["O", "PER", "LOC"], dtype=object)
     from fusion_core.simulate.sequential import hmm_chain
 
-    sim = hmm_chain(n_sequences=30, length=25, n_classes=3, n_workers=8, n_good=5, accuracy=(0.6, 0.9), stickiness=0.8, p_observe=0.7, seed=seed)
+    sim = hmm_chain(
+        n_sequences=30,
+        length=25,
+        n_classes=3,
+        n_workers=8,
+        n_good=5,
+        accuracy=(0.6, 0.9),
+        stickiness=0.8,
+        p_observe=0.7,
+        seed=seed,
+    )
     df = sim.responses.copy()
     df["label"] = tags[df["label"].to_numpy()]
     df["sequence"] = "seq" + df["sequence"].astype(str)
@@ -94,8 +107,17 @@ def graph_demo(seed: int = 0, n_items: int = 300, n_workers: int = 10) -> DemoDa
     average degree 6, homophily 0.9; 10 annotators (6 good, 4 random), each labels ~30% of the items."""
     from fusion_core.simulate.graph import sbm
 
-    sim = sbm(n_items=n_items, n_classes=3, avg_degree=6.0, homophily=0.9, n_workers=n_workers, n_good=6,
-              accuracy=(0.4, 0.6), p_observe=0.3, seed=seed)
+    sim = sbm(
+        n_items=n_items,
+        n_classes=3,
+        avg_degree=6.0,
+        homophily=0.9,
+        n_workers=n_workers,
+        n_good=6,
+        accuracy=(0.4, 0.6),
+        p_observe=0.3,
+        seed=seed,
+    )
     classes = np.array(["A", "B", "C"], dtype=object)
     df = sim.responses.copy()
     df["label"] = classes[df["label"].to_numpy()]

@@ -109,8 +109,12 @@ def entity_scores(labels: pd.Series, truth: pd.Series, sequences: pd.Series, pos
     """
     pred, gold, index = _aligned(labels, truth)
     frame = pd.DataFrame(
-        {"seq": pd.Series(sequences).reindex(index).to_numpy(), "pos": pd.Series(positions).reindex(index).to_numpy(),
-         "gold": gold, "pred": pred}
+        {
+            "seq": pd.Series(sequences).reindex(index).to_numpy(),
+            "pos": pd.Series(positions).reindex(index).to_numpy(),
+            "gold": gold,
+            "pred": pred,
+        }
     ).sort_values(["seq", "pos"], kind="stable")
     g = bio_spans(frame["gold"].to_numpy(), frame["seq"].to_numpy())
     p = bio_spans(frame["pred"].to_numpy(), frame["seq"].to_numpy())
@@ -118,4 +122,4 @@ def entity_scores(labels: pd.Series, truth: pd.Series, sequences: pd.Series, pos
     precision = matched / len(p) if len(p) else 0.0
     recall = matched / len(g) if len(g) else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1, "n_gold": int(len(g)), "n_pred": int(len(p))}
+    return {"precision": precision, "recall": recall, "f1": f1, "n_gold": len(g), "n_pred": len(p)}

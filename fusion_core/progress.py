@@ -59,4 +59,6 @@ def report(what: str, fraction: float, *, iteration: int | None = None, log_like
     if listener is None:
         return
     outer = _STAGE.get()
-    listener(Progress(f"{outer}: {what}" if outer else what, min(max(float(fraction), 0.0), 1.0), iteration, log_likelihood))
+    listener(
+        Progress(f"{outer}: {what}" if outer else what, min(max(float(fraction), 0.0), 1.0), iteration, log_likelihood)
+    )

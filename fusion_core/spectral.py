@@ -72,7 +72,7 @@ class BinaryMatrix:
     n: int
 
     @classmethod
-    def from_codes(cls, worker: np.ndarray, item: np.ndarray, z: np.ndarray, m: int, n: int) -> "BinaryMatrix":
+    def from_codes(cls, worker: np.ndarray, item: np.ndarray, z: np.ndarray, m: int, n: int) -> BinaryMatrix:
         worker = np.asarray(worker, dtype=np.int64)
         item = np.asarray(item, dtype=np.int64)
         z = np.asarray(z, dtype=float)
@@ -83,7 +83,7 @@ class BinaryMatrix:
         return cls(worker=worker[keep], item=item[keep], z=z[keep], m=m, n=n)
 
     @classmethod
-    def from_dense(cls, Z: np.ndarray) -> "BinaryMatrix":
+    def from_dense(cls, Z: np.ndarray) -> BinaryMatrix:
         """From an m × n array of ±1 with NaN for missing entries."""
         Z = np.asarray(Z, dtype=float)
         w, i = np.nonzero(~np.isnan(Z))
@@ -106,7 +106,7 @@ class BinaryMatrix:
         out[self.worker, self.item] = self.z
         return out
 
-    def subset_workers(self, keep: np.ndarray) -> "BinaryMatrix":
+    def subset_workers(self, keep: np.ndarray) -> BinaryMatrix:
         """Only annotators with ``keep`` True (renumbered in order); items unchanged."""
         keep = np.asarray(keep, dtype=bool)
         new = np.cumsum(keep) - 1
@@ -152,7 +152,7 @@ def pairwise_moments(B: BinaryMatrix, n_min: int = 10) -> Moments:
         q = (S12 - S1 * S1.T / N) / (N - 1)
     varies = np.abs(S1) < N - 1e-9  # annotator i (row) is non-constant on the items shared with j
     off = ~np.eye(B.m, dtype=bool)
-    valid = off & (N >= max(n_min, 2)) & varies & varies.T
+    valid = off & (max(n_min, 2) <= N) & varies & varies.T
     valid[constant, :] = False
     valid[:, constant] = False
     Q = np.where(valid, q, np.nan)
@@ -218,8 +218,10 @@ def spectral_core(B: BinaryMatrix, mom: Moments, d_min: int = 3, min_coverage: f
     reason = ""
     n_const = int(mom.constant.sum())
     if mask.sum() < 3 and B.m - n_const < 3:
-        reason = (f"{n_const} of {B.m} annotators always give the same label (e.g. labelling functions that abstain "
-                  "otherwise), so they carry no covariance information")
+        reason = (
+            f"{n_const} of {B.m} annotators always give the same label (e.g. labelling functions that abstain "
+            "otherwise), so they carry no covariance information"
+        )
     elif mask.sum() < 3:
         reason = f"only {int(mask.sum())} annotators share ≥ {mom.n_min} items with ≥ {d_min} others"
     elif bip:
@@ -269,8 +271,9 @@ def top_eigh(R: np.ndarray) -> tuple[float, np.ndarray]:
     return float(vals[0]), vecs[:, 0]
 
 
-def top_eigenpair(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: float = 1e-8, spectrum: bool = True,
-                  warm=None):
+def top_eigenpair(
+    R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: float = 1e-8, spectrum: bool = True, warm=None
+):
     """Largest *algebraic* eigenpair of R (diagonal already completed; never the largest magnitude, §3.3).
     Invalid off-diagonal entries are imputed by the current rank-one prediction (hard-impute iteration)
     [CHOICE for §5].  ``warm(R, e_prev)`` optionally solves each inner step from the previous eigenvector
@@ -294,7 +297,9 @@ def top_eigenpair(R: np.ndarray, valid: np.ndarray, max_impute: int = 200, tol: 
     return (np.linalg.eigvalsh(R)[::-1] if spectrum else np.array([lam])), e, R
 
 
-def als_rank_one(Q: np.ndarray, W: np.ndarray, u0: np.ndarray, qdiag: np.ndarray, tol: float = 1e-10, max_sweeps: int = 500):
+def als_rank_one(
+    Q: np.ndarray, W: np.ndarray, u0: np.ndarray, qdiag: np.ndarray, tol: float = 1e-10, max_sweeps: int = 500
+):
     """Method B: Gauss–Seidel minimisation of Σ_{i<j} w_ij (q̂_ij − u_i u_j)², |u_i| ≤ √q̂_ii (§3.3).
 
     Returns (u, sweeps, converged).  u is J15-scaled (R ≈ u uᵀ).
@@ -406,21 +411,31 @@ def fit_spectral(
         if strict:
             raise SparseOverlapError(msg + " Collect more overlapping labels or use a non-spectral method (ds).")
         if warn:
-            warnings.warn(msg + " Falling back to Dawid–Skene EM from majority vote.", SparseOverlapWarning, stacklevel=3)
+            warnings.warn(
+                msg + " Falling back to Dawid–Skene EM from majority vote.", SparseOverlapWarning, stacklevel=3
+            )
         return None
     idx = np.flatnonzero(core.mask)
     Qc = mom.Q[np.ix_(idx, idx)]
     valid_c = mom.valid[np.ix_(idx, idx)]
     qdiag = np.diag(Qc).copy()
-    sub = Moments(mom.mu[idx], mom.n_i[idx], mom.N[np.ix_(idx, idx)], Qc, valid_c,
-                  mom.sigma2[np.ix_(idx, idx)], mom.constant[idx], n_min)
+    sub = Moments(
+        mom.mu[idx],
+        mom.n_i[idx],
+        mom.N[np.ix_(idx, idx)],
+        Qc,
+        valid_c,
+        mom.sigma2[np.ix_(idx, idx)],
+        mom.constant[idx],
+        n_min,
+    )
     W = pair_weights(sub, weights)
     rdiag, heywood = loglinear_diagonal(Qc, W, qdiag)
     R = np.where(valid_c, Qc, 0.0)
     np.fill_diagonal(R, rdiag)
     # 'auto': Method B (weights n_ij, §5.1) whenever the core has missing entries — not only missing pairs —
     # as in the spec's reference pipeline (§8.13 "Method A then Method B")
-    sparse_core = bool(np.any(sub.N < B.n))
+    sparse_core = bool(np.any(B.n > sub.N))
     use_als = completion == "als" or (completion == "auto" and sparse_core)
     spectrum, e1, Rc = top_eigenpair(R, valid_c, max_impute=5 if use_als else 200, spectrum=not use_als)
     lam = spectrum[0]
@@ -434,8 +449,12 @@ def fit_spectral(
             v = u
         als_info = {"als_sweeps": sweeps, "als_converged": conv}
         if warn and not conv:
-            warnings.warn(f"the rank-one fit of the covariances did not converge in {sweeps} sweeps; the eigenvector "
-                          "is approximate.", DegenerateSpectrumWarning, stacklevel=3)
+            warnings.warn(
+                f"the rank-one fit of the covariances did not converge in {sweeps} sweeps; the eigenvector "
+                "is approximate.",
+                DegenerateSpectrumWarning,
+                stacklevel=3,
+            )
         Rf = np.where(valid_c, Qc, np.outer(v, v))
         np.fill_diagonal(Rf, v**2)
         spectrum = np.linalg.eigvalsh(Rf)[::-1]
@@ -474,16 +493,24 @@ def fit_spectral(
         if n_core < 5:
             warnings.warn(
                 f"only {n_core} annotators in the spectral core: the rank-one fit has little redundancy and the "
-                "estimates are fragile (spec P7).", FewAnnotatorsWarning, stacklevel=3)
+                "estimates are fragile (spec P7).",
+                FewAnnotatorsWarning,
+                stacklevel=3,
+            )
         if lam <= noise_floor:
             warnings.warn(
                 f"leading eigenvalue {lam:.3g} is at the noise level ({noise_floor:.3g}): the annotators look like "
-                "random guessers, so the ranking and weights are noise.", DegenerateSpectrumWarning, stacklevel=3)
+                "random guessers, so the ranking and weights are noise.",
+                DegenerateSpectrumWarning,
+                stacklevel=3,
+            )
         if sign_diag["sign_rule_disagreement"] or sign_diag["sign_margin"] < 0.2:
             warnings.warn(
                 f"SML/i-SML may be label-inverted (sign margin {sign_diag['sign_margin']:.2f}, "
                 f"{sign_diag['frac_positive']:.0%} positive entries); inspect a few items.",
-                SignAmbiguityWarning, stacklevel=3)
+                SignAmbiguityWarning,
+                stacklevel=3,
+            )
     return SpectralResult(v_full, vu_full, mom.mu, np.asarray(spectrum), core, mom, diag)
 
 
@@ -504,7 +531,9 @@ def _e3_per_item(B: BinaryMatrix, x: np.ndarray) -> np.ndarray:
     return (p1**3 - 3 * p1 * p2 + 2 * p3) / 6.0
 
 
-def estimate_b_tensor(B: BinaryMatrix, mu: np.ndarray, v: np.ndarray, delta_b: float = DELTA_B, warn: bool = True) -> tuple[float, float]:
+def estimate_b_tensor(
+    B: BinaryMatrix, mu: np.ndarray, v: np.ndarray, delta_b: float = DELTA_B, warn: bool = True
+) -> tuple[float, float]:
     """J15 Algorithm 1 with the triple-overlap weighting of §5.3: α̂_T = Σ_l e₃(v∘C_l) / Σ_l e₃(v²∘O_l),
     b̂ = −α̂_T/√(4+α̂_T²) (J15 Eq. 17), clipped.  Entries with NaN v (outside the core) are ignored.
 
@@ -516,8 +545,11 @@ def estimate_b_tensor(B: BinaryMatrix, mu: np.ndarray, v: np.ndarray, delta_b: f
     den = _e3_per_item(B, vw**2).sum()
     if not den > 1e-12:
         if warn:
-            warnings.warn("tensor estimate of b unavailable: too few informative annotators share items "
-                          "(spec §3.8 guard).", DegenerateSpectrumWarning, stacklevel=2)
+            warnings.warn(
+                "tensor estimate of b unavailable: too few informative annotators share items (spec §3.8 guard).",
+                DegenerateSpectrumWarning,
+                stacklevel=2,
+            )
         return float("nan"), float("nan")
     alpha = num / den
     b = -alpha / np.sqrt(4 + alpha**2)
@@ -534,8 +566,8 @@ def _pattern_design(B: BinaryMatrix, use: np.ndarray) -> tuple[sp.csr_matrix, sp
     counts = np.ones(B.n)
     if B.m <= 62 and B.n > 64:
         # dense pattern compression: each item's (observed, value) pattern as two bit codes
-        code_p = np.bincount(i, weights=(z > 0) * (2.0 ** w), minlength=B.n)
-        code_o = np.bincount(i, weights=2.0 ** w, minlength=B.n)
+        code_p = np.bincount(i, weights=(z > 0) * (2.0**w), minlength=B.n)
+        code_o = np.bincount(i, weights=2.0**w, minlength=B.n)
         keys = np.stack([code_p, code_o], axis=1)
         uniq, first, counts = np.unique(keys, axis=0, return_index=True, return_counts=True)
         P, M = P[first], M[first]
@@ -555,8 +587,13 @@ def restricted_log_likelihood(P, M, counts, mu, v, b_grid: np.ndarray, eps: floa
 
 
 def estimate_b_likelihood(
-    B: BinaryMatrix, mu: np.ndarray, v: np.ndarray, use: np.ndarray,
-    delta_b: float = DELTA_B, grid_step: float = GRID_STEP, eps: float = EPS,
+    B: BinaryMatrix,
+    mu: np.ndarray,
+    v: np.ndarray,
+    use: np.ndarray,
+    delta_b: float = DELTA_B,
+    grid_step: float = GRID_STEP,
+    eps: float = EPS,
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """J15 Algorithm 2: grid scan of Ĝ on [−1+δ_b, 1−δ_b] (step h) and golden-section refinement (§3.9).
     With more than 5·10⁷ entry-evaluations the scan is two-level (every 5th point, then step h around the
@@ -674,16 +711,25 @@ def fit_binary(
     """
     if b_method not in ("likelihood", "tensor", "both", "none"):
         raise UserInputError(f"b_method must be 'likelihood', 'tensor', 'both' or 'none', got {b_method!r}.")
-    spec = fit_spectral(B, completion=completion, weights=weights, sign_rule=sign_rule,
-                        n_min=n_min, d_min=d_min, strict=strict, warn=warn)
+    spec = fit_spectral(
+        B,
+        completion=completion,
+        weights=weights,
+        sign_rule=sign_rule,
+        n_min=n_min,
+        d_min=d_min,
+        strict=strict,
+        warn=warn,
+    )
     if spec is None:
         return BinaryFit(spectral=None, diagnostics={"method_used": "em_mv_fallback"})
     use = spec.core.mask
     v = np.where(use, spec.v, np.nan)
     mu = spec.mu
     score, n_core = sml_scores(B, v)
-    out = BinaryFit(spectral=spec, score=score, n_core_labels=n_core,
-                    diagnostics={**spec.diagnostics, "method_used": "spectral"})
+    out = BinaryFit(
+        spectral=spec, score=score, n_core_labels=n_core, diagnostics={**spec.diagnostics, "method_used": "spectral"}
+    )
     if b is not None:
         if not -1 < b < 1:
             raise UserInputError(f"the class imbalance b must lie strictly between −1 and 1, got {b}.")
@@ -703,7 +749,10 @@ def fit_binary(
         if warn and abs(out.b) > 0.9:
             warnings.warn(
                 f"class imbalance b̂ = {out.b:+.3f} is near the boundary ±1: sensitivity/specificity of the rare "
-                "class are poorly determined (spec P3).", ClassImbalanceWarning, stacklevel=2)
+                "class are poorly determined (spec P3).",
+                ClassImbalanceWarning,
+                stacklevel=2,
+            )
         psi, eta = psi_eta_from_v(mu, np.where(use, spec.v, 0.0), out.b)
         psi[~use] = np.nan
         eta[~use] = np.nan

@@ -60,8 +60,13 @@ with tab_upload:
         table.columns = cols
         st.markdown(f"**Map the columns of** {S.md_escape(pending['name'])} ({len(table):,} rows)")
         st.dataframe(table.head(20), key="upload_preview", height=240)
-        layout = st.radio("Layout", ["long", "wide"], horizontal=True, key="map_layout",
-                          help="long: task, annotator, label per row; wide: one row per item, one column per annotator")
+        layout = st.radio(
+            "Layout",
+            ["long", "wide"],
+            horizontal=True,
+            key="map_layout",
+            help="long: task, annotator, label per row; wide: one row per item, one column per annotator",
+        )
         taken: set = set()
 
         def pick(role: str, label: str, optional: bool = False) -> str | None:
@@ -88,14 +93,24 @@ with tab_upload:
                 seq_col = pick("sequence", "Sequence id column", optional=True)
                 pos_col = pick("position", "Position column", optional=True)
                 ctx_col = pick("context", "Context column (numeric, one value per item)", optional=True)
-                dup = st.selectbox("Repeated (task, annotator) pairs", ["keep", "first", "last", "error"], key="map_dup")
+                dup = st.selectbox(
+                    "Repeated (task, annotator) pairs", ["keep", "first", "last", "error"], key="map_dup"
+                )
         else:
             worker_col = label_col = seq_col = pos_col = ctx_col = None
             dup = "keep"
         if st.button("Use these columns", type="primary", key="use_columns"):
             try:
-                resp = S.build_responses(table, layout=layout, task=task_col, worker=worker_col, label=label_col,
-                                         sequence=seq_col, position=pos_col, duplicates=dup)
+                resp = S.build_responses(
+                    table,
+                    layout=layout,
+                    task=task_col,
+                    worker=worker_col,
+                    label=label_col,
+                    sequence=seq_col,
+                    position=pos_col,
+                    duplicates=dup,
+                )
                 context = S.context_from_table(table, task_col, ctx_col, resp) if ctx_col else None
                 new = S.make_dataset(resp, name=f"upload: {pending['name']}", source="upload", context=context)
                 S.set_dataset(new)
@@ -109,7 +124,9 @@ with tab_extras:
     if ds is None:
         st.caption("Load responses first.")
     else:
-        st.caption("Gold labels are used for evaluation (Compare page) and, if you choose so on the Fit page, in fitting.")
+        st.caption(
+            "Gold labels are used for evaluation (Compare page) and, if you choose so on the Fit page, in fitting."
+        )
         gold_up = st.file_uploader("Gold labels (task + truth columns)", type=UPLOAD_TYPES, key="upload_gold")
         if gold_up is not None and ss["fc_seen_uploads"].get("gold") != (gold_up.file_id, ds.fingerprint):
             ss["fc_seen_uploads"]["gold"] = (gold_up.file_id, ds.fingerprint)
@@ -120,7 +137,9 @@ with tab_extras:
                 st.success(f"Gold labels for {len(gold):,} items loaded.")
             except UserInputError as exc:
                 show_error(exc)
-        graph_up = st.file_uploader("Item graph (edge list CSV, GraphML, GML)", type=["csv", "tsv", "txt", "graphml", "gml"], key="upload_graph")
+        graph_up = st.file_uploader(
+            "Item graph (edge list CSV, GraphML, GML)", type=["csv", "tsv", "txt", "graphml", "gml"], key="upload_graph"
+        )
         if graph_up is not None and ss["fc_seen_uploads"].get("graph") != (graph_up.file_id, ds.fingerprint):
             try:
                 graph = S.read_graph_upload(graph_up.name, graph_up.getvalue(), ds.responses, S.max_upload_bytes())
@@ -131,7 +150,9 @@ with tab_extras:
             except UserInputError as exc:
                 ss["fc_seen_uploads"]["graph"] = (graph_up.file_id, ds.fingerprint)
                 show_error(exc)
-        ctx_up = st.file_uploader("Context per item (task + context columns, numeric)", type=UPLOAD_TYPES, key="upload_context")
+        ctx_up = st.file_uploader(
+            "Context per item (task + context columns, numeric)", type=UPLOAD_TYPES, key="upload_context"
+        )
         if ctx_up is not None and ss["fc_seen_uploads"].get("context") != (ctx_up.file_id, ds.fingerprint):
             try:
                 ctx = S.read_context_upload(ctx_up.name, ctx_up.getvalue(), ds.responses, S.max_upload_bytes())
@@ -177,9 +198,17 @@ st.subheader("Agreement")
 stats = S.agreement_stats(ds.fingerprint, r)
 summ = stats["summary"]
 a = st.columns(4)
-a[0].metric("Fleiss' κ", f"{summ.fleiss_kappa:.3f}", help="Chance-corrected agreement over items with ≥ 2 responses (unequal numbers of raters allowed).")
+a[0].metric(
+    "Fleiss' κ",
+    f"{summ.fleiss_kappa:.3f}",
+    help="Chance-corrected agreement over items with ≥ 2 responses (unequal numbers of raters allowed).",
+)
 a[1].metric("Krippendorff's α (nominal)", f"{summ.krippendorff_alpha:.3f}")
-a[2].metric("mean pairwise Cohen's κ", f"{summ.mean_pairwise_kappa:.3f}", help=f"over {summ.pairs_used} pairs of the most active annotators")
+a[2].metric(
+    "mean pairwise Cohen's κ",
+    f"{summ.mean_pairwise_kappa:.3f}",
+    help=f"over {summ.pairs_used} pairs of the most active annotators",
+)
 a[3].metric("items with ≥ 2 responses", f"{summ.items_used:,}")
 k1, k2 = st.columns(2)
 k1.plotly_chart(kappa_heatmap(stats["kappa"]), key="data_kappa")

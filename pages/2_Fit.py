@@ -46,7 +46,9 @@ show_adv = st.toggle("Show advanced parameters", value=False, key="fit_advanced"
 use_gold = False
 if ds.gold is not None:
     use_gold = st.checkbox(
-        "Use gold labels during fitting (semi-supervised)", value=False, key="fit_use_gold",
+        "Use gold labels during fitting (semi-supervised)",
+        value=False,
+        key="fit_use_gold",
         help="Off: gold is only used to evaluate on the Compare page.",
     )
 
@@ -68,18 +70,36 @@ for name in chosen:
                 params[spec.name] = st.checkbox(label, value=bool(value), help=spec.help or None, key=key)
             elif spec.kind == "choice":
                 opts = list(spec.choices or [value])
-                params[spec.name] = st.selectbox(label, opts, index=opts.index(value) if value in opts else 0,
-                                                 help=spec.help or None, key=key, format_func=str)
+                params[spec.name] = st.selectbox(
+                    label,
+                    opts,
+                    index=opts.index(value) if value in opts else 0,
+                    help=spec.help or None,
+                    key=key,
+                    format_func=str,
+                )
             elif spec.kind == "int":
                 lo = None if spec.low is None else int(min(spec.low, value))
                 hi = None if spec.high is None else int(max(spec.high, value))
-                params[spec.name] = int(st.number_input(label, value=int(value), min_value=lo, max_value=hi, step=1,
-                                                        help=spec.help or None, key=key))
+                params[spec.name] = int(
+                    st.number_input(
+                        label, value=int(value), min_value=lo, max_value=hi, step=1, help=spec.help or None, key=key
+                    )
+                )
             elif spec.kind == "float":
                 lo = None if spec.low is None else float(min(spec.low, value))
                 hi = None if spec.high is None else float(max(spec.high, value))
-                params[spec.name] = float(st.number_input(label, value=float(value), min_value=lo, max_value=hi,
-                                                          format="%g", help=spec.help or None, key=key))
+                params[spec.name] = float(
+                    st.number_input(
+                        label,
+                        value=float(value),
+                        min_value=lo,
+                        max_value=hi,
+                        format="%g",
+                        help=spec.help or None,
+                        key=key,
+                    )
+                )
             else:
                 params[spec.name] = st.text_input(label, value=str(value), help=spec.help or None, key=key)
     # only parameters that differ from the defaults go to the estimator (and into the cache key)
@@ -111,20 +131,24 @@ if results:
     rows = []
     for name, res in results.items():
         s = res.summary()
-        rows.append({
-            "method": name,
-            "iterations": s["iterations"],
-            "converged": s["converged"],
-            "log-likelihood": s["log_likelihood"],
-            "seconds": round(s["seconds"], 3),
-            "warnings": len(s["warnings"]),
-        })
+        rows.append(
+            {
+                "method": name,
+                "iterations": s["iterations"],
+                "converged": s["converged"],
+                "log-likelihood": s["log_likelihood"],
+                "seconds": round(s["seconds"], 3),
+                "warnings": len(s["warnings"]),
+            }
+        )
     st.dataframe(rows, key="results_table", hide_index=True)
     for name, res in results.items():
         if "heldout_table" in res.extras:
-            st.markdown(f"**{S.md_escape(name)}** chose **{S.md_escape(res.extras['chosen_method'])}** by held-out "
-                        "annotation log-likelihood (nats per hidden response, higher is better; ± one standard error "
-                        "over the splits):")
+            st.markdown(
+                f"**{S.md_escape(name)}** chose **{S.md_escape(res.extras['chosen_method'])}** by held-out "
+                "annotation log-likelihood (nats per hidden response, higher is better; ± one standard error "
+                "over the splits):"
+            )
             st.dataframe(res.extras["heldout_table"], key=f"heldout_{name}", hide_index=True)
     notes = [(name, w) for name, res in results.items() for w in dict.fromkeys(res.warnings)]
     if notes:

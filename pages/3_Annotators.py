@@ -25,7 +25,9 @@ info_inputs = set(method_info(method).inputs)
 with st.expander("Uncertainty: bootstrap intervals (resampling items, or whole sequences)", expanded=False):
     c1, c2 = st.columns(2)
     ss = S.state()  # settings survive page switches
-    n_boot = c1.select_slider("Bootstrap replicates", [20, 50, 100, 200], value=ss.get("fc_boot_n", 50), key="ann_nboot")
+    n_boot = c1.select_slider(
+        "Bootstrap replicates", [20, 50, 100, 200], value=ss.get("fc_boot_n", 50), key="ann_nboot"
+    )
     level = c2.select_slider("Interval level", [0.8, 0.9, 0.95], value=ss.get("fc_boot_level", 0.9), key="ann_level")
     ss["fc_boot_n"], ss["fc_boot_level"] = n_boot, level
     if "graph" in info_inputs:
@@ -53,8 +55,10 @@ if "eigenvector" in res.extras:
 
 if "context_grid" in res.extras:
     st.subheader("Reliability along the context")
-    st.caption("Who to trust where: each annotator's curves against the item context (dotted where the annotator "
-               "labelled nothing nearby, so the curve there is interpolation).")
+    st.caption(
+        "Who to trust where: each annotator's curves against the item context (dotted where the annotator "
+        "labelled nothing nearby, so the curve there is interpolation)."
+    )
     c1, c2 = st.columns([3, 1])
     by_skill = list(table.sort_values("skill", ascending=False).index)
     chosen = c1.multiselect("Annotators", by_skill, default=by_skill[:6], key="ann_ctx_workers")
@@ -90,5 +94,10 @@ else:
 
 st.subheader("Annotator table")
 st.dataframe(table, key="ann_table")
-st.download_button("Download annotator table (CSV)", S.csv_bytes(table), file_name=f"annotators_{method}.csv",
-                   mime="text/csv", key="ann_download")
+st.download_button(
+    "Download annotator table (CSV)",
+    S.csv_bytes(table),
+    file_name=f"annotators_{method}.csv",
+    mime="text/csv",
+    key="ann_download",
+)

@@ -30,13 +30,22 @@ if ds.responses.n_classes != 2:
         "label against all the others: a cartel is a group that agrees on when to give (or withhold) that label."
     )
     prev = ss.get("fc_cartel_target")
-    target = st.selectbox("Label tested against the rest", classes, index=classes.index(prev) if prev in classes else 0,
-                          format_func=str, key="cartel_target")
+    target = st.selectbox(
+        "Label tested against the rest",
+        classes,
+        index=classes.index(prev) if prev in classes else 0,
+        format_func=str,
+        key="cartel_target",
+    )
     ss["fc_cartel_target"] = target
 
 c1, c2 = st.columns(2)
-n_boot = c1.select_slider("Bootstrap samples for the null", [50, 100, 200, 400], value=ss.get("fc_cartel_nboot", 100), key="cartel_nboot")
-alpha = c2.select_slider("Significance level α", [0.01, 0.05, 0.1], value=ss.get("fc_cartel_alpha", 0.05), key="cartel_alpha")
+n_boot = c1.select_slider(
+    "Bootstrap samples for the null", [50, 100, 200, 400], value=ss.get("fc_cartel_nboot", 100), key="cartel_nboot"
+)
+alpha = c2.select_slider(
+    "Significance level α", [0.01, 0.05, 0.1], value=ss.get("fc_cartel_alpha", 0.05), key="cartel_alpha"
+)
 ss["fc_cartel_nboot"], ss["fc_cartel_alpha"] = n_boot, alpha
 report = S.cached_cartels(ds, n_boot, alpha, one_vs_rest=target)
 if report is None and st.button("Detect cartels", type="primary", key="cartel_run"):
@@ -65,11 +74,15 @@ p_values = np.atleast_1d(np.asarray(getattr(report, "p_value", []), dtype=float)
 if p_values.size:
     st.dataframe(
         pd.DataFrame({"extra component": np.arange(2, p_values.size + 2), "bootstrap p-value": p_values}),
-        key="cartel_tests", hide_index=True,
+        key="cartel_tests",
+        hide_index=True,
     )
 if groups:
     st.subheader("Groups")
-    rows = [{"group": f"cartel {i + 1}", "members": len(g), "annotators": ", ".join(sorted(map(str, g)))} for i, g in enumerate(groups)]
+    rows = [
+        {"group": f"cartel {i + 1}", "members": len(g), "annotators": ", ".join(sorted(map(str, g)))}
+        for i, g in enumerate(groups)
+    ]
     st.dataframe(rows, key="cartel_groups", hide_index=True)
 
 membership = getattr(report, "membership", None)
@@ -81,8 +94,10 @@ if membership is not None:
     if ds.roles is not None:
         tab["simulated role"] = ds.roles.reindex(tab.index).astype(str)
     tab.index = tab.index.astype(str)
-    st.dataframe(tab.sort_values(tab.columns[-1] if "cartel score" not in tab else "cartel score", ascending=False),
-                 key="cartel_membership")
+    st.dataframe(
+        tab.sort_values(tab.columns[-1] if "cartel score" not in tab else "cartel score", ascending=False),
+        key="cartel_membership",
+    )
 
 labels = getattr(report, "labels", None)
 without = getattr(report, "labels_without_cartel", None)
@@ -96,5 +111,10 @@ if labels is not None and without is not None:
         changed = pd.DataFrame({"with cartel": a.loc[diff].astype(str), "without cartel": b.loc[diff].astype(str)})
         changed.index = changed.index.astype(str)
         st.dataframe(changed, key="cartel_changed")
-        st.download_button("Download changed items (CSV)", S.csv_bytes(changed), "cartel_changed_items.csv",
-                           mime="text/csv", key="cartel_download")
+        st.download_button(
+            "Download changed items (CSV)",
+            S.csv_bytes(changed),
+            "cartel_changed_items.csv",
+            mime="text/csv",
+            key="cartel_download",
+        )

@@ -18,8 +18,11 @@ st.subheader("Posterior table")
 c1, c2, c3 = st.columns([2, 2, 1])
 labels = c1.multiselect("Predicted label", sorted(table["label"].unique()), key="items_labels")
 search = c2.text_input("Search task id", key="items_search", placeholder="task id contains…")
-sort = c3.selectbox("Sort", ["lowest confidence first", "highest confidence first", "highest entropy first", "task id"],
-                    key="items_sort")
+sort = c3.selectbox(
+    "Sort",
+    ["lowest confidence first", "highest confidence first", "highest entropy first", "task id"],
+    key="items_sort",
+)
 shown = S.filter_items(table, labels=labels, search=search, sort=sort)
 st.caption(f"{len(shown):,} of {len(table):,} items")
 number_format = {
@@ -34,16 +37,32 @@ st.dataframe(
         **number_format,
     },
 )
-st.download_button("Download posteriors (CSV)", S.csv_bytes(table), f"posteriors_{method}.csv", mime="text/csv",
-                   key="items_download_all")
+st.download_button(
+    "Download posteriors (CSV)",
+    S.csv_bytes(table),
+    f"posteriors_{method}.csv",
+    mime="text/csv",
+    key="items_download_all",
+)
 
 st.subheader("Items to re-annotate")
-n_low = st.slider("How many (lowest confidence first)", 10, max(10, min(1000, len(table))), min(50, len(table)), key="items_nlow")
+n_low = st.slider(
+    "How many (lowest confidence first)", 10, max(10, min(1000, len(table))), min(50, len(table)), key="items_nlow"
+)
 low = S.filter_items(table, labels=None, search="", sort="lowest confidence first").head(n_low)
-st.dataframe(low, key="items_reannotate", height=240,
-             column_config={"confidence": st.column_config.NumberColumn("confidence", format="%.3f"), **number_format})
-st.download_button("Download items to re-annotate (CSV)", S.csv_bytes(low), f"reannotate_{method}.csv", mime="text/csv",
-                   key="items_download_low")
+st.dataframe(
+    low,
+    key="items_reannotate",
+    height=240,
+    column_config={"confidence": st.column_config.NumberColumn("confidence", format="%.3f"), **number_format},
+)
+st.download_button(
+    "Download items to re-annotate (CSV)",
+    S.csv_bytes(low),
+    f"reannotate_{method}.csv",
+    mime="text/csv",
+    key="items_download_low",
+)
 
 r = ds.responses
 if r.has_sequences:
@@ -64,7 +83,8 @@ if ds.graph is not None:
         max_nodes = c3.slider("Max nodes drawn", 20, 500, 150, key="items_maxnodes")
         lookup = {str(n): n for n in graph.nodes}
         if center_id in lookup:
-            st.plotly_chart(neighbourhood_view(graph, res, lookup[center_id], radius=radius, max_nodes=max_nodes),
-                            key="items_graph")
+            st.plotly_chart(
+                neighbourhood_view(graph, res, lookup[center_id], radius=radius, max_nodes=max_nodes), key="items_graph"
+            )
         else:
             st.warning(f"Item {S.md_escape(center_id)} is not a node of the graph.")

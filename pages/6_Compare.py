@@ -41,5 +41,10 @@ if len(results) >= 2:
         diff.index = diff.index.astype(str)
         st.caption(f"{len(diff):,} items change")
         st.dataframe(diff, key="cmp_diff")
-        st.download_button("Download changed items (CSV)", S.csv_bytes(diff), f"changed_{first}_vs_{second}.csv",
-                           mime="text/csv", key="cmp_download")
+        st.download_button(
+            "Download changed items (CSV)",
+            S.csv_bytes(diff),
+            f"changed_{first}_vs_{second}.csv",
+            mime="text/csv",
+            key="cmp_download",
+        )

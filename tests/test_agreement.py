@@ -53,9 +53,7 @@ def test_fleiss_published_example():
 
 def test_fleiss_unequal_raters_hand_case():
     # item A: 3 ratings (x, x, y); item B: 2 ratings (y, y); item C: 1 rating (ignored)
-    df = pd.DataFrame(
-        {"task": list("AAABBC"), "worker": ["1", "2", "3", "1", "2", "3"], "label": list("xxyyyx")}
-    )
+    df = pd.DataFrame({"task": list("AAABBC"), "worker": ["1", "2", "3", "1", "2", "3"], "label": list("xxyyyx")})
     p_a = (2 * 1 + 0) / (3 * 2)  # 1/3
     p_b = 1.0
     p_bar = (p_a + p_b) / 2
@@ -93,9 +91,7 @@ def test_cohen_kappa_hand_case():
     # 50 items: yes/yes 20, yes/no 5, no/yes 10, no/no 15 → p_o = 0.7, p_e = 0.5, κ = 0.4
     a = ["yes"] * 25 + ["no"] * 25
     b = ["yes"] * 20 + ["no"] * 5 + ["yes"] * 10 + ["no"] * 15
-    df = pd.DataFrame(
-        {"task": list(range(50)) * 2, "worker": ["A"] * 50 + ["B"] * 50, "label": a + b}
-    )
+    df = pd.DataFrame({"task": list(range(50)) * 2, "worker": ["A"] * 50 + ["B"] * 50, "label": a + b})
     kappa, shared = cohen_kappa_matrix(df)
     assert kappa.loc["A", "B"] == pytest.approx(0.4)
     assert kappa.loc["B", "A"] == pytest.approx(0.4)

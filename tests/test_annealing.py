@@ -8,6 +8,11 @@ import warnings
 import numpy as np
 import pytest
 
+from fusion_core.diagnostics.model_selection import compare
+from fusion_core.errors import UserInputError
+from fusion_core.methods import DawidSkene
+from fusion_core.methods.dawid_skene import DawidSkeneModel
+from fusion_core.methods.em import class_alignment
 from fusion_core.methods.em.annealing import (
     AnnealSchedule,
     anneal_phase,
@@ -17,11 +22,6 @@ from fusion_core.methods.em.annealing import (
     resolve_schedule,
     tempered_posterior,
 )
-from fusion_core.methods.em import class_alignment
-from fusion_core.methods.dawid_skene import DawidSkeneModel
-from fusion_core.diagnostics.model_selection import compare
-from fusion_core.errors import UserInputError
-from fusion_core.methods import DawidSkene
 from fusion_core.methods.multilabel import MultiLabelEM
 from fusion_core.simulate.multilabel import multilabel_crowd, sparse_spammer_crowd
 
@@ -116,8 +116,11 @@ def test_ml16_collapse_and_guard(seeds):
 
         resp = off.responses_
         model = DawidSkeneModel(resp)
-        res = anneal_phase(model, model.start(initial_posterior(resp, "mv")),
-                           resolve_schedule({"T0": 8.0, "factor": 0.8, "inner_max": 10, "guard": False}))
+        res = anneal_phase(
+            model,
+            model.start(initial_posterior(resp, "mv")),
+            resolve_schedule({"T0": 8.0, "factor": 0.8, "inner_max": 10, "guard": False}),
+        )
         conf = res.state.confusion
         assert res.collapsed and np.max(np.abs(conf - conf[:, :1, :])) < 1e-5
         assert normalized_entropy(model.e_step(res.state).posterior) >= 0.999
@@ -172,6 +175,10 @@ def test_ml20_annealing_is_not_a_free_lunch():
         if s < 10:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                _, chosen, _ = compare({"em": DawidSkene(smoothing=a), "da": DawidSkene(smoothing=a, anneal={"T0": 2.0})}, sim.responses, rule="best")
+                _, chosen, _ = compare(
+                    {"em": DawidSkene(smoothing=a), "da": DawidSkene(smoothing=a, anneal={"T0": 2.0})},
+                    sim.responses,
+                    rule="best",
+                )
             prefer_em += chosen == "em"
     assert higher_ll >= 18 and lower_acc >= 15 and prefer_em >= 7

@@ -12,7 +12,7 @@ from fusion_core.methods import available
 from fusion_core.simulate import dawid_skene
 
 pytest.importorskip("streamlit.testing.v1")
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
@@ -87,9 +87,11 @@ def _fit(at: AppTest, methods: list[str]) -> AppTest:
 
 
 def _enabled_methods(at: AppTest) -> list[str]:
-    return list(at.multiselect(key="fit_methods").options_values) if hasattr(at.multiselect(key="fit_methods"), "options_values") else [
-        o.split(" — ")[0] for o in at.multiselect(key="fit_methods").options
-    ]
+    return (
+        list(at.multiselect(key="fit_methods").options_values)
+        if hasattr(at.multiselect(key="fit_methods"), "options_values")
+        else [o.split(" — ")[0] for o in at.multiselect(key="fit_methods").options]
+    )
 
 
 def test_home_loads_demo_and_every_page_renders():
@@ -100,7 +102,13 @@ def test_home_loads_demo_and_every_page_renders():
     for page in PAGES:
         _visit(at, page)
     _visit(at, "pages/1_Data.py")
-    assert {m.label for m in at.metric} >= {"responses", "items", "annotators", "Fleiss' κ", "Krippendorff's α (nominal)"}
+    assert {m.label for m in at.metric} >= {
+        "responses",
+        "items",
+        "annotators",
+        "Fleiss' κ",
+        "Krippendorff's α (nominal)",
+    }
     assert _charts(at) == 4  # counts, labels, κ heatmap, overlap
     _visit(at, "pages/2_Fit.py")
     table = _frame(at, "method", "needs")

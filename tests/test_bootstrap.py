@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.bootstrap import align_classes, bootstrap_intervals
 from fusion_core.errors import UserInputError
 from fusion_core.methods import DawidSkene
-from fusion_core.data.responses import Responses
 from fusion_core.simulate import dawid_skene
 from fusion_core.simulate.sequential import hmm_chain
 
@@ -140,7 +140,9 @@ def test_sequence_block_resampling_keeps_whole_sequences():
 
 def test_sequential_method_block_bootstrap_covers_true_skills():
     sim = hmm_chain(n_sequences=60, length=20, n_classes=3, n_workers=8, n_good=5, accuracy=(0.5, 0.8), seed=5)
-    b = bootstrap_intervals(sim.responses, "hmm-em", {"emission": "independent", "init": "mv"}, n_bootstrap=25, level=0.9, random_state=1)
+    b = bootstrap_intervals(
+        sim.responses, "hmm-em", {"emission": "independent", "init": "mv"}, n_bootstrap=25, level=0.9, random_state=1
+    )
     s = b.skills
     assert b.failed == 0
     assert (s["low"] <= s["estimate"] + 1e-9).all() and (s["estimate"] <= s["high"] + 1e-9).all()
@@ -155,7 +157,9 @@ def test_context_method_bootstrap_carries_context():
 
     sim = table1(6, 600, seed=1001)
     ctx = sim.extras["context"]
-    b = bootstrap_intervals(sim.responses, "context-em", n_bootstrap=12, level=0.9, random_state=0, fit_kwargs={"context": ctx})
+    b = bootstrap_intervals(
+        sim.responses, "context-em", n_bootstrap=12, level=0.9, random_state=0, fit_kwargs={"context": ctx}
+    )
     s = b.skills
     assert b.failed == 0 and np.isfinite(s[["low", "high"]].to_numpy()).all()
     assert (s["low"] <= s["estimate"] + 1e-9).all() and (s["estimate"] <= s["high"] + 1e-9).all()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from fusion_core.diagnostics.cartels import CartelReport, detect_cartels
@@ -33,7 +32,9 @@ def _membership_f1(sim, rep: CartelReport) -> tuple[float, float]:
     pi, xi = sim.extras["pi"], sim.extras["xi"]
     true = set(g[g != "honest"].index)
     pred = set().union(*rep.groups) if rep.groups else set()
-    ident = set(g.index[((g == "honest") & (np.abs(2 * pi - 1) >= 0.1)) | ((g != "honest") & (np.abs(2 * xi - 1) >= 0.1))])
+    ident = set(
+        g.index[((g == "honest") & (np.abs(2 * pi - 1) >= 0.1)) | ((g != "honest") & (np.abs(2 * xi - 1) >= 0.1))]
+    )
     return _f1(pred & ident, true & ident), _f1(pred, true)
 
 
@@ -128,8 +129,16 @@ def _analysis(sim, n_bootstrap=200, alpha=ALPHA, seed=0):
     z = np.where(resp.label == 1, 1.0, -1.0)
     B = BinaryMatrix.from_codes(resp.worker, resp.item, z, resp.n_workers, resp.n_items)
     core = spectral_core(B, pairwise_moments(B, n_min=10), d_min=3)
-    return _Analysis(resp, B, np.flatnonzero(core.mask), n_bootstrap=n_bootstrap, alpha=alpha, n_min=10,
-                     rng=np.random.default_rng(seed), pos=1)
+    return _Analysis(
+        resp,
+        B,
+        np.flatnonzero(core.mask),
+        n_bootstrap=n_bootstrap,
+        alpha=alpha,
+        n_min=10,
+        rng=np.random.default_rng(seed),
+        pos=1,
+    )
 
 
 def test_pair_pattern_matches_dense_products():

@@ -19,8 +19,14 @@ def test_methods_lists_the_registry(capsys):
 
 def test_simulate_then_fit_writes_every_output(tmp_path, capsys):
     sim_dir, out = tmp_path / "sim", tmp_path / "out"
-    assert main(["simulate", "--out", str(sim_dir), "--items", "300", "--workers", "12", "--classes", "3", "--seed", "1"]) == 0
-    assert main(["fit", str(sim_dir / "answers.csv"), "--method", "ds", "--param", "smoothing=0.1", "--out", str(out)]) == 0
+    assert (
+        main(["simulate", "--out", str(sim_dir), "--items", "300", "--workers", "12", "--classes", "3", "--seed", "1"])
+        == 0
+    )
+    assert (
+        main(["fit", str(sim_dir / "answers.csv"), "--method", "ds", "--param", "smoothing=0.1", "--out", str(out)])
+        == 0
+    )
     labels = pd.read_csv(out / "labels.csv")
     post = pd.read_csv(out / "posteriors.csv")
     conf = pd.read_csv(out / "confusion.csv")
@@ -41,16 +47,48 @@ def test_column_options_and_bad_input_exit_codes(tmp_path, capsys):
     pd.DataFrame({"item": [1, 1, 2, 2], "who": ["a", "b", "a", "b"], "ans": [0, 1, 1, 1]}).to_csv(src, index=False)
     assert main(["fit", str(src), "--out", str(tmp_path / "o")]) == 2
     assert "missing task column 'task'" in capsys.readouterr().err
-    assert main(["fit", str(src), "--task-col", "item", "--worker-col", "who", "--label-col", "ans",
-                 "--out", str(tmp_path / "o")]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                str(src),
+                "--task-col",
+                "item",
+                "--worker-col",
+                "who",
+                "--label-col",
+                "ans",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
     assert main(["fit", str(src), "--method", "nope", "--out", str(tmp_path / "o")]) == 2
     assert "unknown method" in capsys.readouterr().err
     empty = tmp_path / "e.csv"
     empty.write_bytes(b"")
     assert main(["fit", str(empty), "--out", str(tmp_path / "o")]) == 2
     assert "empty" in capsys.readouterr().err
-    assert main(["fit", str(src), "--task-col", "item", "--worker-col", "who", "--label-col", "ans",
-                 "--param", "max_iter=abc", "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(
+            [
+                "fit",
+                str(src),
+                "--task-col",
+                "item",
+                "--worker-col",
+                "who",
+                "--label-col",
+                "ans",
+                "--param",
+                "max_iter=abc",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     assert "'max_iter' must be a whole number" in capsys.readouterr().err
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pandas as pd
@@ -35,7 +35,7 @@ def _err(model, sim) -> float:
     return float((model.labels_.reindex(sim.truth.index) != sim.truth).mean())
 
 
-@lru_cache(maxsize=None)
+@cache
 def experiment(K: int, T: int, seed: int, variant: str = "paper") -> dict:
     """DP and error of context EM, context-blind EM (c = 0), majority vote and the oracle (spec §13.2)."""
     sim = table1(K, T, seed=1000 + seed)
@@ -135,7 +135,15 @@ def _pairwise_reference(x, A, B, c):
     g = lambda p: -(A / p - B / (1 - p))
     best = None
     for start in (np.full(U, 0.5), np.clip(A / (A + B), 0.1, 0.9).mean() * np.ones(U)):
-        r = minimize(f, start, jac=g, bounds=[(EPS, 1 - EPS)] * U, constraints=cons, method="SLSQP", options={"ftol": 1e-14, "maxiter": 1000})
+        r = minimize(
+            f,
+            start,
+            jac=g,
+            bounds=[(EPS, 1 - EPS)] * U,
+            constraints=cons,
+            method="SLSQP",
+            options={"ftol": 1e-14, "maxiter": 1000},
+        )
         if best is None or r.fun < best.fun:
             best = r
     return best.x, -best.fun
@@ -206,7 +214,9 @@ def test_o6_grouping_replicated_items():
     ctx = sim.extras["context"]
     ctx3 = pd.concat([pd.Series(ctx.to_numpy(), index=ctx.index + f"_{r}") for r in range(3)])
     c = sim.extras["lipschitz"]
-    m1 = ContextEM(lipschitz=c, tol=0, max_iter=15).fit(df.assign(task=df["task"] + "_0"), context=pd.Series(ctx.to_numpy(), index=ctx.index + "_0"))
+    m1 = ContextEM(lipschitz=c, tol=0, max_iter=15).fit(
+        df.assign(task=df["task"] + "_0"), context=pd.Series(ctx.to_numpy(), index=ctx.index + "_0")
+    )
     m3 = ContextEM(lipschitz=c, tol=0, max_iter=15).fit(rep, context=ctx3)
     g1 = m1.probas_[1]
     for r in range(3):
@@ -344,7 +354,13 @@ def test_o13_o16_more_data_helps():
 
 def _tv(model):
     cur = model.curves_.sort_values(["worker", "context"])
-    return cur.groupby("worker").apply(lambda g: np.abs(np.diff(g["detection"])).sum() + np.abs(np.diff(g["false_alarm"])).sum(), include_groups=False) / 2
+    return (
+        cur.groupby("worker").apply(
+            lambda g: np.abs(np.diff(g["detection"])).sum() + np.abs(np.diff(g["false_alarm"])).sum(),
+            include_groups=False,
+        )
+        / 2
+    )
 
 
 def test_o17_smoothness_tradeoff():
@@ -423,7 +439,13 @@ def _sparse_run(seed):
     b = _fit(sim, lipschitz=0.0)
     mv = MajorityVote(tie_break="random", random_state=seed).fit(sim.responses)
     p0, p1 = sim.extras["p0"], sim.extras["p1"]
-    return _err(m, sim), _err(b, sim), float((mv.labels_.reindex(sim.truth.index) != sim.truth).mean()), dp_metric(m, p0, p1), dp_metric(b, p0, p1)
+    return (
+        _err(m, sim),
+        _err(b, sim),
+        float((mv.labels_.reindex(sim.truth.index) != sim.truth).mean()),
+        dp_metric(m, p0, p1),
+        dp_metric(b, p0, p1),
+    )
 
 
 @pytest.mark.parametrize("seeds", [range(1), pytest.param(range(6), marks=pytest.mark.slow)])
@@ -550,10 +572,23 @@ def test_discrete_mstep_matches_pairwise_reference():
         # all pairs at distance 1 = the pairwise program with rho = c: reuse the reference on a unit-spaced line
         # with a Lipschitz constant large enough that only |p_a − p_b| ≤ c binds
         li, lj = np.triu_indices(U, 1)
-        cons = [{"type": "ineq", "fun": lambda q: c - (q[li] - q[lj])}, {"type": "ineq", "fun": lambda q: c + (q[li] - q[lj])}]
+        cons = [
+            {"type": "ineq", "fun": lambda q: c - (q[li] - q[lj])},
+            {"type": "ineq", "fun": lambda q: c + (q[li] - q[lj])},
+        ]
         f = lambda q: -(A * np.log(q) + B * np.log1p(-q)).sum()
         best = min(
-            (minimize(f, s0, bounds=[(EPS, 1 - EPS)] * U, constraints=cons, method="SLSQP", options={"ftol": 1e-14, "maxiter": 500}) for s0 in (np.full(U, 0.5), np.full(U, 0.3))),
+            (
+                minimize(
+                    f,
+                    s0,
+                    bounds=[(EPS, 1 - EPS)] * U,
+                    constraints=cons,
+                    method="SLSQP",
+                    options={"ftol": 1e-14, "maxiter": 500},
+                )
+                for s0 in (np.full(U, 0.5), np.full(U, 0.3))
+            ),
             key=lambda r: r.fun,
         )
         assert _objective(A, B, p) >= -best.fun - 1e-8 * abs(best.fun)
@@ -570,7 +605,9 @@ def test_categorical_context():
     for t in range(T):  # simulator loop over items (test data)
         acc = np.where(np.isin(np.arange(K), good[cat[t]]), 0.92, 0.6)
         lab[t] = np.where(rng.uniform(size=K) < acc, y[t], 1 - y[t])
-    df = pd.DataFrame({"task": np.repeat(np.arange(T), K), "worker": np.tile([f"a{k}" for k in range(K)], T), "label": lab.ravel()})
+    df = pd.DataFrame(
+        {"task": np.repeat(np.arange(T), K), "worker": np.tile([f"a{k}" for k in range(K)], T), "label": lab.ravel()}
+    )
     ctx = pd.Series(cat, index=np.arange(T))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

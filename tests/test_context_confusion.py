@@ -61,8 +61,17 @@ def test_simplex_mstep_matches_pairwise_reference(n_programs):
         obj = lambda q: -(N * np.log(q.reshape(U, J))).sum()
         cons = [{"type": "ineq", "fun": ineq}, {"type": "eq", "fun": lambda q: q.reshape(U, J).sum(axis=1) - 1}]
         best = min(
-            (minimize(obj, s0, bounds=[(EPS, 1)] * (U * J), constraints=cons, method="SLSQP", options={"ftol": 1e-14, "maxiter": 1000})
-             for s0 in (np.full(U * J, 1 / J), np.tile([0.5, 0.3, 0.2], U))),
+            (
+                minimize(
+                    obj,
+                    s0,
+                    bounds=[(EPS, 1)] * (U * J),
+                    constraints=cons,
+                    method="SLSQP",
+                    options={"ftol": 1e-14, "maxiter": 1000},
+                )
+                for s0 in (np.full(U * J, 1 / J), np.tile([0.5, 0.3, 0.2], U))
+            ),
             key=lambda r: r.fun,
         )
         assert np.abs(P.sum(axis=1) - 1).max() <= 1e-12 and P.min() >= EPS - 1e-15
@@ -123,8 +132,17 @@ def test_categorical_simplex_mstep_matches_pairwise_reference():
         obj = lambda q: -(N * np.log(q.reshape(U, J))).sum()
         cons = [{"type": "ineq", "fun": ineq}, {"type": "eq", "fun": lambda q: q.reshape(U, J).sum(axis=1) - 1}]
         best = min(
-            (minimize(obj, s0, bounds=[(EPS, 1)] * (U * J), constraints=cons, method="SLSQP", options={"ftol": 1e-14, "maxiter": 1000})
-             for s0 in (np.full(U * J, 1 / J), np.tile([0.5, 0.3, 0.2], U))),
+            (
+                minimize(
+                    obj,
+                    s0,
+                    bounds=[(EPS, 1)] * (U * J),
+                    constraints=cons,
+                    method="SLSQP",
+                    options={"ftol": 1e-14, "maxiter": 1000},
+                )
+                for s0 in (np.full(U * J, 1 / J), np.tile([0.5, 0.3, 0.2], U))
+            ),
             key=lambda r: r.fun,
         )
         assert -ineq(P.ravel()).max() <= 1e-9 and np.allclose(P.sum(axis=1), 1.0)
@@ -146,7 +164,10 @@ def test_confusion_mode_with_two_labels_reproduces_binary_model(variant):
         tol = 1e-4 if variant == "shared_prior" else 1e-2  # paper variant: γ ≈ 1e-14 weights leave flat directions
         assert np.nanmax(np.abs(ea["detection_curves"] - eb["detection_curves"])) <= tol
         assert np.nanmax(np.abs(ea["false_alarm_curves"] - eb["false_alarm_curves"])) <= tol
-        assert abs(dp_metric(a, sim.extras["p0"], sim.extras["p1"]) - dp_metric(b, sim.extras["p0"], sim.extras["p1"])) <= 1e-3
+        assert (
+            abs(dp_metric(a, sim.extras["p0"], sim.extras["p1"]) - dp_metric(b, sim.extras["p0"], sim.extras["p1"]))
+            <= 1e-3
+        )
         cc = eb["confusion_curves"]
         assert cc.shape == (4, len(eb["context_grid"]), 2, 2)
         assert np.allclose(cc.sum(axis=3), 1.0)
@@ -219,7 +240,12 @@ def test_coverage_warning_and_extras():
     cov = sparse.result_.extras["context_coverage"]
     grid = sparse.context_grid_
     assert cov.shape == (4, len(grid))
-    counts = df[~thin].groupby("worker").size().reindex(sparse.workers_ if hasattr(sparse, "workers_") else sparse.responses_.workers)
+    counts = (
+        df[~thin]
+        .groupby("worker")
+        .size()
+        .reindex(sparse.workers_ if hasattr(sparse, "workers_") else sparse.responses_.workers)
+    )
     assert (cov.sum(axis=1) == counts.to_numpy()).all()
     hi = grid > 0.87
     assert cov[2:, hi].sum() == 0 and cov[:2, hi].sum() > 0
@@ -236,13 +262,17 @@ def test_categorical_context_limits():
     capped = _quiet_fit(ContextEM(multiclass="confusion", swing=0.05), sim.responses, cats)
     cc = capped.result_.extras["confusion_curves"]  # workers × categories × true × reported
     assert (cc.max(axis=1) - cc.min(axis=1)).max() <= 0.05 + 1e-6
-    assert (m.result_.extras["confusion_curves"].max(axis=1) - m.result_.extras["confusion_curves"].min(axis=1)).max() > 0.05
+    assert (
+        m.result_.extras["confusion_curves"].max(axis=1) - m.result_.extras["confusion_curves"].min(axis=1)
+    ).max() > 0.05
     many = pd.Series([f"id{i}" for i in range(300)], index=sim.truth.index)
     many.iloc[:5] = "x"
     many2 = pd.Series([f"v{i}" for i in range(301)][:300], index=sim.truth.index)
     ok = _quiet_fit(ContextEM(swing=1.0), sim.responses, many.iloc[:300])  # 296 categories: allowed
     assert len(ok.context_grid_) == 296
-    df = pd.concat([sim.responses, pd.DataFrame({"task": ["extra"], "worker": ["a1"], "label": [0]})], ignore_index=True)
+    df = pd.concat(
+        [sim.responses, pd.DataFrame({"task": ["extra"], "worker": ["a1"], "label": [0]})], ignore_index=True
+    )
     with pytest.raises(UserInputError, match="at most 300 categories"):
         _quiet_fit(ContextEM(), df, pd.concat([many2, pd.Series(["zz"], index=["extra"])]))
 
@@ -253,7 +283,9 @@ def test_confusion_curves_many_seeds_and_swing_selection():
 
     for seed in range(3):
         for rpi in (None, 3):
-            sim = confusion_crowd(6 if rpi is None else 8, 1000 if rpi is None else 2000, 3, seed=seed, responses_per_item=rpi)
+            sim = confusion_crowd(
+                6 if rpi is None else 8, 1000 if rpi is None else 2000, 3, seed=seed, responses_per_item=rpi
+            )
             m = _quiet_fit(ContextEM(multiclass="confusion", swing=1.0), sim.responses, sim.extras["context"])
             ds = DawidSkene().fit(sim.responses)
             mv = MajorityVote(tie_break="random", random_state=seed).fit(sim.responses)

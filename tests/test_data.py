@@ -11,7 +11,9 @@ import pytest
 from fusion_core import Responses, UserInputError
 from fusion_core.data import load_responses, read_context, read_gold, read_table
 
-LONG = pd.DataFrame({"task": [1, 1, 2, 2, 3, 3], "worker": ["a", "b", "a", "b", "a", "c"], "label": ["x", "y", "y", "y", "x", "x"]})
+LONG = pd.DataFrame(
+    {"task": [1, 1, 2, 2, 3, 3], "worker": ["a", "b", "a", "b", "a", "c"], "label": ["x", "y", "y", "y", "x", "x"]}
+)
 
 
 def _bytes(df: pd.DataFrame, fmt: str) -> bytes:
@@ -68,7 +70,9 @@ def test_numeric_labels_sort_numerically():
 
 
 def test_duplicate_policies():
-    dup = pd.concat([LONG, pd.DataFrame({"task": [1, 1], "worker": ["a", "a"], "label": ["y", "y"]})], ignore_index=True)
+    dup = pd.concat(
+        [LONG, pd.DataFrame({"task": [1, 1], "worker": ["a", "a"], "label": ["y", "y"]})], ignore_index=True
+    )
     keep = Responses.from_frame(dup)
     assert keep.n_responses == 8 and keep.report.duplicate_rows == 2
     assert any("kept as separate responses" in m for m in keep.report.messages())
@@ -162,8 +166,13 @@ def test_gold_and_context_readers():
 
 def test_sequences_are_coded_and_validated():
     df = pd.DataFrame(
-        {"task": ["s1/0", "s1/1", "s1/3", "s2/0"] * 2, "worker": ["a"] * 4 + ["b"] * 4,
-         "label": ["O", "B", "I", "O"] * 2, "sequence": ["s1", "s1", "s1", "s2"] * 2, "position": [0, 1, 3, 0] * 2}
+        {
+            "task": ["s1/0", "s1/1", "s1/3", "s2/0"] * 2,
+            "worker": ["a"] * 4 + ["b"] * 4,
+            "label": ["O", "B", "I", "O"] * 2,
+            "sequence": ["s1", "s1", "s1", "s2"] * 2,
+            "position": [0, 1, 3, 0] * 2,
+        }
     )
     resp = Responses.from_frame(df)
     assert resp.has_sequences and list(resp.sequence_bounds) == [0, 3, 4]
@@ -179,7 +188,9 @@ def test_sequences_are_coded_and_validated():
 def test_one_vs_rest_recoding():
     from fusion_core.data.responses import Responses
 
-    df = pd.DataFrame({"task": [1, 1, 2, 2, 3], "worker": ["a", "b", "a", "b", "a"], "label": ["x", "y", "z", "y", "y"]})
+    df = pd.DataFrame(
+        {"task": [1, 1, 2, 2, 3], "worker": ["a", "b", "a", "b", "a"], "label": ["x", "y", "z", "y", "y"]}
+    )
     r = Responses.from_frame(df)
     b = r.one_vs_rest("y")
     assert list(b.classes) == ["not y", "y"] and b.n_classes == 2

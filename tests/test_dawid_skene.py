@@ -54,8 +54,15 @@ def test_recovers_simulated_confusions_and_priors(seed):
     """3,000 items, 20 workers, 5 per item → ~250 responses per worker per true class, so each confusion
     entry has sampling s.d. ≤ √(.25/250) ≈ 0.032: the mean absolute error must be well under that and no
     entry may be off by more than 5 s.d. (0.16).  Priors from 3,000 items: s.d. ≈ 0.009, bound 0.03."""
-    sim = dawid_skene(n_items=3000, n_workers=20, n_classes=3, responses_per_item=5, accuracy=(0.55, 0.9),
-                      class_prior=[0.5, 0.3, 0.2], seed=seed)
+    sim = dawid_skene(
+        n_items=3000,
+        n_workers=20,
+        n_classes=3,
+        responses_per_item=5,
+        accuracy=(0.55, 0.9),
+        class_prior=[0.5, 0.3, 0.2],
+        seed=seed,
+    )
     ds = DawidSkene().fit(sim.responses)
     order = sim.workers.get_indexer(ds.workers_)
     err = np.abs(ds.confusion_ - sim.confusion[order])
@@ -112,7 +119,8 @@ def test_degenerate_inputs_stay_finite(method):
     cases = {
         "all agree": pd.DataFrame({"task": [1, 1, 2, 2, 3, 3], "worker": list("ababab"), "label": [0, 0, 1, 1, 0, 0]}),
         "perfect annotator": pd.DataFrame(
-            {"task": [1, 1, 1, 2, 2, 2], "worker": list("pqrpqr"), "label": [0, 1, 1, 1, 0, 0]}),
+            {"task": [1, 1, 1, 2, 2, 2], "worker": list("pqrpqr"), "label": [0, 1, 1, 1, 0, 0]}
+        ),
         "one response": pd.DataFrame({"task": [1, 1, 2, 2, 3], "worker": list("ababc"), "label": [0, 1, 1, 1, 0]}),
     }
     for name, df in cases.items():
@@ -150,7 +158,9 @@ def test_init_from_posteriors_and_stopping():
 
 
 def test_mv_tie_rule_and_weights():
-    df = pd.DataFrame({"task": [1, 1, 2, 2, 2], "worker": ["a", "b", "a", "b", "c"], "label": ["y", "x", "x", "y", "y"]})
+    df = pd.DataFrame(
+        {"task": [1, 1, 2, 2, 2], "worker": ["a", "b", "a", "b", "c"], "label": ["y", "x", "x", "y", "y"]}
+    )
     mv = MajorityVote().fit(df)
     assert mv.labels_.loc[1] == "x"  # tie → smallest label
     np.testing.assert_allclose(mv.probas_.loc[2].to_numpy(), [1 / 3, 2 / 3])

@@ -61,9 +61,26 @@ def server(tmp_path):
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none"],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.address",
+                "127.0.0.1",
+                "--server.port",
+                str(port),
+                "--server.fileWatcherType",
+                "none",
+            ],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -91,7 +108,9 @@ def _no_exception(page) -> None:
 def test_upload_fit_and_explore(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    sim = dawid_skene(n_items=400, n_workers=12, n_classes=3, responses_per_item=5, labels=["cat", "dog", "<b>bird</b>"], seed=11)
+    sim = dawid_skene(
+        n_items=400, n_workers=12, n_classes=3, responses_per_item=5, labels=["cat", "dog", "<b>bird</b>"], seed=11
+    )
     csv = tmp_path / "export.csv"
     sim.responses.rename(columns={"task": "item_id", "worker": "annotator", "label": "answer"}).to_csv(csv, index=False)
     good = tmp_path / "clean.csv"

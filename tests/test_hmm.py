@@ -19,8 +19,8 @@ from fusion_core.methods.hmm import (
     estimate_transition_mm,
     forward_backward,
     hmm_e_step,
-    layout_from_responses,
     lagged_moments,
+    layout_from_responses,
     response_context,
     viterbi,
 )
@@ -321,9 +321,13 @@ def test_response_context_is_the_annotators_own_previous_label():
     # positions are ordered as integers (2 < 9 < 10), not as strings; worker v skips position 9
     df = pd.DataFrame(
         [
-            ("a/10", "u", "O", "a", 10), ("a/2", "u", "B", "a", 2), ("a/9", "u", "I", "a", 9),
-            ("a/2", "v", "O", "a", 2), ("a/10", "v", "B", "a", 10),
-            ("b/0", "u", "I", "b", 0), ("b/1", "v", "O", "b", 1),
+            ("a/10", "u", "O", "a", 10),
+            ("a/2", "u", "B", "a", 2),
+            ("a/9", "u", "I", "a", 9),
+            ("a/2", "v", "O", "a", 2),
+            ("a/10", "v", "B", "a", 10),
+            ("b/0", "u", "I", "b", 0),
+            ("b/1", "v", "O", "b", 1),
         ],
         columns=["task", "worker", "label", "sequence", "position"],
     )
@@ -337,9 +341,13 @@ def test_response_context_is_the_annotators_own_previous_label():
         for i, w, c in zip(resp.item, resp.worker, ctx.context)
     }
     assert got == {
-        ("a/2", "u"): "-", ("a/9", "u"): "B", ("a/10", "u"): "I",
-        ("a/2", "v"): "-", ("a/10", "v"): "-",  # v did not label a/9: no context
-        ("b/0", "u"): "-", ("b/1", "v"): "-",  # never across sequences or annotators
+        ("a/2", "u"): "-",
+        ("a/9", "u"): "B",
+        ("a/10", "u"): "I",
+        ("a/2", "v"): "-",
+        ("a/10", "v"): "-",  # v did not label a/9: no context
+        ("b/0", "u"): "-",
+        ("b/1", "v"): "-",  # never across sequences or annotators
     }
     # the sparse counts hold one (worker, context, label) entry per response
     assert ctx.counts.sum() == resp.n_responses
@@ -379,8 +387,17 @@ def _copying_annotators(seed, rho, n_seq=100, length=30, k=4, m=8, p_obs=0.5):
             copy = (rng.random(len(seqs)) < rho) if n else np.zeros(len(seqs), dtype=bool)
             lab[:, n] = np.where(copy, lab[:, n - 1], fresh)
         ss, nn = np.meshgrid(seqs, np.arange(length), indexing="ij")
-        frames.append(pd.DataFrame({"task": [f"{a}/{b}" for a, b in zip(ss.ravel(), nn.ravel())], "worker": f"w{w}",
-                                    "label": lab.ravel(), "sequence": ss.ravel(), "position": nn.ravel()}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "task": [f"{a}/{b}" for a, b in zip(ss.ravel(), nn.ravel())],
+                    "worker": f"w{w}",
+                    "label": lab.ravel(),
+                    "sequence": ss.ravel(),
+                    "position": nn.ravel(),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -442,8 +459,17 @@ def _span_error_bio(seed, n_seq=150, length=20, m=8, p_obs=0.5):
                     n += 1
             flip = rng.random(length) < 0.03
             lab[flip] = rng.integers(5, size=int(flip.sum()))
-            frames.append(pd.DataFrame({"task": [f"{s}/{i}" for i in range(length)], "worker": f"w{w}", "label": lab,
-                                        "sequence": s, "position": np.arange(length)}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "task": [f"{s}/{i}" for i in range(length)],
+                        "worker": f"w{w}",
+                        "label": lab,
+                        "sequence": s,
+                        "position": np.arange(length),
+                    }
+                )
+            )
     truth = pd.Series(y.ravel(), index=[f"{s}/{i}" for s in range(n_seq) for i in range(length)])
     return pd.concat(frames, ignore_index=True), truth
 
@@ -488,11 +514,19 @@ from hypothesis import strategies as st  # noqa: E402
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5), st.sampled_from(["u", "v", "w"]), st.sampled_from(["B", "I", "O"])), min_size=4, max_size=40),
+    st.lists(
+        st.tuples(
+            st.integers(0, 3), st.integers(0, 5), st.sampled_from(["u", "v", "w"]), st.sampled_from(["B", "I", "O"])
+        ),
+        min_size=4,
+        max_size=40,
+    ),
     st.sampled_from(["hmm-em", "hmm-mm", "hmm-mv"]),
 )
 def test_random_sequences_fit_or_explain(data, method):
-    df = pd.DataFrame(data, columns=["sequence", "position", "worker", "label"]).drop_duplicates(["sequence", "position", "worker"])
+    df = pd.DataFrame(data, columns=["sequence", "position", "worker", "label"]).drop_duplicates(
+        ["sequence", "position", "worker"]
+    )
     df["task"] = df["sequence"].astype(str) + "/" + df["position"].astype(str)
     try:
         with warnings.catch_warnings():

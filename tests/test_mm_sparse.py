@@ -127,7 +127,7 @@ def test_batched_block_qp_equals_single_block_solver():
     np.testing.assert_allclose(out.sum(axis=1), 1.0, atol=1e-12)
     assert out.min() >= 0 and (out == 0).any()
     # optimality: no feasible random direction lowers the block objective
-    f = lambda x: np.trace(x @ gram[0] @ x.T) - 2 * np.trace(x.T @ lin[0])  # noqa: E731
+    f = lambda x: np.trace(x @ gram[0] @ x.T) - 2 * np.trace(x.T @ lin[0])
     for _ in range(200):
         y = rng.dirichlet(np.ones(k), size=k).T
         assert f(out[0] + 0.01 * (y - out[0])) >= f(out[0]) - 1e-12
@@ -170,7 +170,9 @@ def _sparse_crowd(seed, n=3000, heavy=12, light=300, k=3):
     y = rng.integers(0, k, size=n)
     item, worker = [], []
     for i in range(n):
-        ws = np.r_[np.flatnonzero(rng.random(heavy) < 0.3), heavy + rng.choice(light, size=rng.integers(1, 4), replace=False)]
+        ws = np.r_[
+            np.flatnonzero(rng.random(heavy) < 0.3), heavy + rng.choice(light, size=rng.integers(1, 4), replace=False)
+        ]
         item += [i] * len(ws)
         worker += list(ws)
     item, worker = np.array(item), np.array(worker)

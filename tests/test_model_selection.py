@@ -5,13 +5,12 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.model_selection import HeldoutScore, choose, compare, heldout_score, heldout_splits
 from fusion_core.errors import UserInputError
-from fusion_core.methods import DawidSkene, OneCoinDawidSkene, create
+from fusion_core.methods import DawidSkene, create
 from fusion_core.methods.auto import AutoSelect, default_candidates
 from fusion_core.methods.context import ContextEM
 from fusion_core.simulate.context import table1
@@ -98,7 +97,16 @@ def test_plugin_score_punishes_sparse_full_confusions_and_the_predictive_does_no
     # The posterior predictive removes that artefact (the gap shrinks > 5-fold); on real sparse data the
     # choice is then within a point of the best method (test_auto_on_sparse_real_data_within_one_point).
     for seed in (0, 3):
-        sim = _sim(n_items=800, n_workers=60, n_classes=4, responses_per_item=3, accuracy=(0.5, 0.9), worker_activity="zipf", adversarial=12, seed=seed)
+        sim = _sim(
+            n_items=800,
+            n_workers=60,
+            n_classes=4,
+            responses_per_item=3,
+            accuracy=(0.5, 0.9),
+            worker_activity="zipf",
+            adversarial=12,
+            seed=seed,
+        )
         plug = compare(["ds", "ds1"], sim.responses, prior_strength=0, rule="best")[0].set_index("method")
         pred = compare(["ds", "ds1"], sim.responses, rule="best")[0].set_index("method")
         gap_plug = plug.loc["ds1", "score"] - plug.loc["ds", "score"]
@@ -178,5 +186,8 @@ def test_auto_on_sparse_real_data_within_one_point():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = AutoSelect().fit(answers)
-        acc = {m: (create(m).fit(answers).labels_.reindex(truth.index) == truth).mean() for m in default_candidates() + ["mv", "sml"]}
+        acc = {
+            m: (create(m).fit(answers).labels_.reindex(truth.index) == truth).mean()
+            for m in default_candidates() + ["mv", "sml"]
+        }
     assert acc[a.chosen_method_] >= max(acc.values()) - 0.01

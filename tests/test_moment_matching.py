@@ -60,7 +60,9 @@ def test_t3_exact_moment_recovery_from_weighted_patterns():
 def test_t3_estimator_accepts_item_weights():
     gamma, pi, patterns, prob = _exact_pattern_problem(2)
     m, n = patterns.shape
-    df = pd.DataFrame({"task": np.repeat(np.arange(n), m), "worker": np.tile(np.arange(m), n), "label": patterns.T.ravel()})
+    df = pd.DataFrame(
+        {"task": np.repeat(np.arange(n), m), "worker": np.tile(np.arange(m), n), "label": patterns.T.ravel()}
+    )
     est = create("mm", item_weights=pd.Series(prob)).fit(df)
     ref = moment_matching(patterns, 3, weights=prob)
     np.testing.assert_allclose(est.gamma_, ref.gamma, atol=1e-12)
@@ -96,12 +98,12 @@ def test_t3_aggregated_statistics_equal_brute_force_objective():
     g2 = g.copy()
     g2[2] = rng.dirichlet(np.ones(k), size=k).T
     gram, lin = block_quadratic(mom, g, p, 2)
-    q = lambda x: np.trace(x @ gram @ x.T) - 2 * np.trace(x.T @ lin)  # noqa: E731
+    q = lambda x: np.trace(x @ gram @ x.T) - 2 * np.trace(x.T @ lin)
     assert abs((_brute_objective(F, k, g2, p) - _brute_objective(F, k, g, p)) - (q(g2[2]) - q(g[2]))) < 1e-10
     # π block
     quad, plin = prior_quadratic(mom, g)
     p2 = rng.dirichlet(np.ones(k))
-    r = lambda x: x @ quad @ x - 2 * plin @ x  # noqa: E731
+    r = lambda x: x @ quad @ x - 2 * plin @ x
     assert abs((_brute_objective(F, k, g, p2) - _brute_objective(F, k, g, p)) - (r(p2) - r(p))) < 1e-10
 
 
@@ -229,7 +231,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 _rows = st.lists(
     st.tuples(st.integers(0, 12), st.sampled_from(["w1", "w2", "w3", "w4"]), st.sampled_from(["a", "b", "c"])),
-    min_size=4, max_size=50,
+    min_size=4,
+    max_size=50,
 )
 
 

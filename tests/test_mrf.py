@@ -35,7 +35,9 @@ def test_t10_empty_graph_equals_dawid_skene_without_priors():
     conf0 = normalize_confusion(expected_counts(resp, np.eye(k)[mv]), 0.01)
     delta = node_delta("M", resp)
     n_iter = 7
-    post, labels, conf, _, _, _, _ = network_em(resp, empty_graph(resp.n_items), conf0, mv, delta, smoothing=0.01, max_iter=n_iter, tol=0.0)
+    post, labels, conf, _, _, _, _ = network_em(
+        resp, empty_graph(resp.n_items), conf0, mv, delta, smoothing=0.01, max_iter=n_iter, tol=0.0
+    )
     # DS EM without priors from the same Γ⁽⁰⁾: n_iter E/M rounds
     c = conf0
     for _ in range(n_iter):
@@ -116,7 +118,9 @@ def test_t13_gauss_seidel_icm_is_monotone_and_terminates(seed):
             break
     assert done
     assert all(b <= a + 1e-9 for a, b in zip(energies, energies[1:]))
-    y_j, sweeps_j, _ = icm(unary, g, rng.integers(0, 4, size=resp.n_items), np.full(resp.n_items, delta), mode="jacobi", t_max=7)
+    y_j, sweeps_j, _ = icm(
+        unary, g, rng.integers(0, 4, size=resp.n_items), np.full(resp.n_items, delta), mode="jacobi", t_max=7
+    )
     assert sweeps_j <= 7
 
 
@@ -148,7 +152,11 @@ from hypothesis import strategies as st  # noqa: E402
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(st.tuples(st.integers(0, 9), st.sampled_from(["u", "v", "w"]), st.sampled_from(["a", "b", "c"])), min_size=4, max_size=40),
+    st.lists(
+        st.tuples(st.integers(0, 9), st.sampled_from(["u", "v", "w"]), st.sampled_from(["a", "b", "c"])),
+        min_size=4,
+        max_size=40,
+    ),
     st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), max_size=20),
     st.sampled_from(["mrf-em", "mrf-mv"]),
     st.sampled_from(["gauss_seidel", "jacobi"]),

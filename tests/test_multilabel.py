@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import warnings
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pandas as pd
@@ -35,7 +34,7 @@ def quiet_fit(est, data, **kw):
         return est.fit(data, **kw)
 
 
-@lru_cache(maxsize=None)
+@cache
 def s1(seed: int):
     return multilabel_crowd(seed=seed)
 
@@ -52,7 +51,13 @@ def _rates(model, sim):
 
 # ------------------------------------------------------------------ ML1 parsing
 def test_ml1_formats_a_and_b_agree():
-    a = pd.DataFrame({"task": ["i1", "i1", "i1", "i2", "i2"], "worker": ["w1", "w2", "w3", "w1", "w3"], "label": ["cat|dog", "cat", "", " dog ", "cat||dog|cat"]})
+    a = pd.DataFrame(
+        {
+            "task": ["i1", "i1", "i1", "i2", "i2"],
+            "worker": ["w1", "w2", "w3", "w1", "w3"],
+            "label": ["cat|dog", "cat", "", " dog ", "cat||dog|cat"],
+        }
+    )
     da = parse_multilabel(a)
     assert list(da.labels) == ["cat", "dog"]
     assert da.X.tolist() == [[True, True], [True, False], [False, False], [False, True], [True, True]]
@@ -68,8 +73,12 @@ def test_ml1_formats_a_and_b_agree():
     with pytest.warns(Warning, match="partial judgments"):
         db = parse_multilabel(b)
     assert db.report["collapsed_duplicates"] == 1
-    fa = pd.DataFrame({"t": da.items.take(da.item), "w": da.workers.take(da.worker), "b": [tuple(r) for r in da.X]}).sort_values(["t", "w"])
-    fb = pd.DataFrame({"t": db.items.take(db.item), "w": db.workers.take(db.worker), "b": [tuple(r) for r in db.X]}).sort_values(["t", "w"])
+    fa = pd.DataFrame(
+        {"t": da.items.take(da.item), "w": da.workers.take(da.worker), "b": [tuple(r) for r in da.X]}
+    ).sort_values(["t", "w"])
+    fb = pd.DataFrame(
+        {"t": db.items.take(db.item), "w": db.workers.take(db.worker), "b": [tuple(r) for r in db.X]}
+    ).sort_values(["t", "w"])
     assert fa.values.tolist() == fb.values.tolist()
     assert da.O is None and db.O is None
     # separator, lists, a user vocabulary with an unreported label
@@ -136,7 +145,9 @@ def test_ml4_efficient_likelihood_equals_direct_product():
 
     d = MultiLabelData(item, worker, X, O, pd.Index(range(N)), pd.Index(range(J)), pd.Index(list("abcd")))
     Z = admissible_sets(C, C, True)
-    model = _Model(d, granularity="annotator_label", noise="flip", Z=Z, prior="uniform", alpha=0.01, kappa=0.0, factorised=False)
+    model = _Model(
+        d, granularity="annotator_label", noise="flip", Z=Z, prior="uniform", alpha=0.01, kappa=0.0, factorised=False
+    )
     st = _State(rng.uniform(0.01, 0.4, J * C), rng.uniform(0.01, 0.4, J * C), np.full(len(Z), -np.log(len(Z))), None)
     B, D = model.scatter(st)
     fast = B[:, None] + D @ Z.T.astype(float)
@@ -167,18 +178,36 @@ def test_ml8_mstep_optimality():
 
         def q(e):
             e0, e1 = e
-            return -((n11 + a) * np.log(1 - e1) + (n10 + a) * np.log(e1) + (n01 + a) * np.log(e0) + (n00 + a) * np.log(1 - e0))
+            return -(
+                (n11 + a) * np.log(1 - e1)
+                + (n10 + a) * np.log(e1)
+                + (n01 + a) * np.log(e0)
+                + (n00 + a) * np.log(1 - e0)
+            )
 
         e1 = (n10 + a) / (n11 + n10 + 2 * a)
         e0 = (n01 + a) / (n01 + n00 + 2 * a)
-        res = minimize(q, [0.3, 0.3], bounds=[(1e-9, 1 - 1e-9)] * 2, method="L-BFGS-B", options={"ftol": 1e-15, "gtol": 1e-12})
+        res = minimize(
+            q, [0.3, 0.3], bounds=[(1e-9, 1 - 1e-9)] * 2, method="L-BFGS-B", options={"ftol": 1e-15, "gtol": 1e-12}
+        )
         assert q([e0, e1]) <= res.fun + 1e-8
     # mixture boundary: a 'pure guesser' cell (ε0 + ε1 > 1) gets ε = 1 and r = its report rate
     from fusion_core.methods.multilabel import MultiLabelData
 
     X = np.array([[True], [False], [True], [True]])
-    d = MultiLabelData(np.array([0, 1, 2, 3]), np.zeros(4, int), X, None, pd.Index(range(4)), pd.Index(["w"]), pd.Index(["c"]))
-    model = _Model(d, granularity="global", noise="mixture", Z=admissible_sets(1, 1), prior="uniform", alpha=0.0, kappa=0.0, factorised=False)
+    d = MultiLabelData(
+        np.array([0, 1, 2, 3]), np.zeros(4, int), X, None, pd.Index(range(4)), pd.Index(["w"]), pd.Index(["c"])
+    )
+    model = _Model(
+        d,
+        granularity="global",
+        noise="mixture",
+        Z=admissible_sets(1, 1),
+        prior="uniform",
+        alpha=0.0,
+        kappa=0.0,
+        factorised=False,
+    )
     m = np.array([[0.0], [1.0], [0.0], [0.0]])  # reports mostly where the label is believed absent
     e0, e1 = model.m_noise(m)
     assert abs(e0[0] + e1[0] - 1) < 1e-9 and abs(e0[0] - 0.75) < 1e-9
@@ -202,13 +231,17 @@ def test_ml9_binary_special_case_equals_ds():
     ml_df = pd.DataFrame({"task": item, "worker": wk, "label": np.where(x, "c", "")})
     ds_df = pd.DataFrame({"task": item, "worker": wk, "label": x.astype(int)})
     n = 25
-    ml = quiet_fit(MultiLabelEM(granularity="annotator", max_degree=1, prior="uniform", alpha=0.01, tol=0.0, max_iter=n), ml_df)
+    ml = quiet_fit(
+        MultiLabelEM(granularity="annotator", max_degree=1, prior="uniform", alpha=0.01, tol=0.0, max_iter=n), ml_df
+    )
     ds = DawidSkene(smoothing=0.01, estimate_priors=False, tol=0.0, max_iter=n).fit(ds_df)
     assert np.max(np.abs(ml.probas_["c"].to_numpy() - ds.probas_[1].to_numpy())) < 1e-8
     fr = ml.flip_rates_.xs("c", level="label")
     assert np.max(np.abs(fr["false_positive"].to_numpy() - ds.confusion_[:, 0, 1])) < 1e-8
     assert np.max(np.abs(fr["miss"].to_numpy() - ds.confusion_[:, 1, 0])) < 1e-8
-    assert np.max(np.abs(np.asarray(ml.loss_history_) - np.asarray(ds.loss_history_))) < 1e-8 * abs(ds.loss_history_[-1])
+    assert np.max(np.abs(np.asarray(ml.loss_history_) - np.asarray(ds.loss_history_))) < 1e-8 * abs(
+        ds.loss_history_[-1]
+    )
 
 
 def test_ml10_factorisation():
@@ -232,7 +265,9 @@ def test_ml10_factorisation():
     enum = quiet_fit(MultiLabelEM(factorize=False, **kw), ml_df)
     assert np.max(np.abs(fac.probas_.to_numpy() - enum.probas_.to_numpy())) < 1e-10
     for c, lab in enumerate(labs):
-        ds = DawidSkene(smoothing=0.01, tol=0.0, max_iter=40).fit(pd.DataFrame({"task": item, "worker": wk, "label": bits[:, c].astype(int)}))
+        ds = DawidSkene(smoothing=0.01, tol=0.0, max_iter=40).fit(
+            pd.DataFrame({"task": item, "worker": wk, "label": bits[:, c].astype(int)})
+        )
         assert np.max(np.abs(fac.probas_[lab].to_numpy() - ds.probas_[1].to_numpy())) < 1e-6
 
 
@@ -341,7 +376,9 @@ def test_ml19_warnings():
     assert any("'ghost' is never reported" in w for w in m.warnings_)
     const = df.copy()
     sel = const["worker"] == "w0"
-    const.loc[sel, "label"] = const.loc[sel, "label"].map(lambda s: "|".join(sorted(set(filter(None, s.split("|"))) | {"L2"})))
+    const.loc[sel, "label"] = const.loc[sel, "label"].map(
+        lambda s: "|".join(sorted(set(filter(None, s.split("|"))) | {"L2"}))
+    )
     m2 = quiet_fit(MultiLabelEM(max_degree=3), const)
     assert any("constant" in w and "'w0'/'L2'" in w for w in m2.warnings_)
     # mirror: true sets are {x} or {y}; annotators report x correctly and y inverted

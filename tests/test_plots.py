@@ -250,7 +250,9 @@ def test_context_reliability_curves_and_interpolated_regions():
     solid = [t for t in fig.data if t.name == w0 and t.xaxis == "x"][0]
     dotted = [t for t in fig.data if t.name == f"{w0} (interpolated)" and t.xaxis == "x"][0]
     y_s, y_d = np.asarray(solid.y, float), np.asarray(dotted.y, float)
-    np.testing.assert_allclose(np.where(np.isfinite(y_s), y_s, 0), np.where(np.isfinite(y_s), res.extras["detection_curves"][w], 0))
+    np.testing.assert_allclose(
+        np.where(np.isfinite(y_s), y_s, 0), np.where(np.isfinite(y_s), res.extras["detection_curves"][w], 0)
+    )
     assert np.isfinite(y_d[grid > 0.75]).all() and np.isnan(y_s[grid > 0.75]).all()  # beyond its data: dotted only
     assert np.isfinite(y_s[grid < 0.6]).all()
     assert fig.layout.xaxis.title.text == "context" and "detection" in fig.layout.annotations[0].text

@@ -12,8 +12,11 @@ from fusion_core.data import load_responses, read_table
 from fusion_core.methods import create
 
 rows = st.lists(
-    st.tuples(st.integers(0, 15), st.sampled_from(["w1", "w2", "w3", "w4", "w5"]), st.sampled_from(["a", "b", "c", 0, 1])),
-    min_size=1, max_size=60,
+    st.tuples(
+        st.integers(0, 15), st.sampled_from(["w1", "w2", "w3", "w4", "w5"]), st.sampled_from(["a", "b", "c", 0, 1])
+    ),
+    min_size=1,
+    max_size=60,
 )
 
 

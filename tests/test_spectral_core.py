@@ -10,7 +10,7 @@ import pytest
 
 from fusion_core.spectral import (
     BinaryMatrix,
-    Moments,
+    _pattern_design,
     als_rank_one,
     estimate_b_tensor,
     fit_spectral,
@@ -23,7 +23,6 @@ from fusion_core.spectral import (
     resolve_sign,
     restricted_log_likelihood,
     spectral_core,
-    _pattern_design,
 )
 
 
@@ -136,8 +135,12 @@ def test_likelihood_pattern_compression_keeps_counts():
     # direct per-item evaluation
     psi, eta = [np.clip(x, 1e-3, 1 - 1e-3) for x in psi_eta_from_v(mu, v, 0.4)]
     obs = ~np.isnan(Z)
-    lp = np.log(0.7) + np.sum(np.where(obs & (Z > 0), np.log(psi)[:, None], 0) + np.where(obs & (Z < 0), np.log(1 - psi)[:, None], 0), axis=0)
-    ln = np.log(0.3) + np.sum(np.where(obs & (Z < 0), np.log(eta)[:, None], 0) + np.where(obs & (Z > 0), np.log(1 - eta)[:, None], 0), axis=0)
+    lp = np.log(0.7) + np.sum(
+        np.where(obs & (Z > 0), np.log(psi)[:, None], 0) + np.where(obs & (Z < 0), np.log(1 - psi)[:, None], 0), axis=0
+    )
+    ln = np.log(0.3) + np.sum(
+        np.where(obs & (Z < 0), np.log(eta)[:, None], 0) + np.where(obs & (Z > 0), np.log(1 - eta)[:, None], 0), axis=0
+    )
     np.testing.assert_allclose(G[2], np.mean(np.logaddexp(lp, ln)), rtol=1e-12)
 
 

@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import load_dataset
+
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods import InformedSML, SpectralDawidSkene, SpectralMetaLearner, available, create, info
 from fusion_core.metrics import accuracy
@@ -212,7 +212,8 @@ from fusion_core.errors import UserInputError  # noqa: E402
 
 _rows = st.lists(
     st.tuples(st.integers(0, 40), st.sampled_from([f"w{i}" for i in range(8)]), st.sampled_from(["a", "b", "c"])),
-    min_size=1, max_size=250,
+    min_size=1,
+    max_size=250,
 )
 
 

@@ -23,7 +23,15 @@ from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
 
 GRAPH_FORMATS = ("csv", "tsv", "graphml", "gml")
-_EXT = {".csv": "csv", ".txt": "csv", ".tsv": "tsv", ".tab": "tsv", ".graphml": "graphml", ".xml": "graphml", ".gml": "gml"}
+_EXT = {
+    ".csv": "csv",
+    ".txt": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".graphml": "graphml",
+    ".xml": "graphml",
+    ".gml": "gml",
+}
 SOURCE_NAMES = ("source", "src", "from", "u", "node1")
 TARGET_NAMES = ("target", "dst", "to", "v", "node2")
 
@@ -77,7 +85,11 @@ def read_graph(source: Any, *, name: str | None = None, format: str | None = Non
     if not fmt:
         data, _ = _read_bytes(source, None)
         head = data[:512].lstrip().lower()
-        fmt = "graphml" if head.startswith(b"<?xml") or b"<graphml" in head else ("gml" if head.startswith(b"graph") else "csv")
+        fmt = (
+            "graphml"
+            if head.startswith(b"<?xml") or b"<graphml" in head
+            else ("gml" if head.startswith(b"graph") else "csv")
+        )
         source = data
     if fmt not in GRAPH_FORMATS:
         raise UserInputError(f"unknown graph format {fmt!r}; use one of {', '.join(GRAPH_FORMATS)}.")
@@ -120,7 +132,7 @@ class ItemGraph:
 
     @property
     def n_edges(self) -> int:
-        return int(len(self.source))
+        return len(self.source)
 
     @property
     def degree(self) -> np.ndarray:
@@ -169,7 +181,14 @@ def graph_for_responses(graph: Any, responses: Responses) -> ItemGraph:
     bad = np.concatenate([edges["source"].to_numpy()[src < 0], edges["target"].to_numpy()[dst < 0]]).astype(object)
     if nodes:
         node_arr = pd.Index(nodes)
-        bad = np.concatenate([bad, np.asarray(node_arr[responses.item_codes(node_arr, what="graph nodes", strict=False) < 0], dtype=object)])
+        bad = np.concatenate(
+            [
+                bad,
+                np.asarray(
+                    node_arr[responses.item_codes(node_arr, what="graph nodes", strict=False) < 0], dtype=object
+                ),
+            ]
+        )
     if len(bad):
         uniq_bad = list(pd.unique(pd.Series(bad, dtype=object)))
         examples, count = uniq_bad[:5], len(uniq_bad)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import io
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Sequence
+from typing import Any, BinaryIO
 
 import pandas as pd
 
@@ -52,7 +53,9 @@ def _read_bytes(source: Source, max_bytes: int | None) -> tuple[bytes, str]:
         name = str(getattr(source, "name", "") or "")
         size = getattr(source, "size", None)
         if size is not None and size > limit:
-            raise UserInputError(f"{name or 'the upload'} is {size / 1e6:,.1f} MB, over the {limit / 1e6:,.1f} MB limit.")
+            raise UserInputError(
+                f"{name or 'the upload'} is {size / 1e6:,.1f} MB, over the {limit / 1e6:,.1f} MB limit."
+            )
         if hasattr(source, "seek"):
             try:
                 source.seek(0)
@@ -93,7 +96,9 @@ def _decode(data: bytes, name: str) -> str:
             "re-save it as UTF-8 CSV, or upload Parquet."
         ) from None
     if "\x00" in text[:65536]:
-        raise UserInputError(f"{name or 'the file'} looks binary, not a text table; upload CSV, TSV, JSON lines or Parquet.")
+        raise UserInputError(
+            f"{name or 'the file'} looks binary, not a text table; upload CSV, TSV, JSON lines or Parquet."
+        )
     return text
 
 
@@ -123,8 +128,11 @@ def read_table(
                 with warnings.catch_warnings():  # a row longer than the header would silently lose data
                     warnings.simplefilter("error", pd.errors.ParserWarning)
                     df = pd.read_csv(
-                        io.StringIO(text), sep="\t" if fmt == "tsv" else ",", skipinitialspace=True,
-                        index_col=False, on_bad_lines="error",
+                        io.StringIO(text),
+                        sep="\t" if fmt == "tsv" else ",",
+                        skipinitialspace=True,
+                        index_col=False,
+                        on_bad_lines="error",
                     )
     except UserInputError:
         raise
@@ -160,11 +168,21 @@ def load_responses(
     """Read and validate responses.  ``layout='long'`` (one row per response; crowd-kit columns by
     default) or ``'wide'`` (one row per item, one column per annotator, blanks = missing; ``task`` names
     the item-id column, or the first column is used when ``task`` is not a column)."""
-    df = source if isinstance(source, pd.DataFrame) else read_table(source, name=name, format=format, max_bytes=max_bytes)
+    df = (
+        source
+        if isinstance(source, pd.DataFrame)
+        else read_table(source, name=name, format=format, max_bytes=max_bytes)
+    )
     if layout == "long":
         return Responses.from_frame(
-            df, task=task, worker=worker, label=label, sequence=sequence, position=position,
-            classes=classes, duplicates=duplicates,
+            df,
+            task=task,
+            worker=worker,
+            label=label,
+            sequence=sequence,
+            position=position,
+            classes=classes,
+            duplicates=duplicates,
         )
     if layout == "wide":
         item_col = task if task in df.columns else df.columns[0]
@@ -199,7 +217,11 @@ def read_gold(
 
 
 def read_context(
-    source: Source | pd.DataFrame, *, name: str | None = None, task: str = "task", column: str = "context",
+    source: Source | pd.DataFrame,
+    *,
+    name: str | None = None,
+    task: str = "task",
+    column: str = "context",
     max_bytes: int | None = None,
 ) -> pd.Series:
     """A numeric context value per item as a Series by task (e.g. image resolution, text length)."""

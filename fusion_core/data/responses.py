@@ -9,10 +9,11 @@ and why.  EM loops only ever touch the numpy arrays and the sparse count matrix 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from numbers import Number
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -257,13 +258,13 @@ class Responses:
         codes = self.item_codes(series.index, what=f"{what} tasks", strict=True)
         return codes, series.to_numpy()
 
-    def subset(self, mask: np.ndarray) -> "Responses":
+    def subset(self, mask: np.ndarray) -> Responses:
         """The responses selected by a boolean mask, with the same item/worker/class coding."""
         mask = np.asarray(mask, dtype=bool)
         rep = replace(self.report, responses=int(mask.sum()), notes=list(self.report.notes))
         return replace(self, item=self.item[mask], worker=self.worker[mask], label=self.label[mask], report=rep)
 
-    def with_items_resampled(self, item_draw: np.ndarray) -> "Responses":
+    def with_items_resampled(self, item_draw: np.ndarray) -> Responses:
         """Bootstrap copy: items ``item_draw`` (codes, with repeats) become new items 0..len-1, with unique
         ids 0..len-1 (the source item of new item j is ``item_draw[j]``).  Sequences are not carried; see
         :meth:`with_sequences_resampled`."""
@@ -284,7 +285,7 @@ class Responses:
             report=ValidationReport(rows_read=len(src), responses=len(src)),
         )
 
-    def one_vs_rest(self, label: Any) -> "Responses":
+    def one_vs_rest(self, label: Any) -> Responses:
         """Binary copy: ``label`` against every other label (classes ``["not <label>", label]``), for binary-only
         analyses such as cartel detection on multi-class data."""
         code = int(self.label_codes([label], what="one-vs-rest label")[0])
@@ -295,7 +296,7 @@ class Responses:
             report=replace(self.report, notes=list(self.report.notes)),
         )
 
-    def with_sequences_resampled(self, sequence_draw: np.ndarray) -> tuple["Responses", np.ndarray]:
+    def with_sequences_resampled(self, sequence_draw: np.ndarray) -> tuple[Responses, np.ndarray]:
         """Block bootstrap for sequential data: whole sequences ``sequence_draw`` (codes, with repeats) become
         new sequences 0..len-1, positions kept.  Returns (copy, item_draw: source item of each new item)."""
         if self.sequence is None:
@@ -328,7 +329,7 @@ class Responses:
         classes: Sequence[Any] | None = None,
         duplicates: str = "keep",
         min_workers: int = 2,
-    ) -> "Responses":
+    ) -> Responses:
         """Validate and code a long-format table (crowd-kit columns by default).
 
         ``sequence``/``position`` default to the columns of those names when both are present.
@@ -407,7 +408,9 @@ class Responses:
 
         seq_codes = pos = seq_index = None
         if sequence is not None:
-            seq_codes, seq_index, pos = _code_sequences(work, item_code, len(item_index), sequence, position, report, worker)
+            seq_codes, seq_index, pos = _code_sequences(
+                work, item_code, len(item_index), sequence, position, report, worker
+            )
 
         report.responses = len(work)
         return cls(
@@ -431,7 +434,7 @@ class Responses:
         task: str | None = None,
         classes: Sequence[Any] | None = None,
         min_workers: int = 2,
-    ) -> "Responses":
+    ) -> Responses:
         """Wide format: one row per item, one column per annotator, blanks = no response.
 
         ``task`` names the item-id column; without it the index is the item id.
@@ -463,7 +466,12 @@ class Responses:
 
 
 def _code_sequences(
-    work: pd.DataFrame, item_code: np.ndarray, n_items: int, sequence: str, position: str, report: ValidationReport,
+    work: pd.DataFrame,
+    item_code: np.ndarray,
+    n_items: int,
+    sequence: str,
+    position: str,
+    report: ValidationReport,
     worker_col: str,
 ) -> tuple[np.ndarray, pd.Index, np.ndarray]:
     """Per-item sequence code and position, with the checks sequential models rely on."""
@@ -513,7 +521,7 @@ def _code_sequences(
     return seq_of_item, seq_index, pos_of_item
 
 
-def as_responses(data: "Responses | pd.DataFrame", **kwargs: Any) -> Responses:
+def as_responses(data: Responses | pd.DataFrame, **kwargs: Any) -> Responses:
     """Accept either a :class:`Responses` or a long-format DataFrame (crowd-kit columns)."""
     if isinstance(data, Responses):
         return data

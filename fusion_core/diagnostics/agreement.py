@@ -100,7 +100,9 @@ def _indicators(resp: Responses, workers: np.ndarray | None) -> tuple[sp.csr_mat
     shape = (len(workers), resp.n_items)
     ones = np.ones(len(w))
     presence = sp.csr_matrix((ones, (w, i)), shape=shape)
-    per_label = [sp.csr_matrix((ones[lab == k], (w[lab == k], i[lab == k])), shape=shape) for k in range(resp.n_classes)]
+    per_label = [
+        sp.csr_matrix((ones[lab == k], (w[lab == k], i[lab == k])), shape=shape) for k in range(resp.n_classes)
+    ]
     return presence, per_label, workers
 
 
@@ -148,7 +150,9 @@ def most_active(data: Responses | pd.DataFrame, n: int = 30) -> pd.Index:
     return pd.Index(resp.workers.take(order), name="worker")
 
 
-def agreement_summary(data: Responses | pd.DataFrame, *, max_workers: int = 30, min_overlap: int = 2) -> AgreementSummary:
+def agreement_summary(
+    data: Responses | pd.DataFrame, *, max_workers: int = 30, min_overlap: int = 2
+) -> AgreementSummary:
     """Fleiss' κ, Krippendorff's α and the mean pairwise Cohen's κ among the most active annotators."""
     resp = as_responses(data)
     counts = resp.vote_counts()
@@ -164,5 +168,5 @@ def agreement_summary(data: Responses | pd.DataFrame, *, max_workers: int = 30, 
         items_used=int((n_i >= 2).sum()),
         mean_ratings_per_item=float(n_i.mean()) if len(n_i) else float("nan"),
         mean_pairwise_kappa=float(upper.mean()) if len(upper) else float("nan"),
-        pairs_used=int(len(upper)),
+        pairs_used=len(upper),
     )

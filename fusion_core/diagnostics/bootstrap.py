@@ -14,8 +14,9 @@ never permuted).  Annotators with no response in a replicate get NaN there and a
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,7 @@ from scipy.optimize import linear_sum_assignment
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.errors import AggregationWarning, UserInputError
 from fusion_core.methods.base import Aggregator, worker_skills
-from fusion_core.methods.registry import create, info
+from fusion_core.methods.registry import info
 
 
 @dataclass
@@ -138,7 +139,7 @@ def bootstrap_intervals(
         conf = None
         if r.confusion is not None:
             conf = r.confusion[:, perm, :]
-            prior = (r.class_prior[perm] if r.class_prior is not None else post.mean(axis=0))
+            prior = r.class_prior[perm] if r.class_prior is not None else post.mean(axis=0)
             skills = np.einsum("k,wkk->w", prior, conf)
         elif identity:
             skills = np.asarray(r.extras["skills"], dtype=float)

@@ -48,14 +48,13 @@ from fusion_core.spectral import (
     SparseOverlapWarning,
     fit_binary,
     loglinear_diagonal,
-    pairwise_moments,
     pair_weights,
+    pairwise_moments,
     resolve_sign,
     spectral_core,
     top_eigenpair,
     top_eigh,
 )
-
 
 SPARSE_BOOTSTRAP_CELLS = 200_000  # above this many annotator × item cells (and < 30% observed) the
 # bootstrap draws only observed entries and sums over the fixed pair pattern (``_PairPattern``) instead of
@@ -82,7 +81,9 @@ class CartelReport:
     # extras beyond the contract
     statistic: np.ndarray = field(default_factory=lambda: np.array([]))  # observed residual eigenvalues s
     null_statistic: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # bootstrap s* (B × n_extra)
-    undetermined: pd.Index = field(default_factory=lambda: pd.Index([], name="worker"))  # near-random annotators (no usable signal)
+    undetermined: pd.Index = field(
+        default_factory=lambda: pd.Index([], name="worker")
+    )  # near-random annotators (no usable signal)
     rho: pd.Series = field(default_factory=lambda: pd.Series(dtype=float, name="rho"))  # signal strength √(L1² + L2²)
     method: str = "sml"
     positive_label: Any = None
@@ -94,8 +95,9 @@ class CartelReport:
 
 
 # ------------------------------------------------------------------------------ batched moments
-def _batched_stats(Z: np.ndarray, O: np.ndarray, n_min: int, n_extra: int, x0: np.ndarray,
-                   n_spec: int = 0, weights: str = "delta") -> tuple[np.ndarray, np.ndarray]:
+def _batched_stats(
+    Z: np.ndarray, O: np.ndarray, n_min: int, n_extra: int, x0: np.ndarray, n_spec: int = 0, weights: str = "delta"
+) -> tuple[np.ndarray, np.ndarray]:
     """For each replicate b of Z (b × m × n, 0 where missing; O the m × n mask): the top ``n_extra``
     eigenvalues of the standardised residual of the rank-one fit (§6.3) and the top ``n_spec`` eigenvalues
     of the completed R̂.  Method A (delta weights) + hard-impute power iteration warm-started at x0.
@@ -116,7 +118,7 @@ def _stats_from_products(N, S1, S12, n_min, n_extra, x0, n_spec=0, weights="delt
         q = (S12 - S1 * S1.transpose(0, 2, 1) / N) / (N - 1)
     varies = np.abs(S1) < N - 1e-9
     off = ~np.eye(m, dtype=bool)
-    valid = off & (N >= max(n_min, 2)) & varies & varies.transpose(0, 2, 1)
+    valid = off & (max(n_min, 2) <= N) & varies & varies.transpose(0, 2, 1)
     const = np.abs(mu) >= 1 - 1e-12
     valid &= ~const[:, :, None] & ~const[:, None, :]
     muc = np.clip(mu, -(1 - 1e-6), 1 - 1e-6)
@@ -140,6 +142,7 @@ def _stats_from_products(N, S1, S12, n_min, n_extra, x0, n_spec=0, weights="delt
     R[:, np.arange(m), np.arange(m)] = r
     miss = off & ~valid
     Mf = miss.astype(float) if miss.any() else None
+
     def matvec(x, lam):  # R_f x with R_f = R off the missing pairs and λ x xᵀ on them: R x + λ x ⊙ (M x²)
         y = np.matmul(R, x[:, :, None])[:, :, 0]
         if Mf is not None:
@@ -243,7 +246,7 @@ def _lanczos_top(A: sp.csr_matrix, nb: int, m: int, max_steps: int = 120, tol: f
         w = (A @ q.ravel()).reshape(nb, m)
         alpha[:, k] = np.einsum("bi,bi->b", q, w)
         for _ in range(2):  # full reorthogonalisation (classical Gram–Schmidt, twice)
-            w -= np.einsum("bk,bkm->bm", np.einsum("bkm,bm->bk", Qs[:, :k + 1], w), Qs[:, :k + 1])
+            w -= np.einsum("bk,bkm->bm", np.einsum("bkm,bm->bk", Qs[:, : k + 1], w), Qs[:, : k + 1])
         beta[:, k] = np.linalg.norm(w, axis=1)
         done = k + 1 == k_max
         if (k + 1) % 10 == 0 or done:
@@ -253,15 +256,14 @@ def _lanczos_top(A: sp.csr_matrix, nb: int, m: int, max_steps: int = 120, tol: f
                 if k == 0:
                     theta[r], ok[r] = alpha[r, 0], beta[r, 0] <= tol * max(abs(alpha[r, 0]), 1.0)
                     continue
-                val, vec = sla.eigh_tridiagonal(alpha[r, :k + 1], beta[r, :k], select="i",
-                                                select_range=(k, k))
+                val, vec = sla.eigh_tridiagonal(alpha[r, : k + 1], beta[r, :k], select="i", select_range=(k, k))
                 theta[r] = val[0]
                 ok[r] = beta[r, k] * abs(vec[-1, 0]) <= tol * max(abs(val[0]), 1.0) or (done and k + 1 == m)
             if ok.all():
                 break
         if done:
             break
-        q = w / np.maximum(beta[:, k:k + 1], 1e-300)
+        q = w / np.maximum(beta[:, k : k + 1], 1e-300)
     return theta[:, None], ok
 
 
@@ -323,9 +325,14 @@ class _PairPattern:
         z32 = zs.astype(np.float32)  # ±1 sums are exact in float32; small sub-chunks stay in cache
         out = []
         for i in range(0, len(z32), 4):
-            za, zb = z32[i:i + 4][:, self.ea], z32[i:i + 4][:, self.eb]
-            out.append((np.add.reduceat(za, self.starts, axis=1), np.add.reduceat(zb, self.starts, axis=1),
-                        np.add.reduceat(za * zb, self.starts, axis=1)))
+            za, zb = z32[i : i + 4][:, self.ea], z32[i : i + 4][:, self.eb]
+            out.append(
+                (
+                    np.add.reduceat(za, self.starts, axis=1),
+                    np.add.reduceat(zb, self.starts, axis=1),
+                    np.add.reduceat(za * zb, self.starts, axis=1),
+                )
+            )
         s1a, s1b, s12 = (np.concatenate(v).astype(float) for v in zip(*out))
         return diag, s1a, s1b, s12
 
@@ -345,8 +352,9 @@ class _PairPattern:
         E[:, self.b, self.a] = e
         return np.linalg.eigvalsh(E)[:, ::-1]
 
-    def stats(self, zs: np.ndarray, n_min: int, n_extra: int, x0: np.ndarray, n_spec: int = 0,
-              weights: str = "delta") -> tuple[np.ndarray, np.ndarray]:
+    def stats(
+        self, zs: np.ndarray, n_min: int, n_extra: int, x0: np.ndarray, n_spec: int = 0, weights: str = "delta"
+    ) -> tuple[np.ndarray, np.ndarray]:
         """:func:`_stats_from_products` computed on the candidate pairs only (same statistic: the other
         pairs are never valid), with the hard-impute power iteration as sparse block-diagonal products."""
         nb, m = zs.shape[0], self.m
@@ -369,9 +377,11 @@ class _PairPattern:
         with np.errstate(divide="ignore"):
             Y = np.where(W > 0, np.log(np.abs(qz) + (W == 0)), 0.0)
         rep = np.arange(nb)[:, None] * m
-        deg = (np.bincount((rep + a).ravel(), W.ravel(), nb * m) + np.bincount((rep + b).ravel(), W.ravel(), nb * m))
-        c = (np.bincount((rep + a).ravel(), (W * Y).ravel(), nb * m)
-             + np.bincount((rep + b).ravel(), (W * Y).ravel(), nb * m)).reshape(nb, m)
+        deg = np.bincount((rep + a).ravel(), W.ravel(), nb * m) + np.bincount((rep + b).ravel(), W.ravel(), nb * m)
+        c = (
+            np.bincount((rep + a).ravel(), (W * Y).ravel(), nb * m)
+            + np.bincount((rep + b).ravel(), (W * Y).ravel(), nb * m)
+        ).reshape(nb, m)
         A = np.zeros((nb, m, m))
         A[:, a, b] = W
         A[:, b, a] = W
@@ -382,6 +392,7 @@ class _PairPattern:
         any_miss = bool((valid.sum(axis=1) < m * (m - 1) // 2).any())
         Qs = self.block(qz)
         Vs = self.block(valid.astype(float)) if any_miss else None
+
         def matvec(x, lam):  # the dense path's product on the sparse pair pattern; missing pairs imputed by λ x xᵀ
             y = (Qs @ x.ravel()).reshape(nb, m) + r * x
             if Vs is not None:  # Σ_{j missing} x_j² = Σ_{j≠i} x_j² − Σ_{j valid} x_j²
@@ -420,8 +431,18 @@ def _stop_count(alpha: float, n_bootstrap: int) -> int:
 class _Analysis:
     """Dense view of the core annotators' labels plus cached group tests."""
 
-    def __init__(self, resp: Responses, B: BinaryMatrix, workers_idx: np.ndarray, *, n_bootstrap: int, alpha: float,
-                 n_min: int, rng: np.random.Generator, pos: int):
+    def __init__(
+        self,
+        resp: Responses,
+        B: BinaryMatrix,
+        workers_idx: np.ndarray,
+        *,
+        n_bootstrap: int,
+        alpha: float,
+        n_min: int,
+        rng: np.random.Generator,
+        pos: int,
+    ):
         self.resp, self.pos = resp, pos
         self.idx = workers_idx  # codes of analysed annotators
         sub = B.subset_workers(np.isin(np.arange(B.m), workers_idx))
@@ -447,8 +468,14 @@ class _Analysis:
             bf = fit_binary(Bg, n_min=self.n_min, d_min=1)
         keep = np.isin(Bg.item, np.unique(Bg.item))
         # two-coin EM from the i-SML posterior (spec §3.11) on a Responses built from the group's labels
-        r = Responses(item=Bg.item[keep], worker=Bg.worker[keep], label=(Bg.z[keep] > 0).astype(np.int64),
-                      items=pd.RangeIndex(Bg.n), workers=pd.RangeIndex(Bg.m), classes=pd.Index([0, 1]))
+        r = Responses(
+            item=Bg.item[keep],
+            worker=Bg.worker[keep],
+            label=(Bg.z[keep] > 0).astype(np.int64),
+            items=pd.RangeIndex(Bg.n),
+            workers=pd.RangeIndex(Bg.m),
+            classes=pd.Index([0, 1]),
+        )
         if bf.llr is not None:
             p = 1 / (1 + np.exp(-np.clip(bf.llr + np.log((1 + bf.b) / (1 - bf.b)), -50, 50)))
             q0 = np.stack([1 - p, p], axis=1)
@@ -460,8 +487,9 @@ class _Analysis:
         b = float(np.clip(f.class_prior[1] - f.class_prior[0], -0.98, 0.98))
         return psi, eta, b
 
-    def test(self, g: np.ndarray, n_extra: int = 1, n_spec: int = 0, chunk: int = 50,
-             sequential: bool = False) -> dict[str, Any]:
+    def test(
+        self, g: np.ndarray, n_extra: int = 1, n_spec: int = 0, chunk: int = 50, sequential: bool = False
+    ) -> dict[str, Any]:
         """Statistic and bootstrap p-values for group g (local indices), cached by membership.
 
         ``sequential`` [EXT, ours]: Besag–Clifford sequential Monte Carlo test (Besag & Clifford 1991,
@@ -510,8 +538,14 @@ class _Analysis:
                 s, sp_ = pat.stats(zs, self.n_min, n_extra, x0, n_spec)
             else:
                 u = self.rng.random((nb, m, n))
-                zs = np.where(y[:, None, :], np.where(u < psi[None, :, None], 1.0, -1.0),
-                              np.where(u < eta[None, :, None], -1.0, 1.0)) * Og[None]
+                zs = (
+                    np.where(
+                        y[:, None, :],
+                        np.where(u < psi[None, :, None], 1.0, -1.0),
+                        np.where(u < eta[None, :, None], -1.0, 1.0),
+                    )
+                    * Og[None]
+                )
                 s, sp_ = _batched_stats(zs, Og, self.n_min, n_extra, x0, n_spec)
             s_null.append(s)
             spec_null.append(sp_)
@@ -528,8 +562,15 @@ class _Analysis:
             p[0] = h / stop_at
         else:
             p = (1 + (s_null_a >= s_obs[0][None, :]).sum(axis=0)) / (B + 1)
-        out = {"s": s_obs[0], "s_null": s_null_a, "p": p, "spec": spec_obs[0], "spec_null": spec_null_a,
-               "null": (psi, eta, b), "n_drawn": len(s_null_a)}
+        out = {
+            "s": s_obs[0],
+            "s_null": s_null_a,
+            "p": p,
+            "spec": spec_obs[0],
+            "spec_null": spec_null_a,
+            "null": (psi, eta, b),
+            "n_drawn": len(s_null_a),
+        }
         self.cache[key] = out
         return out
 
@@ -705,14 +746,28 @@ def detect_cartels(
     if resp.n_classes != 2:
         raise UserInputError(
             f"cartel detection needs binary labels; these data have {resp.n_classes} classes "
-            f"{list(resp.classes)[:6]}. Recode to one class versus the rest first.")
+            f"{list(resp.classes)[:6]}. Recode to one class versus the rest first."
+        )
     pos = 1 if positive_label is None else int(resp.label_codes([positive_label], what="positive_label")[0])
     rng = np.random.default_rng(random_state)
     msgs: list[str] = []
     with warnings.catch_warnings(record=True) as caught, _one_blas_thread():
         warnings.simplefilter("always", AggregationWarning)
-        report = _detect(resp, pos, rng, int(n_bootstrap), float(alpha), method, n_min, d_min, m_min, k_max,
-                         n_components, merge, create)
+        report = _detect(
+            resp,
+            pos,
+            rng,
+            int(n_bootstrap),
+            float(alpha),
+            method,
+            n_min,
+            d_min,
+            m_min,
+            k_max,
+            n_components,
+            merge,
+            create,
+        )
     for w in caught:
         if issubclass(w.category, AggregationWarning):
             msgs.append(str(w.message))
@@ -732,10 +787,23 @@ def _detect(resp, pos, rng, n_bootstrap, alpha, method, n_min, d_min, m_min, k_m
     if core.too_sparse:
         warnings.warn(f"cartel detection not applicable: {core.reason}.", SparseOverlapWarning, stacklevel=3)
         empty = pd.Index([], name="worker")
-        return CartelReport(empty, np.array([]), np.zeros((n_bootstrap, 0)), np.array([]),
-                            pd.DataFrame(index=empty), [], pd.Series(dtype=object, name="membership"),
-                            pd.Series(dtype=float, name="cartel_score"), labels, labels.copy(), alpha, n_bootstrap,
-                            notes, method=method, positive_label=resp.classes[pos])
+        return CartelReport(
+            empty,
+            np.array([]),
+            np.zeros((n_bootstrap, 0)),
+            np.array([]),
+            pd.DataFrame(index=empty),
+            [],
+            pd.Series(dtype=object, name="membership"),
+            pd.Series(dtype=float, name="cartel_score"),
+            labels,
+            labels.copy(),
+            alpha,
+            n_bootstrap,
+            notes,
+            method=method,
+            positive_label=resp.classes[pos],
+        )
     idx = np.flatnonzero(core.mask)
     an = _Analysis(resp, B, idx, n_bootstrap=n_bootstrap, alpha=alpha, n_min=n_min, rng=rng, pos=pos)
     m = len(idx)
@@ -811,8 +879,12 @@ def _detect(resp, pos, rng, n_bootstrap, alpha, method, n_min, d_min, m_min, k_m
     sigbar2 = float(np.median(an.mom.sigma2[valid])) if valid.any() else 0.0
     undetermined = best_coef**2 <= 4 * sigbar2
     if undetermined.any():  # near-random annotators go with the main group for fusion
-        final = [np.setdiff1d(g, np.flatnonzero(undetermined)) if k != main_k else np.union1d(g, np.flatnonzero(undetermined))
-                 for k, g in enumerate(final)]
+        final = [
+            np.setdiff1d(g, np.flatnonzero(undetermined))
+            if k != main_k
+            else np.union1d(g, np.flatnonzero(undetermined))
+            for k, g in enumerate(final)
+        ]
     others = [g for k, g in enumerate(final) if k != main_k and len(g)]
     others.sort(key=lambda g: -len(g))
     membership = pd.Series("honest", index=workers, name="membership", dtype=object)
@@ -832,13 +904,17 @@ def _detect(resp, pos, rng, n_bootstrap, alpha, method, n_min, d_min, m_min, k_m
             warnings.warn(notes[-1], AggregationWarning, stacklevel=3)
         srt = sorted(strength, reverse=True)
         if len(srt) > 1 and srt[1] >= 0.8 * srt[0]:
-            notes.append("the two strongest groups have rank-one eigenvalues within 20%: the main-group choice is unreliable.")
+            notes.append(
+                "the two strongest groups have rank-one eigenvalues within 20%: the main-group choice is unreliable."
+            )
             warnings.warn(notes[-1], AggregationWarning, stacklevel=3)
 
     if first["p"][0] < alpha and not groups:
-        notes.append(f"a second covariance component is significant (p = {first['p'][0]:.3g}) but no separate group "
-                     "of annotators could be split off: the correlation is spread over the crowd (e.g. item "
-                     "difficulty or shared guidelines) rather than concentrated in a cartel.")
+        notes.append(
+            f"a second covariance component is significant (p = {first['p'][0]:.3g}) but no separate group "
+            "of annotators could be split off: the correlation is spread over the crowd (e.g. item "
+            "difficulty or shared guidelines) rather than concentrated in a cartel."
+        )
         warnings.warn(notes[-1], AggregationWarning, stacklevel=3)
     labels_wo = labels.copy()
     if groups:
@@ -852,7 +928,9 @@ def _detect(resp, pos, rng, n_bootstrap, alpha, method, n_min, d_min, m_min, k_m
         labels_wo = labels.copy()
         labels_wo.iloc[np.flatnonzero(has)] = est.labels_.to_numpy()[has]
         if (~has).any():
-            notes.append(f"{int((~has).sum())} items were labelled only by cartel members; they keep the full-crowd label.")
+            notes.append(
+                f"{int((~has).sum())} items were labelled only by cartel members; they keep the full-crowd label."
+            )
     return CartelReport(
         workers=workers,
         eigenvalues=np.asarray(first["spec"]),

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from fusion_core.methods.base import FitResult
 from fusion_core.metrics import accuracy as _accuracy
 from fusion_core.plots._common import as_result
 

@@ -33,13 +33,14 @@ although its labels are better, and simulated sparse crowds with adversarial wor
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fusion_core.data.responses import Responses, as_responses
+from fusion_core.data.responses import as_responses
 from fusion_core.errors import UserInputError
 from fusion_core.methods.base import safe_log
 
@@ -66,7 +67,14 @@ class HeldoutScore:
 
 
 def heldout_splits(
-    item: np.ndarray, worker: np.ndarray, n_items: int, n_workers: int, *, frac: float = 0.1, n_splits: int = 3, random_state: int = 0
+    item: np.ndarray,
+    worker: np.ndarray,
+    n_items: int,
+    n_workers: int,
+    *,
+    frac: float = 0.1,
+    n_splits: int = 3,
+    random_state: int = 0,
 ) -> list[np.ndarray]:
     """Boolean masks of hidden responses, one per split (spec §8 steps 1–2)."""
     if not 0 < frac < 1:
@@ -110,7 +118,12 @@ PRIOR_STRENGTHS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 
 
 def predictive_log_likelihood(
-    log_lik: np.ndarray, train, test_worker: np.ndarray, test_label: np.ndarray, posterior: np.ndarray, prior_strengths,
+    log_lik: np.ndarray,
+    train,
+    test_worker: np.ndarray,
+    test_label: np.ndarray,
+    posterior: np.ndarray,
+    prior_strengths,
     confusion: np.ndarray | None = None,
 ) -> np.ndarray:
     """``log P̃_w(l | k)`` of held-out responses, ``len(prior_strengths) × R_h × K``, from the fitted
@@ -136,7 +149,9 @@ def predictive_log_likelihood(
     return out
 
 
-def _score_split(est, data, hidden: np.ndarray, fit_kwargs: Mapping[str, Any], prior_strengths=(0.0,)) -> tuple[np.ndarray, int]:
+def _score_split(
+    est, data, hidden: np.ndarray, fit_kwargs: Mapping[str, Any], prior_strengths=(0.0,)
+) -> tuple[np.ndarray, int]:
     """Fit on the training responses and return S_i (hidden items × len(prior_strengths))."""
     train = data.subset(~hidden)
     test = data.subset(hidden)
@@ -146,7 +161,9 @@ def _score_split(est, data, hidden: np.ndarray, fit_kwargs: Mapping[str, Any], p
         return np.repeat(np.asarray(S, float)[:, None], len(prior_strengths), axis=1), test.n_responses
     post = np.asarray(est.result_.posterior, float)
     ll = np.asarray(est.response_log_likelihood(test), float)  # R_h × K
-    lls = predictive_log_likelihood(ll, train, test.worker, test.label, post, prior_strengths, getattr(est, "confusion_", None))
+    lls = predictive_log_likelihood(
+        ll, train, test.worker, test.label, post, prior_strengths, getattr(est, "confusion_", None)
+    )
     K = post.shape[1]
     items = np.unique(test.item)
     S = np.empty((len(items), len(prior_strengths)))
@@ -195,7 +212,15 @@ def heldout_score(
     name = name or getattr(estimator, "method_name", type(estimator).__name__)
     data = estimator._data(data) if _is_multilabel(estimator) else as_responses(data)
     if splits is None:
-        splits = heldout_splits(data.item, data.worker, data.n_items, data.n_workers, frac=frac, n_splits=n_splits, random_state=random_state)
+        splits = heldout_splits(
+            data.item,
+            data.worker,
+            data.n_items,
+            data.n_workers,
+            frac=frac,
+            n_splits=n_splits,
+            random_state=random_state,
+        )
     t0 = time.perf_counter()
     per_split, nh = [], []
     est = _clone(estimator)
@@ -222,7 +247,10 @@ def choose(scores: list[HeldoutScore], rule: str = "simplest") -> str:
     best = max(ok, key=lambda s: s.score)
     if rule == "best" or best.n_parameters is None:
         return best.name
-    simpler = sorted((s for s in ok if s.n_parameters is not None and s.n_parameters < best.n_parameters), key=lambda s: s.n_parameters)
+    simpler = sorted(
+        (s for s in ok if s.n_parameters is not None and s.n_parameters < best.n_parameters),
+        key=lambda s: s.n_parameters,
+    )
     for s in simpler:
         if len(s.item_scores) != len(best.item_scores):
             continue
@@ -258,15 +286,21 @@ def compare(
     first = next(iter(candidates.values()))
     ml = _is_multilabel(first)
     base = first._data(data) if ml else as_responses(data)
-    splits = heldout_splits(base.item, base.worker, base.n_items, base.n_workers, frac=frac, n_splits=n_splits, random_state=random_state)
+    splits = heldout_splits(
+        base.item, base.worker, base.n_items, base.n_workers, frac=frac, n_splits=n_splits, random_state=random_state
+    )
     results = []
     for name, est in candidates.items():
         try:
-            results.append(heldout_score(est, base, fit_kwargs=fit_kwargs, name=name, splits=splits, prior_strength=prior_strength))
+            results.append(
+                heldout_score(est, base, fit_kwargs=fit_kwargs, name=name, splits=splits, prior_strength=prior_strength)
+            )
         except Exception as exc:  # a failing candidate is reported, not fatal
             if not skip_errors:
                 raise
-            results.append(HeldoutScore(name, float("nan"), [], np.zeros(0), [], 0.0, None, f"{type(exc).__name__}: {exc}"))
+            results.append(
+                HeldoutScore(name, float("nan"), [], np.zeros(0), [], 0.0, None, f"{type(exc).__name__}: {exc}")
+            )
     chosen = choose(results, rule=rule)
     table = pd.DataFrame(
         {

@@ -10,7 +10,7 @@ over-parameterised fits, spec §7.4) and is refitted on all responses.  The scor
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,12 +29,23 @@ def default_candidates() -> list[str]:
     summary="Automatic method choice: fits the probabilistic methods and keeps the one that best predicts held-out responses.",
     family="model_selection",
     params={
-        "candidates": {"kind": "object", "help": "Method names to compare (default: every registered plain probabilistic method)."},
+        "candidates": {
+            "kind": "object",
+            "help": "Method names to compare (default: every registered plain probabilistic method).",
+        },
         "frac": {"low": 0.01, "high": 0.5, "help": "Share of responses hidden per split."},
         "n_splits": {"low": 1, "high": 20, "help": "Number of random held-out splits."},
         "random_state": {"kind": "int", "help": "Seed of the splits."},
-        "rule": {"choices": ("best", "simplest"), "help": "'best' mean score, or the simplest candidate within 2 standard errors (when parameter counts are known).", "advanced": True},
-        "prior_strength": {"kind": "object", "help": "Pseudo-responses β shrinking each worker's fitted response distribution towards the crowd's when scoring held-out responses: 'auto' (chosen per candidate by its held-out score) or a number (default 2; 0 = the spec's plug-in fit).", "advanced": True},
+        "rule": {
+            "choices": ("best", "simplest"),
+            "help": "'best' mean score, or the simplest candidate within 2 standard errors (when parameter counts are known).",
+            "advanced": True,
+        },
+        "prior_strength": {
+            "kind": "object",
+            "help": "Pseudo-responses β shrinking each worker's fitted response distribution towards the crowd's when scoring held-out responses: 'auto' (chosen per candidate by its held-out score) or a number (default 2; 0 = the spec's plug-in fit).",
+            "advanced": True,
+        },
     },
     reference="Held-out annotation log-likelihood, spec multilabel.md §8 (inspired by Streich 2010, eqs. (2.24)–(2.26)).",
 )
@@ -45,7 +56,15 @@ class AutoSelect(Aggregator):
     se, per-split scores, seconds, error), ``chosen_method_``, ``best_estimator_`` (the refitted estimator).
     """
 
-    def __init__(self, candidates: Sequence[str] | None = None, frac: float = 0.1, n_splits: int = 3, random_state: int = 0, rule: str = "best", prior_strength: float | str = 2.0):
+    def __init__(
+        self,
+        candidates: Sequence[str] | None = None,
+        frac: float = 0.1,
+        n_splits: int = 3,
+        random_state: int = 0,
+        rule: str = "best",
+        prior_strength: float | str = 2.0,
+    ):
         self.candidates = candidates
         self.frac = frac
         self.n_splits = n_splits
@@ -60,13 +79,23 @@ class AutoSelect(Aggregator):
         names = [n for n in names if n != "auto"]
         if not names:
             raise UserInputError("auto has no candidate methods to compare.")
-        table, chosen, _ = compare(names, responses, frac=float(self.frac), n_splits=int(self.n_splits), random_state=int(self.random_state), rule=self.rule, prior_strength=self.prior_strength)
+        table, chosen, _ = compare(
+            names,
+            responses,
+            frac=float(self.frac),
+            n_splits=int(self.n_splits),
+            random_state=int(self.random_state),
+            rule=self.rule,
+            prior_strength=self.prior_strength,
+        )
         best = create(chosen).fit(responses)
         r = best.result_
         extras = dict(r.extras)
         scores = {m: float(s) for m, s in zip(table["method"], table["score"])}
         extras["heldout_scores"] = scores
-        extras["heldout_table"] = table[["method", "score", "se", "prior_strength", "seconds", "error", "chosen"]].to_dict("records")
+        extras["heldout_table"] = table[
+            ["method", "score", "se", "prior_strength", "seconds", "error", "chosen"]
+        ].to_dict("records")
         extras["chosen_method"] = chosen
         self._table = table
         self._best = best

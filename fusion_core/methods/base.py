@@ -56,7 +56,9 @@ class Aggregator:
         super().__init_subclass__(**kwargs)
         cls.params = named(cls.params)
         inherited = cls.__init__
-        if "__init__" not in cls.__dict__ and (inherited is Aggregator.__init__ or getattr(inherited, "generated", False)):
+        if "__init__" not in cls.__dict__ and (
+            inherited is Aggregator.__init__ or getattr(inherited, "generated", False)
+        ):
             cls.__init__ = _make_init(cls)  # type: ignore[method-assign]
         cls.__doc__ = _with_parameter_docs(cls.__doc__ or "", cls.params)
 
@@ -71,18 +73,24 @@ class Aggregator:
         valid = type(self).params
         for k, v in params.items():
             if k not in valid:
-                raise UserInputError(f"{type(self).__name__} has no parameter '{k}'; it has {', '.join(valid) or 'none'}.")
+                raise UserInputError(
+                    f"{type(self).__name__} has no parameter '{k}'; it has {', '.join(valid) or 'none'}."
+                )
             setattr(self, k, v)
         return self
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if not _same(v, type(self).params[k].default))
+        args = ", ".join(
+            f"{k}={v!r}" for k, v in self.get_params().items() if not _same(v, type(self).params[k].default)
+        )
         return f"{type(self).__name__}({args})"
 
     def validated_params(self) -> dict[str, Any]:
         """Every parameter checked against its declaration (raises :class:`UserInputError` on the first bad one)."""
         owner = self.method_name or type(self).__name__
-        return {name: spec.validate(getattr(self, name), owner=f"'{owner}'") for name, spec in type(self).params.items()}
+        return {
+            name: spec.validate(getattr(self, name), owner=f"'{owner}'") for name, spec in type(self).params.items()
+        }
 
     # --------------------------------------------------------------- fitting
     def fit(
@@ -135,7 +143,9 @@ class Aggregator:
     def _check_inputs(self, resp: Responses, *, graph: Any, context: Any) -> None:
         needs = set(self.inputs) - {"plain"}
         if "sequence" in needs and not resp.has_sequences:
-            raise UserInputError(f"method '{self.method_name}' needs sequential data: add 'sequence' and 'position' columns.")
+            raise UserInputError(
+                f"method '{self.method_name}' needs sequential data: add 'sequence' and 'position' columns."
+            )
         if "graph" in needs and graph is None:
             raise UserInputError(f"method '{self.method_name}' needs an item graph: pass graph=.")
         if "context" in needs and context is None:
@@ -158,7 +168,9 @@ class Aggregator:
         worker (context, item difficulty) override this."""
         conf = getattr(self, "confusion_", None)
         if conf is None:
-            raise UserInputError(f"method '{self.method_name}' has no response model (no confusion matrices) to score responses with.")
+            raise UserInputError(
+                f"method '{self.method_name}' has no response model (no confusion matrices) to score responses with."
+            )
         return safe_log(conf[responses.worker, :, responses.label])
 
     def predict_response_proba(self, responses: Responses) -> np.ndarray:
@@ -183,7 +195,9 @@ class Aggregator:
         skills = fit.skills if fit.skills is not None else worker_skills(resp, post, fit.confusion, fit.class_prior)
         for col in fit.annotator_columns:
             if len(col.values) != resp.n_workers:
-                raise ValueError(f"{self.method_name}: annotator column {col.key!r} has {len(col.values)} values for {resp.n_workers} annotators")
+                raise ValueError(
+                    f"{self.method_name}: annotator column {col.key!r} has {len(col.values)} values for {resp.n_workers} annotators"
+                )
         self.result_ = FitResult(
             method=self.method_name,
             params=self.get_params(),
@@ -288,7 +302,9 @@ def errors_frame(confusion: np.ndarray, workers: pd.Index, classes: pd.Index) ->
     return pd.DataFrame(values, index=index, columns=pd.Index(classes, name="label"))
 
 
-def worker_skills(resp: Responses, posterior: np.ndarray, confusion: np.ndarray | None, prior: np.ndarray | None) -> np.ndarray:
+def worker_skills(
+    resp: Responses, posterior: np.ndarray, confusion: np.ndarray | None, prior: np.ndarray | None
+) -> np.ndarray:
     """Per-worker accuracy estimate.
 
     With a confusion model: ``Σ_k π_k Γ_w[k, k]`` (expected accuracy under the class prior).  Without one (e.g.

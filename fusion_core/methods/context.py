@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import scipy.linalg.lapack as lapack
+from scipy.linalg import lapack
 
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.errors import AggregationWarning, UserInputError
@@ -70,7 +70,9 @@ def _certificate(A, B, W, h, link, p, lam, starts, eps) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         p_in = np.where(den > 0, 2.0 * A / np.where(den > 0, den, 1.0), 1.0 + B / np.where(s != 0, s, -1.0))
     pstar = np.clip(p_in, eps, 1.0 - eps)
-    dual = np.add.reduceat(A * np.log(pstar) + B * np.log1p(-pstar) - s * pstar + np.where(link, h * np.abs(lam), 0.0), starts)
+    dual = np.add.reduceat(
+        A * np.log(pstar) + B * np.log1p(-pstar) - s * pstar + np.where(link, h * np.abs(lam), 0.0), starts
+    )
     primal = _chain_objective(A, B, p, starts)
     return (dual - primal) / (1.0 + np.abs(primal))
 
@@ -352,7 +354,9 @@ def _interior_point(A, B, h, starts, eps, max_iter) -> tuple[np.ndarray, MStepIn
 # ====================================================================== interpolation (spec §7)
 
 
-def lipschitz_interpolate(x_levels: np.ndarray, p_levels: np.ndarray, c: float, x_query: np.ndarray, mode: str = "paper") -> np.ndarray:
+def lipschitz_interpolate(
+    x_levels: np.ndarray, p_levels: np.ndarray, c: float, x_query: np.ndarray, mode: str = "paper"
+) -> np.ndarray:
     """Eqs. (17)–(19): lower envelope p^(1), upper envelope p^(2); ``"paper"`` = min(p^(1), p^(2)),
     ``"mid"`` = their mean.  O(U + G) scan for scalar contexts; clipped to [0, 1]."""
     xl = np.asarray(x_levels, float)
@@ -534,7 +538,13 @@ class _ChainLayout:
                         miss = k[W[k] <= 0]
                         if len(ok):
                             cval = self.c[i][self.chain_worker[ch]]
-                            out[i, miss] = np.clip(interpolate_levels(self.xp[ok], out[i, ok], cval, self.xp[miss], discrete=self.discrete), eps, 1 - eps)
+                            out[i, miss] = np.clip(
+                                interpolate_levels(
+                                    self.xp[ok], out[i, ok], cval, self.xp[miss], discrete=self.discrete
+                                ),
+                                eps,
+                                1 - eps,
+                            )
         return out, info
 
 
@@ -556,9 +566,14 @@ def _m_stats(data: _BinaryData, gamma1: np.ndarray, npair: int) -> tuple[np.ndar
     g1 = gamma1[data.item]
     g0 = 1.0 - g1
     y = data.y.astype(float)
-    A = np.vstack([np.bincount(data.pid, weights=g0 * y, minlength=npair), np.bincount(data.pid, weights=g1 * y, minlength=npair)])
+    A = np.vstack(
+        [np.bincount(data.pid, weights=g0 * y, minlength=npair), np.bincount(data.pid, weights=g1 * y, minlength=npair)]
+    )
     B = np.vstack(
-        [np.bincount(data.pid, weights=g0 * (1 - y), minlength=npair), np.bincount(data.pid, weights=g1 * (1 - y), minlength=npair)]
+        [
+            np.bincount(data.pid, weights=g0 * (1 - y), minlength=npair),
+            np.bincount(data.pid, weights=g1 * (1 - y), minlength=npair),
+        ]
     )
     return A, B
 
@@ -577,7 +592,17 @@ class _BinaryFit:
     raw_phi: np.ndarray | None = None
 
 
-def _fit_binary(data: _BinaryData, layout: _ChainLayout, *, variant: str, n_iter: int, tol: float, max_iter: int, eps: float, final_estep: bool) -> _BinaryFit:
+def _fit_binary(
+    data: _BinaryData,
+    layout: _ChainLayout,
+    *,
+    variant: str,
+    n_iter: int,
+    tol: float,
+    max_iter: int,
+    eps: float,
+    final_estep: bool,
+) -> _BinaryFit:
     npair = layout.npair
     P = np.vstack([np.full(npair, 0.2), np.full(npair, 0.8)])
     gap, n_fb = 0.0, 0
@@ -599,7 +624,9 @@ def _fit_binary(data: _BinaryData, layout: _ChainLayout, *, variant: str, n_iter
         if final_estep:
             log_phi = np.log(np.column_stack([1 - phi1, phi1]))
             post, _ = _e_step(data, P, log_phi)
-        return _BinaryFit(P, post[:, 1], float(np.mean(phi1)), trace, int(n_iter), True, gap, n_fb, dPs, raw_phi=post[:, 1].copy())
+        return _BinaryFit(
+            P, post[:, 1], float(np.mean(phi1)), trace, int(n_iter), True, gap, n_fb, dPs, raw_phi=post[:, 1].copy()
+        )
     prior1 = 0.5
     post, lz = _e_step(data, P, np.log([1 - prior1, prior1]))
     trace.append(float(lz.sum()))
@@ -624,7 +651,13 @@ def _fit_binary(data: _BinaryData, layout: _ChainLayout, *, variant: str, n_iter
 
 
 def context_coverage(
-    x_resp: np.ndarray, worker: np.ndarray, n_workers: int, grid: np.ndarray, discrete: bool, n_regions: int = 10, names=None
+    x_resp: np.ndarray,
+    worker: np.ndarray,
+    n_workers: int,
+    grid: np.ndarray,
+    discrete: bool,
+    n_regions: int = 10,
+    names=None,
 ) -> tuple[np.ndarray, list[str]]:
     """Responses per annotator against the context: (workers × grid counts, each response counted at its nearest
     grid point; categories for a categorical context) and the context regions (10 equal-width bins of the range,
@@ -645,7 +678,11 @@ def context_coverage(
     per_region = (np.bincount(worker * nreg + reg, minlength=n_workers * nreg).reshape(n_workers, nreg) > 0).sum(axis=0)
     thin = []
     for r in np.flatnonzero(per_region < 3):  # ≤ 10 regions (or categories)
-        where = f"category {(names[r] if names is not None else grid[r])!r}" if discrete else f"[{edges[r]:.4g}, {edges[r + 1]:.4g}]"
+        where = (
+            f"category {(names[r] if names is not None else grid[r])!r}"
+            if discrete
+            else f"[{edges[r]:.4g}, {edges[r + 1]:.4g}]"
+        )
         thin.append(f"{where}: {int(per_region[r])} annotator{'s' if per_region[r] != 1 else ''}")
     return cov, thin
 
@@ -653,19 +690,47 @@ def context_coverage(
 # ====================================================================== estimator
 
 _PARAMS = {
-    "variant": {"choices": ("shared_prior", "paper"), "help": "'shared_prior' (default, extension: one class prior, EM to convergence) or 'paper' (per-item φ, fixed n_iter iterations, Soltanmohammadi et al. 2015 Algorithm 1)."},
-    "swing": {"low": 0.0, "high": 100.0, "help": "Smoothness in user terms: the largest total change of a reliability curve across the observed context range (c = swing / range). 0 = context-blind Dawid–Skene."},
-    "lipschitz": {"kind": "object", "help": "Lipschitz constants c (probability per context unit): a number or a 2 × workers array [false-alarm row, detection row]; overrides swing.", "advanced": True},
+    "variant": {
+        "choices": ("shared_prior", "paper"),
+        "help": "'shared_prior' (default, extension: one class prior, EM to convergence) or 'paper' (per-item φ, fixed n_iter iterations, Soltanmohammadi et al. 2015 Algorithm 1).",
+    },
+    "swing": {
+        "low": 0.0,
+        "high": 100.0,
+        "help": "Smoothness in user terms: the largest total change of a reliability curve across the observed context range (c = swing / range). 0 = context-blind Dawid–Skene.",
+    },
+    "lipschitz": {
+        "kind": "object",
+        "help": "Lipschitz constants c (probability per context unit): a number or a 2 × workers array [false-alarm row, detection row]; overrides swing.",
+        "advanced": True,
+    },
     "n_iter": {"low": 1, "high": 1000, "help": "Iterations of the paper variant (the paper uses 5).", "advanced": True},
-    "tol": {"low": 0.0, "high": 1.0, "help": "Shared-prior variant: stop when the relative change of the log-likelihood is below tol."},
+    "tol": {
+        "low": 0.0,
+        "high": 1.0,
+        "help": "Shared-prior variant: stop when the relative change of the log-likelihood is below tol.",
+    },
     "max_iter": {"low": 1, "high": 10000, "help": "Shared-prior variant: maximum EM iterations."},
     "eps": {"low": 1e-12, "high": 0.01, "help": "Probability floor: curves stay in [eps, 1 − eps].", "advanced": True},
-    "max_context_levels": {"kind": "object", "help": "Bin more distinct context values than this into equal-frequency levels (None = exact).", "advanced": True},
-    "interpolation": {"choices": ("paper", "mid"), "help": "Curve values between fitted levels: 'paper' eq. (19) (lower extension) or 'mid' (mean of both envelopes).", "advanced": True},
+    "max_context_levels": {
+        "kind": "object",
+        "help": "Bin more distinct context values than this into equal-frequency levels (None = exact).",
+        "advanced": True,
+    },
+    "interpolation": {
+        "choices": ("paper", "mid"),
+        "help": "Curve values between fitted levels: 'paper' eq. (19) (lower extension) or 'mid' (mean of both envelopes).",
+        "advanced": True,
+    },
     "final_estep": {"help": "Paper variant: decide with one more E-step under the last curves.", "advanced": True},
-    "positive_label": {"kind": "object", "help": "Binary data: the label meaning 'positive' (default: the second label in sorted order)."},
+    "positive_label": {
+        "kind": "object",
+        "help": "Binary data: the label meaning 'positive' (default: the second label in sorted order).",
+    },
     "grid_size": {"low": 2, "high": 10000, "help": "Number of grid points for the reported curves.", "advanced": True},
-    "drop_missing_context": {"help": "Drop tasks without a context value (their posteriors stay at the prior) instead of failing."},
+    "drop_missing_context": {
+        "help": "Drop tasks without a context value (their posteriors stay at the prior) instead of failing."
+    },
     "multiclass": {
         "choices": ("one_vs_rest", "confusion"),
         "help": "More than 2 labels (extension, spec §9.2): 'one_vs_rest' fits one binary model per label; 'confusion' fits full per-annotator confusion matrices whose entries are Lipschitz in the context (rows on the simplex).",
@@ -735,7 +800,7 @@ class ContextEM(Aggregator):
         self.multiclass = multiclass
 
     # ---------------------------------------------------------------- input
-    def fit(self, data, *, graph=None, context=None, true_labels=None) -> "ContextEM":
+    def fit(self, data, *, graph=None, context=None, true_labels=None) -> ContextEM:
         """As :meth:`Aggregator.fit`; ``context`` is a Series by task or the name of a column of ``data``."""
         if isinstance(context, str):
             if not isinstance(data, pd.DataFrame) or context not in data.columns:
@@ -822,7 +887,9 @@ class ContextEM(Aggregator):
                 c = np.repeat(c[:, None], n_workers, axis=1)
             if c.shape != (rows, n_workers):
                 what = "false-alarm row, detection row" if rows == 2 else "one row per true class"
-                raise UserInputError(f"lipschitz must be a number or a {rows} × {n_workers} array ({what}); got shape {c.shape}.")
+                raise UserInputError(
+                    f"lipschitz must be a number or a {rows} × {n_workers} array ({what}); got shape {c.shape}."
+                )
             if (c < 0).any() or not np.all(np.isfinite(c)):
                 raise UserInputError("lipschitz constants must be finite and ≥ 0.")
             return c
@@ -871,7 +938,9 @@ class ContextEM(Aggregator):
                     f"{int(missing.sum())} tasks have no context value (e.g. {ex}); supply them or pass "
                     "drop_missing_context=True to drop those tasks."
                 )
-            warn.append(f"dropped {int(missing.sum())} tasks without a context value; their posteriors are the class prior.")
+            warn.append(
+                f"dropped {int(missing.sum())} tasks without a context value; their posteriors are the class prior."
+            )
         keep_r = ~np.isnan(x_items[resp.item])
         used = ~np.isnan(x_items) & has_resp
         if not used.any():
@@ -888,19 +957,32 @@ class ContextEM(Aggregator):
         c = self._lipschitz(resp.n_workers, x_range, rows=resp.n_classes if confusion_mode else 2)
         bound = float(c.max() * bin_width)
         if bound > 0.02:
-            warn.append(f"context binning to {len(x_levels)} levels can move a curve by up to {bound:.3f}; raise max_context_levels or pass None for the exact fit.")
+            warn.append(
+                f"context binning to {len(x_levels)} levels can move a curve by up to {bound:.3f}; raise max_context_levels or pass None for the exact fit."
+            )
         n_contrib = np.bincount(resp.worker[keep_r], minlength=resp.n_workers)
         if (n_contrib > 0).sum() < 3:
-            warn.append("fewer than 3 annotators: the two-coin model is not identifiable (spec §2); results rest on the initialisation.")
+            warn.append(
+                "fewer than 3 annotators: the two-coin model is not identifiable (spec §2); results rest on the initialisation."
+            )
         if x_range == 0:
             warn.append("the context is constant: context-em reduces to context-blind two-coin Dawid–Skene.")
 
         item_r, worker_r, label_r = resp.item[keep_r], resp.worker[keep_r], resp.label[keep_r]
         pid, pw, pl = _pairs(item_r, worker_r, level, len(x_levels))
         K = resp.n_classes
-        grid = x_levels.copy() if self._discrete else np.linspace(float(x_levels.min()), float(x_levels.max()), int(self.grid_size))
+        grid = (
+            x_levels.copy()
+            if self._discrete
+            else np.linspace(float(x_levels.min()), float(x_levels.max()), int(self.grid_size))
+        )
         coverage, thin = context_coverage(
-            x_items[item_r], worker_r, resp.n_workers, grid, self._discrete, names=self._categories if self._discrete else None
+            x_items[item_r],
+            worker_r,
+            resp.n_workers,
+            grid,
+            self._discrete,
+            names=self._categories if self._discrete else None,
         )
         if thin and (n_contrib > 0).sum() >= 3 and x_range > 0:
             shown = "; ".join(thin[:3]) + (f" and {len(thin) - 3} more" if len(thin) > 3 else "")
@@ -909,27 +991,45 @@ class ContextEM(Aggregator):
                 "1–2 annotators or are pure interpolation (spec §9.1); extras['context_coverage'] shows who labelled where."
             )
         if confusion_mode:
-            return self._fit_confusion_curves(resp, item_r, worker_r, label_r, pid, pw, pl, x_levels, x_items, c, grid, coverage, bound, warn, kind)
+            return self._fit_confusion_curves(
+                resp, item_r, worker_r, label_r, pid, pw, pl, x_levels, x_items, c, grid, coverage, bound, warn, kind
+            )
         if K == 2:
-            pos = 1 if self.positive_label is None else int(resp.label_codes([self.positive_label], what="positive_label")[0])
+            pos = (
+                1
+                if self.positive_label is None
+                else int(resp.label_codes([self.positive_label], what="positive_label")[0])
+            )
             problems = [pos]
         else:
             if self.positive_label is not None:
-                raise UserInputError("positive_label applies to binary data; with more than 2 labels context-em fits one-vs-rest models for every label.")
+                raise UserInputError(
+                    "positive_label applies to binary data; with more than 2 labels context-em fits one-vs-rest models for every label."
+                )
             problems = list(range(K))
-            warn.append(f"{K} labels: one-vs-rest extension (spec §9.2): {K} binary models fitted independently; they can disagree.")
+            warn.append(
+                f"{K} labels: one-vs-rest extension (spec §9.2): {K} binary models fitted independently; they can disagree."
+            )
         self._pairs_ = (pw, pl)
         self._x_levels = x_levels
         self._x_items = x_items
         self._c = c
         fits = []
         for cls in problems:
-            data = _BinaryData(item_r, worker_r, (label_r == cls).astype(np.int8), pid, pw, pl, resp.n_items, resp.n_workers)
+            data = _BinaryData(
+                item_r, worker_r, (label_r == cls).astype(np.int8), pid, pw, pl, resp.n_items, resp.n_workers
+            )
             layout = _ChainLayout(data, x_levels, c, discrete=self._discrete)
             fits.append(
                 _fit_binary(
-                    data, layout, variant=self.variant, n_iter=int(self.n_iter), tol=float(self.tol),
-                    max_iter=int(self.max_iter), eps=float(self.eps), final_estep=bool(self.final_estep),
+                    data,
+                    layout,
+                    variant=self.variant,
+                    n_iter=int(self.n_iter),
+                    tol=float(self.tol),
+                    max_iter=int(self.max_iter),
+                    eps=float(self.eps),
+                    final_estep=bool(self.final_estep),
                 )
             )
         self._problems = problems
@@ -994,13 +1094,29 @@ class ContextEM(Aggregator):
             det_out, fa_out = det[0], fa[0]
         else:
             det_out, fa_out = det.transpose(1, 0, 2), fa.transpose(1, 0, 2)
-        trace = fits[0].trace if K == 2 else list(np.sum([np.asarray(f.trace[-min(len(g.trace) for g in fits):]) for f in fits], axis=0))
+        trace = (
+            fits[0].trace
+            if K == 2
+            else list(np.sum([np.asarray(f.trace[-min(len(g.trace) for g in fits) :]) for f in fits], axis=0))
+        )
         gap = max(f.gap for f in fits)
         n_fb = sum(f.n_fallback for f in fits)
         for w_ in warn:
             warnings.warn(w_, AggregationWarning)
-        extras = self._curve_extras(grid, det_out, fa_out, x_levels, kind, c, gap, n_fb, bound, fits[0].max_dP, coverage,
-                                    "one_vs_rest" if K > 2 else "binary")
+        extras = self._curve_extras(
+            grid,
+            det_out,
+            fa_out,
+            x_levels,
+            kind,
+            c,
+            gap,
+            n_fb,
+            bound,
+            fits[0].max_dP,
+            coverage,
+            "one_vs_rest" if K > 2 else "binary",
+        )
         self._curves_frame = pd.concat(rows, ignore_index=True)
         return Fit(
             posterior=post,
@@ -1012,7 +1128,9 @@ class ContextEM(Aggregator):
             extras=extras,
         )
 
-    def _curve_extras(self, grid, det, fa, x_levels, kind, lipschitz, gap, n_fallback, bound, max_dP, coverage, multiclass, **more) -> dict:
+    def _curve_extras(
+        self, grid, det, fa, x_levels, kind, lipschitz, gap, n_fallback, bound, max_dP, coverage, multiclass, **more
+    ) -> dict:
         """The extras every context-em fit reports (curves on the grid, levels, solver diagnostics, coverage)."""
         return {
             "context_grid": np.asarray(self._categories, dtype=object) if self._discrete else grid,
@@ -1031,14 +1149,18 @@ class ContextEM(Aggregator):
             "multiclass": multiclass,
         }
 
-    def _fit_confusion_curves(self, resp, item_r, worker_r, label_r, pid, pw, pl, x_levels, x_items, c, grid, coverage, bound, warn, kind) -> Fit:
+    def _fit_confusion_curves(
+        self, resp, item_r, worker_r, label_r, pid, pw, pl, x_levels, x_items, c, grid, coverage, bound, warn, kind
+    ) -> Fit:
         """§9.2 option 2 [EXT]: per-annotator confusion curves π_k(x)[i, j], each entry c_ik-Lipschitz, rows on the
         simplex (``fusion_core.context_solver``).  With 2 labels this is the binary paper model."""
         from fusion_core.context_solver import confusion_at, fit_confusion
 
         J = resp.n_classes
         W = resp.n_workers
-        pos = 1 if self.positive_label is None else int(resp.label_codes([self.positive_label], what="positive_label")[0])
+        pos = (
+            1 if self.positive_label is None else int(resp.label_codes([self.positive_label], what="positive_label")[0])
+        )
         if J > 2 and self.positive_label is not None:
             raise UserInputError("positive_label applies to binary data; multiclass='confusion' models every label.")
         if J > 2:
@@ -1047,8 +1169,23 @@ class ContextEM(Aggregator):
         if J == 2 and pos == 0:  # 2 labels: rows are (false-alarm, detection) as in the binary model → true-class order
             c = c[::-1].copy()
         f = fit_confusion(
-            item_r, worker_r, label_r, pid, pw, pl, x_levels, c, resp.n_items, J, variant=self.variant, n_iter=int(self.n_iter),
-            tol=float(self.tol), max_iter=int(self.max_iter), eps=float(self.eps), final_estep=bool(self.final_estep), pos=pos,
+            item_r,
+            worker_r,
+            label_r,
+            pid,
+            pw,
+            pl,
+            x_levels,
+            c,
+            resp.n_items,
+            J,
+            variant=self.variant,
+            n_iter=int(self.n_iter),
+            tol=float(self.tol),
+            max_iter=int(self.max_iter),
+            eps=float(self.eps),
+            final_estep=bool(self.final_estep),
+            pos=pos,
             discrete=self._discrete,
         )
         self._pairs_ = (pw, pl)
@@ -1070,12 +1207,18 @@ class ContextEM(Aggregator):
         if J == 2:
             youden = confusion[:, pos, pos] - confusion[:, 1 - pos, pos]
         else:
-            youden = np.einsum("wii->wi", confusion).mean(axis=1) - (confusion.sum(axis=1) - np.einsum("wii->wi", confusion)).mean(axis=1) / (J - 1)
+            youden = np.einsum("wii->wi", confusion).mean(axis=1) - (
+                confusion.sum(axis=1) - np.einsum("wii->wi", confusion)
+            ).mean(axis=1) / (J - 1)
         if (youden[n_contrib > 0] <= 0).mean() > 0.5:
-            warn.append("most annotators look worse than chance on average: the labels may be permuted (spec §12 pitfall 6).")
+            warn.append(
+                "most annotators look worse than chance on average: the labels may be permuted (spec §12 pitfall 6)."
+            )
         conf_grid = np.full((W, len(grid), J, J), np.nan)  # workers × grid × true × reported
         for w in range(W):  # workers (not responses)
-            conf_grid[w] = confusion_at(x_levels, pw, pl, f.Pi, c, grid, w, self.interpolation, self._discrete, pos=pos if J == 2 else 1)
+            conf_grid[w] = confusion_at(
+                x_levels, pw, pl, f.Pi, c, grid, w, self.interpolation, self._discrete, pos=pos if J == 2 else 1
+            )
         det, fa = _one_vs_rest_curves(conf_grid, f.prior)  # workers × J × grid
         if J == 2:
             det_out, fa_out = det[:, pos], fa[:, pos]
@@ -1102,11 +1245,29 @@ class ContextEM(Aggregator):
         )
         for w_ in warn:
             warnings.warn(w_, AggregationWarning)
-        extras = self._curve_extras(grid, det_out, fa_out, x_levels, kind, c_user, f.gap, f.n_fallback, bound, f.max_dP, coverage,
-                                    "confusion", confusion_curves=conf_grid)
+        extras = self._curve_extras(
+            grid,
+            det_out,
+            fa_out,
+            x_levels,
+            kind,
+            c_user,
+            f.gap,
+            f.n_fallback,
+            bound,
+            f.max_dP,
+            coverage,
+            "confusion",
+            confusion_curves=conf_grid,
+        )
         return Fit(
-            posterior=f.posterior, confusion=confusion, class_prior=f.prior, log_likelihood=f.trace, n_iter=f.n_iter,
-            converged=f.converged, extras=extras,
+            posterior=f.posterior,
+            confusion=confusion,
+            class_prior=f.prior,
+            log_likelihood=f.trace,
+            n_iter=f.n_iter,
+            converged=f.converged,
+            extras=extras,
         )
 
     def interpolate_confusion(self, x, worker=None, *, _codes: bool = False) -> np.ndarray:
@@ -1122,7 +1283,23 @@ class ContextEM(Aggregator):
         pw, pl = self._pairs_
         ws = range(self.responses_.n_workers) if worker is None else [int(self.responses_.workers.get_loc(worker))]
         pos = self._pos if self.responses_.n_classes == 2 else 1
-        out = np.stack([confusion_at(self._x_levels, pw, pl, self._conf_fit.Pi, self._c, x, w, self.interpolation, self._discrete, pos=pos) for w in ws])
+        out = np.stack(
+            [
+                confusion_at(
+                    self._x_levels,
+                    pw,
+                    pl,
+                    self._conf_fit.Pi,
+                    self._c,
+                    x,
+                    w,
+                    self.interpolation,
+                    self._discrete,
+                    pos=pos,
+                )
+                for w in ws
+            ]
+        )
         return out[0] if worker is not None else out
 
     def _set_fitted(self, resp, fit, seconds) -> None:
@@ -1141,7 +1318,9 @@ class ContextEM(Aggregator):
         if "confusion_curves" in ex:
             self.confusion_curves_ = ex["confusion_curves"]
             if self.variant == "paper":
-                self.raw_phi_ = pd.DataFrame(self._conf_fit.raw_phi, index=pd.Index(resp.items, name="task"), columns=resp.classes)
+                self.raw_phi_ = pd.DataFrame(
+                    self._conf_fit.raw_phi, index=pd.Index(resp.items, name="task"), columns=resp.classes
+                )
         elif self.variant == "paper":
             self.raw_phi_ = pd.Series(self._fits[0].raw_phi, index=pd.Index(resp.items, name="task"), name="phi")
 
@@ -1215,7 +1394,9 @@ class ContextEM(Aggregator):
             p1 = np.full(R, 0.5)
             for w in np.unique(responses.worker):
                 sel = responses.worker == w
-                a, b = self.interpolate(x[sel], worker=self.responses_.workers[w], label=self.responses_.classes[cls], _codes=True)
+                a, b = self.interpolate(
+                    x[sel], worker=self.responses_.workers[w], label=self.responses_.classes[cls], _codes=True
+                )
                 p0[sel] = np.where(np.isnan(a), 0.5, a)
                 p1[sel] = np.where(np.isnan(b), 0.5, b)
             score[:, :, cls] = np.clip(p0, eps, 1 - eps)[:, None]
@@ -1266,7 +1447,9 @@ def select_swing(
     from fusion_core.diagnostics.model_selection import choose, heldout_score, heldout_splits
 
     resp = as_responses(data)
-    splits = heldout_splits(resp.item, resp.worker, resp.n_items, resp.n_workers, frac=frac, n_splits=n_splits, random_state=random_state)
+    splits = heldout_splits(
+        resp.item, resp.worker, resp.n_items, resp.n_workers, frac=frac, n_splits=n_splits, random_state=random_state
+    )
     if isinstance(context, str):
         if not isinstance(data, pd.DataFrame):
             raise UserInputError("a context column name needs the responses as a DataFrame.")
@@ -1276,7 +1459,9 @@ def select_swing(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AggregationWarning)
         for rank, s in enumerate(order):
-            hs = heldout_score(ContextEM(swing=s, **params), resp, splits=splits, fit_kwargs={"context": context}, name=f"{s:g}")
+            hs = heldout_score(
+                ContextEM(swing=s, **params), resp, splits=splits, fit_kwargs={"context": context}, name=f"{s:g}"
+            )
             hs.n_parameters = rank  # smoother = simpler
             scores.append(hs)
     chosen = float(choose(scores, rule="simplest"))

@@ -69,7 +69,7 @@ class SequenceLayout:
         return out
 
     @property
-    def packing(self) -> "Packing":
+    def packing(self) -> Packing:
         if not hasattr(self, "_packing"):
             pk = make_packing(self.lengths)
             object.__setattr__(self, "_packing", pk)
@@ -236,14 +236,22 @@ def forward_backward(
     xi = None
     if return_xi and lmax > 1:
         later = pk.t_of >= 1
-        w = (np.exp(_pack_padded(log_emission, pk) - _pack_padded(log_emission, pk).max(axis=1, keepdims=True)) * beta
-             / scale[:, None])[later]
+        w = (
+            np.exp(_pack_padded(log_emission, pk) - _pack_padded(log_emission, pk).max(axis=1, keepdims=True))
+            * beta
+            / scale[:, None]
+        )[later]
         xi_rows = alpha[pk.prev_rows][:, :, None] * transition.T[None] * w[:, None, :]
         xi = np.zeros((s_count, lmax - 1, k, k))
         xi[pk.perm[pk.seq_of[later]], pk.t_of[later] - 1] = xi_rows
     shape = (s_count, lmax)
     return ForwardBackward(
-        _unpack(post, pk, shape), xi_sum, loglik, xi, _unpack(alpha, pk, shape), _unpack(beta, pk, shape),
+        _unpack(post, pk, shape),
+        xi_sum,
+        loglik,
+        xi,
+        _unpack(alpha, pk, shape),
+        _unpack(beta, pk, shape),
         _unpack(scale, pk, shape, 1.0),
     )
 
@@ -407,7 +415,9 @@ def hmm_e_step(
     return q_items, xi_sum, float(loglik.sum()), post[: pk.active[0]]
 
 
-def hmm_viterbi(resp: Responses, layout: SequenceLayout, state: HMMState, ctx: ResponseContext | None = None) -> np.ndarray:
+def hmm_viterbi(
+    resp: Responses, layout: SequenceLayout, state: HMMState, ctx: ResponseContext | None = None
+) -> np.ndarray:
     """Viterbi label code of every item."""
     rows = layout.pack_items
     le = _log_emission(resp, state, ctx)[rows]
@@ -446,7 +456,11 @@ def baum_welch(
     ctx_conf = None
     if context is not None:
         mu = conf0 if prior_mean is None else prior_mean
-        ctx_conf = init.context_confusion if init.context_confusion is not None else np.repeat(mu[:, None], resp.n_classes + 1, axis=1)
+        ctx_conf = (
+            init.context_confusion
+            if init.context_confusion is not None
+            else np.repeat(mu[:, None], resp.n_classes + 1, axis=1)
+        )
     state = HMMState(conf0, _floor_t(init.transition), init.start / init.start.sum(), ctx_conf)
     q_items, xi_sum, ll, first = hmm_e_step(resp, layout, state, context)
     state.log_likelihood = ll
@@ -483,14 +497,37 @@ def baum_welch(
 
 # ----------------------------------------------------------------------------- estimators
 _HMM_PARAMS = {
-    "decode": {"choices": ("viterbi", "posterior"), "help": "Final labels: Viterbi path (the paper) or per-token posterior argmax."},
-    "start_prob": {"choices": ("stationary", "uniform", "estimate"), "help": "p0: stationary π̂, uniform, or re-estimated by EM (P7)."},
+    "decode": {
+        "choices": ("viterbi", "posterior"),
+        "help": "Final labels: Viterbi path (the paper) or per-token posterior argmax.",
+    },
+    "start_prob": {
+        "choices": ("stationary", "uniform", "estimate"),
+        "help": "p0: stationary π̂, uniform, or re-estimated by EM (P7).",
+    },
     "smoothing": {"low": 0.0, "high": 100.0, "help": "Dirichlet pseudo-count on confusion and transition counts (P5)."},
-    "tol": {"low": 0.0, "high": 1.0, "help": "EM stops when the relative log-likelihood change is below tol.", "advanced": True},
+    "tol": {
+        "low": 0.0,
+        "high": 1.0,
+        "help": "EM stops when the relative log-likelihood change is below tol.",
+        "advanced": True,
+    },
     "em_max_iter": {"low": 1, "high": 10000, "help": "Maximum Baum–Welch iterations."},
-    "lag_pairs": {"choices": ("upper", "distinct", "all"), "help": "Annotator pairs in the transition moments (22): m<m' (paper), m≠m', all.", "advanced": True},
-    "emission": {"choices": ("independent", "markov", "auto"), "help": "Annotator model in Baum–Welch: independent per token (paper eq. 39), depending on the annotator's own previous label ([OURS]; errors that run over a whole span), or 'auto': the one with the higher held-out likelihood."},
-    "context_prior": {"low": 0.0, "high": 10000.0, "help": "emission='markov': Dirichlet strength β pulling each previous-label row towards the annotator's overall confusion.", "advanced": True},
+    "lag_pairs": {
+        "choices": ("upper", "distinct", "all"),
+        "help": "Annotator pairs in the transition moments (22): m<m' (paper), m≠m', all.",
+        "advanced": True,
+    },
+    "emission": {
+        "choices": ("independent", "markov", "auto"),
+        "help": "Annotator model in Baum–Welch: independent per token (paper eq. 39), depending on the annotator's own previous label ([OURS]; errors that run over a whole span), or 'auto': the one with the higher held-out likelihood.",
+    },
+    "context_prior": {
+        "low": 0.0,
+        "high": 10000.0,
+        "help": "emission='markov': Dirichlet strength β pulling each previous-label row towards the annotator's overall confusion.",
+        "advanced": True,
+    },
     **_MM_PARAMS,
 }
 _INIT_STARTS = {"mm": ("mm",), "mv": ("mv",), "ds": ("ds",), "best": ("mm", "mv", "ds")}
@@ -603,7 +640,17 @@ class _HMMBase(Aggregator):
         k = resp.n_classes
         cache = self.__dict__.setdefault("_ds_cache", {})  # per fit: the DS start and the prior share one run
         if id(resp) not in cache:
-            cache[id(resp)] = (resp, run_em(resp, initial_posterior(resp, "mv"), smoothing=0.0, estimate_priors=True, tol=float(self.tol), max_iter=500).posterior)
+            cache[id(resp)] = (
+                resp,
+                run_em(
+                    resp,
+                    initial_posterior(resp, "mv"),
+                    smoothing=0.0,
+                    estimate_priors=True,
+                    tol=float(self.tol),
+                    max_iter=500,
+                ).posterior,
+            )
         q = cache[id(resp)][1]
         conf = normalize_confusion(expected_counts(resp, q), 0.01)
         prev, nxt = layout.transitions()
@@ -661,7 +708,9 @@ class _HMMBase(Aggregator):
         pk, rows = layout.packing, layout.pack_items
         scores = {}
         for kind, c_train, c_test in (("independent", None, None), ("markov", ctx_train, ctx_test)):
-            state = self._refine(train, layout, start, c_train, tol=max(float(self.tol), _SELECTION_TOL), prior_mean=mu)[0]
+            state = self._refine(
+                train, layout, start, c_train, tol=max(float(self.tol), _SELECTION_TOL), prior_mean=mu
+            )[0]
             le_train = _log_emission(train, state, c_train)[rows]
             le_test = _log_emission(test, state, c_test)[rows]
             ll_rest = _fb_packed(le_train, pk, state.transition, state.start)[2].sum()
@@ -678,7 +727,11 @@ class _HMMBase(Aggregator):
         codes = response_context(responses, layout).context if emission != "independent" else None
         if emission == "auto":
             emission, extras_sel = self._select_emission(responses, layout, codes)
-        ctx = context_subset(responses, codes, np.ones(responses.n_responses, dtype=bool)) if emission == "markov" else None
+        ctx = (
+            context_subset(responses, codes, np.ones(responses.n_responses, dtype=bool))
+            if emission == "markov"
+            else None
+        )
         mu = None
         if ctx is not None:  # one Dirichlet prior for every start: centred on the Dawid–Skene confusion
             mu = self._init_ds(responses, layout).confusion
@@ -710,7 +763,9 @@ class _HMMBase(Aggregator):
         if failed:
             extras["init_failed"] = failed
         if burn_in is not None and not best[4]:  # short runs from every start, then the best one to convergence
-            more = self._refine(responses, layout, best[0], ctx, max_iter=int(self.em_max_iter) - best[3], prior_mean=mu)
+            more = self._refine(
+                responses, layout, best[0], ctx, max_iter=int(self.em_max_iter) - best[3], prior_mean=mu
+            )
             best = (more[0], more[1], best[2] + more[2], best[3] + more[3], more[4])
         state, post, trace, n_iter, converged = best
         if self.refine and not converged:
@@ -739,11 +794,15 @@ class _HMMBase(Aggregator):
         super()._set_fitted(resp, fit, seconds)
         labels = pd.Index(resp.classes, name="label")
         self.transition_ = pd.DataFrame(
-            fit.extras["transition"], index=pd.Index(resp.classes, name="next"), columns=pd.Index(resp.classes, name="previous")
+            fit.extras["transition"],
+            index=pd.Index(resp.classes, name="next"),
+            columns=pd.Index(resp.classes, name="previous"),
         )
         self.start_prob_ = pd.Series(fit.extras["start_prob"], index=labels, name="start_prob")
         self.viterbi_ = pd.Series(resp.classes.take(fit.extras["viterbi"]), index=self.result_.task_index, name="label")
-        self.labels_ = pd.Series(resp.classes.take(fit.extras["hard_labels"]), index=self.result_.task_index, name="label")
+        self.labels_ = pd.Series(
+            resp.classes.take(fit.extras["hard_labels"]), index=self.result_.task_index, name="label"
+        )
 
 
 def _stationary_or_mean(transition: np.ndarray, post: np.ndarray) -> np.ndarray:
@@ -761,7 +820,10 @@ def _stationary_or_mean(transition: np.ndarray, post: np.ndarray) -> np.ndarray:
     family="hmm",
     params={
         **_HMM_PARAMS,
-        "init": {"choices": ("best", "mm", "mv", "ds"), "help": "EM start: the highest-likelihood of the three (default), moment matching (the paper's Alg. 2), majority vote, or Dawid–Skene."},
+        "init": {
+            "choices": ("best", "mm", "mv", "ds"),
+            "help": "EM start: the highest-likelihood of the three (default), moment matching (the paper's Alg. 2), majority vote, or Dawid–Skene.",
+        },
     },
     reference="Traganitis & Giannakis Alg. 2 + Alg. 1 (§4, App. A), with the spec's orientation [FIX]es; emission='markov' [OURS].",
 )
@@ -797,8 +859,21 @@ class HMMEM(_HMMBase):
         context_prior: float = 50.0,
     ):
         super().__init__(
-            decode, start_prob, smoothing, tol, em_max_iter, lag_pairs, n_restarts, max_iter, inner_iter,
-            min_pair_support, min_triple_support, item_weights, random_state, emission, context_prior,
+            decode,
+            start_prob,
+            smoothing,
+            tol,
+            em_max_iter,
+            lag_pairs,
+            n_restarts,
+            max_iter,
+            inner_iter,
+            min_pair_support,
+            min_triple_support,
+            item_weights,
+            random_state,
+            emission,
+            context_prior,
         )
         self.init = init
 

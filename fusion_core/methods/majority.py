@@ -51,9 +51,12 @@ class MajorityVote(Aggregator):
     learns_confusion = False
     params = {
         "tie_break": Choice("smallest", ("smallest", "random"), help="How hard labels break ties in the vote."),
-        "weights": Object(None, help="Optional weight per annotator (Series by annotator id); missing annotators weigh 1.",
-                          text="a finite, non-negative weight per annotator (Series by annotator id), or None",
-                          check=_check_weights),
+        "weights": Object(
+            None,
+            help="Optional weight per annotator (Series by annotator id); missing annotators weigh 1.",
+            text="a finite, non-negative weight per annotator (Series by annotator id), or None",
+            check=_check_weights,
+        ),
         "random_state": Seed(0, help="Seed for tie_break='random'."),
     }
 

@@ -66,7 +66,9 @@ def floor_columns(gamma: np.ndarray, eps: float = GAMMA_FLOOR) -> np.ndarray:
     return g / g.sum(axis=-2, keepdims=True)
 
 
-def _active_set(hess: np.ndarray, lin: np.ndarray, eq: np.ndarray, zero: np.ndarray, max_iter: int = 50) -> np.ndarray | None:
+def _active_set(
+    hess: np.ndarray, lin: np.ndarray, eq: np.ndarray, zero: np.ndarray, max_iter: int = 50
+) -> np.ndarray | None:
     """Exact ``min ½xᵀHx − cᵀx`` s.t. ``E x = 1``, ``x ≥ 0`` by a guess-and-check active set on the
     zero pattern (KKT solve on the free variables, then multiplier signs).  ``None`` if it does not settle."""
     n = len(lin)
@@ -589,7 +591,9 @@ def _colour_plans(mom: Moments) -> list[_ColourPlan]:
         pf = np.flatnonzero(local[mom.pair[:, 0]] >= 0)
         ps = np.flatnonzero(local[mom.pair[:, 1]] >= 0)
         q = tuple(np.flatnonzero(local[mom.triple[:, j]] >= 0) for j in range(3))
-        tgt = np.concatenate([local[mom.pair[pf, 0]], local[mom.pair[ps, 1]]] + [local[mom.triple[q[j], j]] for j in range(3)])
+        tgt = np.concatenate(
+            [local[mom.pair[pf, 0]], local[mom.pair[ps, 1]]] + [local[mom.triple[q[j], j]] for j in range(3)]
+        )
         seg = sp.csr_matrix((np.ones(len(tgt)), (tgt, np.arange(len(tgt)))), shape=(len(members), len(tgt)))
         plans.append(_ColourPlan(members, pf, ps, q, seg))
     mom._blocks["plans"] = plans
@@ -645,7 +649,9 @@ def moment_terms(mom: Moments) -> np.ndarray:
     return np.bincount(ids, minlength=mom.n_learners)
 
 
-def fix_permutation_as2(gamma: np.ndarray, pi: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+def fix_permutation_as2(
+    gamma: np.ndarray, pi: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """As2 fix (§2.2.5): the column permutation maximising the diagonal mass of ``Σ_m Γ_m``.
 
     Returns ``(Γ P, Pᵀ π, perm)`` with ``new column i = old column perm[i]``.
@@ -688,9 +694,9 @@ def mv_init(F: np.ndarray, n_classes: int, weights: np.ndarray | None = None, sm
     votes = np.bincount(nn * k + F[mm, nn], minlength=n * k).reshape(n, k)
     mv = np.argmax(votes, axis=1)
     has = votes.sum(axis=1) > 0
-    counts = np.bincount(
-        (mm * k + F[mm, nn]) * k + mv[nn], weights=w[nn] * has[nn], minlength=m_count * k * k
-    ).reshape(m_count, k, k)
+    counts = np.bincount((mm * k + F[mm, nn]) * k + mv[nn], weights=w[nn] * has[nn], minlength=m_count * k * k).reshape(
+        m_count, k, k
+    )
     counts = counts + smoothing
     gamma = counts / counts.sum(axis=1, keepdims=True)
     pi = np.bincount(mv[has], weights=w[has], minlength=k) + 1e-12
@@ -797,7 +803,9 @@ def moment_matching(
     mom = moments or compute_moments(
         F, k, weights=weights, min_pair_support=min_pair_support, min_triple_support=min_triple_support
     )
-    g0, p0, _ = mv_init(F, k, weights) if F.size else (np.full((mom.n_learners, k, k), 1.0 / k), np.full(k, 1 / k), None)
+    g0, p0, _ = (
+        mv_init(F, k, weights) if F.size else (np.full((mom.n_learners, k, k), 1.0 / k), np.full(k, 1 / k), None)
+    )
     if len(mom.triple) == 0:
         warnings.warn(
             "moment matching: no learner triple has enough co-labelled items, so the model is not identifiable "
@@ -869,10 +877,27 @@ _MM_PARAMS = {
     "n_restarts": {"low": 0, "high": 50, "help": "Extra random simplex restarts; the lowest objective wins."},
     "max_iter": {"low": 1, "high": 100000, "help": "Maximum block-coordinate sweeps."},
     "tol": {"low": 0.0, "high": 1.0, "help": "Stop when max |ΔΓ| over a sweep is below tol.", "advanced": True},
-    "inner_iter": {"low": 1, "high": 1000, "help": "FISTA iterations per block when the closed form is infeasible.", "advanced": True},
-    "min_pair_support": {"kind": "object", "help": "Minimum co-labelled items for a pair moment (default max(20, K²)).", "advanced": True},
-    "min_triple_support": {"kind": "object", "help": "Minimum co-labelled items for a triple moment (default max(20, K³/2)).", "advanced": True},
-    "item_weights": {"kind": "object", "help": "Optional weight per item (Series by task) for the sample moments.", "advanced": True},
+    "inner_iter": {
+        "low": 1,
+        "high": 1000,
+        "help": "FISTA iterations per block when the closed form is infeasible.",
+        "advanced": True,
+    },
+    "min_pair_support": {
+        "kind": "object",
+        "help": "Minimum co-labelled items for a pair moment (default max(20, K²)).",
+        "advanced": True,
+    },
+    "min_triple_support": {
+        "kind": "object",
+        "help": "Minimum co-labelled items for a triple moment (default max(20, K³/2)).",
+        "advanced": True,
+    },
+    "item_weights": {
+        "kind": "object",
+        "help": "Optional weight per item (Series by task) for the sample moments.",
+        "advanced": True,
+    },
     "random_state": {"kind": "int", "help": "Seed for the random restarts."},
 }
 
@@ -916,8 +941,8 @@ def _mm_extras(res: MMResult) -> dict:
         "diagonal_dominance": res.dominance,
         "mm_objective": res.objective[-1] if res.objective else None,
         "mm_fallback": res.fallback,
-        "n_pairs": int(len(res.moments.pair)),
-        "n_triples": int(len(res.moments.triple)),
+        "n_pairs": len(res.moments.pair),
+        "n_triples": len(res.moments.triple),
         "moment_terms": moment_terms(res.moments),
     }
 
@@ -1007,7 +1032,9 @@ class MomentMatchingDawidSkene(MomentMatching):
         em_tol: float = 1e-7,
         em_max_iter: int = 500,
     ):
-        super().__init__(n_restarts, max_iter, tol, inner_iter, min_pair_support, min_triple_support, item_weights, random_state)
+        super().__init__(
+            n_restarts, max_iter, tol, inner_iter, min_pair_support, min_triple_support, item_weights, random_state
+        )
         self.smoothing = smoothing
         self.estimate_priors = estimate_priors
         self.em_tol = em_tol

@@ -190,11 +190,22 @@ def network_em(
 
 
 _MRF_PARAMS = {
-    "delta": {"kind": "str", "help": "Potts strength δ: 'M' (number of annotators), 'half_answered' (M_n/2) or a number."},
-    "icm_mode": {"choices": ("gauss_seidel", "jacobi"), "help": "ICM update order: Gauss–Seidel (monotone) or Jacobi (paper-literal)."},
+    "delta": {
+        "kind": "str",
+        "help": "Potts strength δ: 'M' (number of annotators), 'half_answered' (M_n/2) or a number.",
+    },
+    "icm_mode": {
+        "choices": ("gauss_seidel", "jacobi"),
+        "help": "ICM update order: Gauss–Seidel (monotone) or Jacobi (paper-literal).",
+    },
     "t_max": {"low": 1, "high": 10000, "help": "Maximum ICM sweeps per EM iteration."},
     "em_max_iter": {"low": 1, "high": 10000, "help": "Maximum outer EM iterations."},
-    "em_tol": {"low": 0.0, "high": 1.0, "help": "Stop when max |ΔΓ| is below this and labels are unchanged.", "advanced": True},
+    "em_tol": {
+        "low": 0.0,
+        "high": 1.0,
+        "help": "Stop when max |ΔΓ| is below this and labels are unchanged.",
+        "advanced": True,
+    },
     "smoothing": {"low": 0.0, "high": 100.0, "help": "Dirichlet pseudo-count on the confusion counts (P5)."},
     **_MM_PARAMS,
 }

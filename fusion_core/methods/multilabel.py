@@ -14,15 +14,16 @@ from __future__ import annotations
 import itertools
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from fusion_core.errors import AggregationWarning, UserInputError
-from fusion_core.methods.base import Aggregator, Fit, FitResult, log_normalize
+from fusion_core.methods.base import Aggregator, FitResult, log_normalize
 from fusion_core.methods.registry import register
 
 FLOOR = 1e-6
@@ -62,16 +63,27 @@ class MultiLabelData:
     def n_responses(self) -> int:
         return len(self.item)
 
-    def subset(self, mask: np.ndarray) -> "MultiLabelData":
+    def subset(self, mask: np.ndarray) -> MultiLabelData:
         """Selected responses with the same item/worker/label coding."""
         m = np.asarray(mask, bool)
-        return MultiLabelData(self.item[m], self.worker[m], self.X[m], None if self.O is None else self.O[m], self.items, self.workers, self.labels, dict(self.report))
+        return MultiLabelData(
+            self.item[m],
+            self.worker[m],
+            self.X[m],
+            None if self.O is None else self.O[m],
+            self.items,
+            self.workers,
+            self.labels,
+            dict(self.report),
+        )
 
     def to_frame(self, sep: str = "|") -> pd.DataFrame:
         """Format A (closed world only)."""
         vals = self.labels.astype(str).to_numpy()
         sets = [sep.join(vals[row]) for row in self.X]
-        return pd.DataFrame({"task": self.items.take(self.item), "worker": self.workers.take(self.worker), "label": sets})
+        return pd.DataFrame(
+            {"task": self.items.take(self.item), "worker": self.workers.take(self.worker), "label": sets}
+        )
 
 
 def _parse_present(v: pd.Series) -> np.ndarray:
@@ -165,7 +177,9 @@ def _parse_format_a(df, task, worker, label, sep, labels, duplicates, report) ->
     if report["duplicate_rows"]:
         if duplicates == "error":
             ex = work[dup].iloc[0]
-            raise UserInputError(f"{report['duplicate_rows']} rows repeat a (task, worker) pair, e.g. task {ex[task]!r} by {ex[worker]!r}.")
+            raise UserInputError(
+                f"{report['duplicate_rows']} rows repeat a (task, worker) pair, e.g. task {ex[task]!r} by {ex[worker]!r}."
+            )
         if duplicates == "last":
             keep = ~work.duplicated(subset=[task, worker], keep="last").to_numpy()
             work = work[keep]
@@ -178,11 +192,23 @@ def _parse_format_a(df, task, worker, label, sep, labels, duplicates, report) ->
         vals = ex.to_numpy(dtype=object)
         nonempty = (ex != "").to_numpy()
     else:
-        tokens = col.map(lambda v: v.split(sep) if isinstance(v, str) else (list(v) if isinstance(v, (list, tuple, set, frozenset, np.ndarray)) else [v]))
+        tokens = col.map(
+            lambda v: (
+                v.split(sep)
+                if isinstance(v, str)
+                else (list(v) if isinstance(v, (list, tuple, set, frozenset, np.ndarray)) else [v])
+            )
+        )
         ex = tokens.explode()
         rows = ex.index.to_numpy()
         vals = np.array([v.strip() if isinstance(v, str) else v for v in ex.to_numpy(dtype=object)], dtype=object)
-        nonempty = np.array([not (isinstance(v, str) and v == "") and not (v is None or (isinstance(v, float) and np.isnan(v))) for v in vals], bool)
+        nonempty = np.array(
+            [
+                not (isinstance(v, str) and v == "") and not (v is None or (isinstance(v, float) and np.isnan(v)))
+                for v in vals
+            ],
+            bool,
+        )
     rows, vals = rows[nonempty], vals[nonempty]
     voc = _vocabulary(vals, labels, sep)
     code = voc.get_indexer(pd.Index(vals, dtype=object)) if len(vals) else np.zeros(0, np.int64)
@@ -193,7 +219,16 @@ def _parse_format_a(df, task, worker, label, sep, labels, duplicates, report) ->
     X = np.zeros((len(work), len(voc)), dtype=bool)
     X[pairs["r"].to_numpy(), pairs["c"].to_numpy()] = True
     report["responses"] = len(work)
-    return MultiLabelData(item_code.astype(np.int64), worker_code.astype(np.int64), X, None, pd.Index(items), pd.Index(workers), voc, report)
+    return MultiLabelData(
+        item_code.astype(np.int64),
+        worker_code.astype(np.int64),
+        X,
+        None,
+        pd.Index(items),
+        pd.Index(workers),
+        voc,
+        report,
+    )
 
 
 def _parse_format_b(df, task, worker, label, present, sep, labels, unlisted, report) -> MultiLabelData:
@@ -201,13 +236,23 @@ def _parse_format_b(df, task, worker, label, present, sep, labels, unlisted, rep
         r = int(np.flatnonzero(df[label].isna().to_numpy())[0])
         raise UserInputError(f"row {r}: label missing in format B (one row per task, worker, label).")
     pres = _parse_present(df[present])
-    work = pd.DataFrame({"t": df[task].to_numpy(), "w": df[worker].to_numpy(), "l": df[label].to_numpy(), "p": pres, "_row": np.arange(len(df))})
+    work = pd.DataFrame(
+        {
+            "t": df[task].to_numpy(),
+            "w": df[worker].to_numpy(),
+            "l": df[label].to_numpy(),
+            "p": pres,
+            "_row": np.arange(len(df)),
+        }
+    )
     g = work.groupby(["t", "w", "l"], sort=False)["p"]
     nun = g.nunique()
     if (nun > 1).any():
         bad = nun[nun > 1].index[:5].tolist()
         rows = work.set_index(["t", "w", "l"]).loc[bad[:1], "_row"].tolist()
-        raise UserInputError(f"conflicting duplicate rows (present both 0 and 1) for (task, worker, label) {bad}; rows {rows}.")
+        raise UserInputError(
+            f"conflicting duplicate rows (present both 0 and 1) for (task, worker, label) {bad}; rows {rows}."
+        )
     before = len(work)
     work = work.drop_duplicates(subset=["t", "w", "l"])
     report["collapsed_duplicates"] = before - len(work)
@@ -234,7 +279,9 @@ def _parse_format_b(df, task, worker, label, present, sep, labels, unlisted, rep
                 AggregationWarning,
             )
     report["responses"] = R
-    return MultiLabelData(item_code.astype(np.int64), worker_code.astype(np.int64), X, O, pd.Index(items), pd.Index(workers), voc, report)
+    return MultiLabelData(
+        item_code.astype(np.int64), worker_code.astype(np.int64), X, O, pd.Index(items), pd.Index(workers), voc, report
+    )
 
 
 # ====================================================================== admissible family (spec §4.4)
@@ -299,7 +346,9 @@ class _Model:
             self.IW.sum_duplicates()
             self.IWt = self.IW.T.tocsr()
             n_w = np.bincount(d.worker, minlength=J).astype(float)
-            self.Sx = np.bincount(self.cell_of_wc, weights=np.bincount(self.nz_wc, minlength=J * C).astype(float), minlength=self.ncell)
+            self.Sx = np.bincount(
+                self.cell_of_wc, weights=np.bincount(self.nz_wc, minlength=J * C).astype(float), minlength=self.ncell
+            )
             self.So = np.bincount(self.cell_of_wc, weights=np.repeat(n_w, C), minlength=self.ncell)
             self.cell = None
             return
@@ -387,7 +436,9 @@ class _Model:
         return float(pen)
 
     # ---------------------------------------------------------------- E-step (§4.3, §5.1)
-    def scatter(self, st: _State, data: MultiLabelData | None = None, cell=None, inc=None) -> tuple[np.ndarray, np.ndarray]:
+    def scatter(
+        self, st: _State, data: MultiLabelData | None = None, cell=None, inc=None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """B (items) and Δ (items × C) by scatter-sums over observed bits."""
         if data is None and self.fast:
             return self._scatter_fast(st)
@@ -434,7 +485,15 @@ class _Model:
             Fe = float(-T * (B / T).sum() - T * np.logaddexp(lo / T, l1 / T).sum())
             mm = np.clip(m, 1e-300, 1)
             ent = -(mm * np.log(mm) + (1 - m) * np.log(np.clip(1 - m, 1e-300, 1))).sum(axis=1)
-            return {"m": m, "gsum": None, "ll": ll, "F": Fe, "entropy": float(ent.mean() / (self.C * np.log(2))), "map": None, "top": None}
+            return {
+                "m": m,
+                "gsum": None,
+                "ll": ll,
+                "F": Fe,
+                "entropy": float(ent.mean() / (self.C * np.log(2))),
+                "map": None,
+                "top": None,
+            }
         Zf = self.Z.astype(float)
         S = Zf.shape[0]
         m = np.empty((n, self.C))
@@ -482,7 +541,15 @@ class _Model:
                 gi = g1.T
                 idx = np.argsort(-gi, axis=1)[:, :k]
                 top.append((lo, idx, np.take_along_axis(gi, idx, axis=1)))
-        return {"m": m, "gsum": gsum, "ll": ll, "F": Fe, "entropy": ent / (n * np.log(S)) if S > 1 else 0.0, "map": mp, "top": top}
+        return {
+            "m": m,
+            "gsum": gsum,
+            "ll": ll,
+            "F": Fe,
+            "entropy": ent / (n * np.log(S)) if S > 1 else 0.0,
+            "map": mp,
+            "top": top,
+        }
 
     def m_step(self, e) -> _State:
         e0, e1 = self.m_noise(e["m"])
@@ -493,7 +560,11 @@ class _Model:
         """§5.5: m_ic = vote share of label c on item i (observed bits), one noise M-step, uniform prior."""
         d = self.d
         if d.O is None:
-            num = np.bincount(self.nz_ic, minlength=d.n_items * self.C).reshape(d.n_items, self.C).astype(float) if self.fast else np.asarray(self.inc @ d.X.astype(float))
+            num = (
+                np.bincount(self.nz_ic, minlength=d.n_items * self.C).reshape(d.n_items, self.C).astype(float)
+                if self.fast
+                else np.asarray(self.inc @ d.X.astype(float))
+            )
             den = np.bincount(d.item, minlength=d.n_items).astype(float)[:, None]
         else:
             obs = d.O.astype(float)
@@ -511,20 +582,50 @@ class _Model:
 # ====================================================================== estimator
 
 _PARAMS = {
-    "noise": {"choices": ("flip", "mixture", "symmetric"), "help": "Noise model: asymmetric flip (ε0 false positives, ε1 misses), mixture (guess with prob. ε, say 'present' with prob. r; excludes adversarial annotators) or symmetric flip."},
-    "granularity": {"choices": GRANULARITIES, "help": "Noise cells: one global pair, per label, per annotator (default), per (annotator, label) or per item (diagnostic only: over-fits)."},
-    "max_degree": {"kind": "object", "help": "Largest true-set size M (default: 99th percentile of reported set sizes, 1..4)."},
+    "noise": {
+        "choices": ("flip", "mixture", "symmetric"),
+        "help": "Noise model: asymmetric flip (ε0 false positives, ε1 misses), mixture (guess with prob. ε, say 'present' with prob. r; excludes adversarial annotators) or symmetric flip.",
+    },
+    "granularity": {
+        "choices": GRANULARITIES,
+        "help": "Noise cells: one global pair, per label, per annotator (default), per (annotator, label) or per item (diagnostic only: over-fits).",
+    },
+    "max_degree": {
+        "kind": "object",
+        "help": "Largest true-set size M (default: 99th percentile of reported set sizes, 1..4).",
+    },
     "include_empty": {"help": "Allow the empty set as a true label set."},
-    "admissible": {"choices": ("degree", "observed", "all"), "help": "Admissible true sets: all sets of ≤ M labels, the sets reported at least once (+ ∅), or all subsets."},
-    "prior": {"choices": ("set", "uniform", "product"), "help": "Prior over true sets: estimated per set, uniform (the thesis's choice) or independent labels (only with admissible='all')."},
-    "alpha": {"low": 0.0, "high": 10.0, "help": "Pseudo-count on every noise count (Beta(1+α, 1+α) MAP).", "advanced": True},
+    "admissible": {
+        "choices": ("degree", "observed", "all"),
+        "help": "Admissible true sets: all sets of ≤ M labels, the sets reported at least once (+ ∅), or all subsets.",
+    },
+    "prior": {
+        "choices": ("set", "uniform", "product"),
+        "help": "Prior over true sets: estimated per set, uniform (the thesis's choice) or independent labels (only with admissible='all').",
+    },
+    "alpha": {
+        "low": 0.0,
+        "high": 10.0,
+        "help": "Pseudo-count on every noise count (Beta(1+α, 1+α) MAP).",
+        "advanced": True,
+    },
     "kappa": {"low": 0.0, "high": 10.0, "help": "Pseudo-count on every set-prior entry.", "advanced": True},
-    "anneal": {"kind": "object", "help": "Deterministic annealing: None (default), 'default' or a dict of schedule settings (T0, factor, inner_max, inner_tol, guard, schedule).", "advanced": True},
+    "anneal": {
+        "kind": "object",
+        "help": "Deterministic annealing: None (default), 'default' or a dict of schedule settings (T0, factor, inner_max, inner_tol, guard, schedule).",
+        "advanced": True,
+    },
     "tol": {"low": 0.0, "high": 1.0, "help": "Stop when the relative change of the log-likelihood is below tol."},
     "max_iter": {"low": 1, "high": 10000, "help": "Maximum EM iterations."},
-    "factorize": {"help": "Use the exact per-label (binary relevance) path when the model factorises (all subsets, product prior, per-label noise cells).", "advanced": True},
+    "factorize": {
+        "help": "Use the exact per-label (binary relevance) path when the model factorises (all subsets, product prior, per-label noise cells).",
+        "advanced": True,
+    },
     "sep": {"help": "Separator of label sets in format A text."},
-    "unlisted": {"choices": ("absent", "missing"), "help": "Format B: labels not listed for a (task, worker) pair are 'absent' (closed world) or 'missing' (partial judgments)."},
+    "unlisted": {
+        "choices": ("absent", "missing"),
+        "help": "Format B: labels not listed for a (task, worker) pair are 'absent' (closed world) or 'missing' (partial judgments).",
+    },
 }
 
 
@@ -590,13 +691,17 @@ class MultiLabelEM(Aggregator):
         C = d.n_labels
         per_label_cells = self.granularity in ("label", "annotator_label")
         if self.prior == "product" and self.admissible != "all":
-            raise UserInputError("prior='product' is exact only with admissible='all' (all subsets); use prior='set' otherwise.")
+            raise UserInputError(
+                "prior='product' is exact only with admissible='all' (all subsets); use prior='set' otherwise."
+            )
         if self.admissible == "all":
             fact = bool(self.factorize) and self.prior == "product" and per_label_cells and bool(self.include_empty)
             if fact:
                 return None, True, C
             if 2**C > 20000:
-                raise UserInputError(f"admissible='all' with {C} labels enumerates {2**C:,} sets; use prior='product' with a per-label granularity (factorised) or a maximum degree.")
+                raise UserInputError(
+                    f"admissible='all' with {C} labels enumerates {2**C:,} sets; use prior='product' with a per-label granularity (factorised) or a maximum degree."
+                )
             return admissible_sets(C, C, bool(self.include_empty)), False, C
         obs = d.X if d.O is None else (d.X & d.O)
         sizes = obs.sum(axis=1)
@@ -621,7 +726,9 @@ class MultiLabelEM(Aggregator):
 
         size = sum(comb(C, m) for m in range(0 if self.include_empty else 1, M + 1))
         if size > 20000:
-            raise UserInputError(f"{size:,} admissible sets (C = {C}, M = {M}); choose a smaller max_degree or admissible='all' with prior='product'.")
+            raise UserInputError(
+                f"{size:,} admissible sets (C = {C}, M = {M}); choose a smaller max_degree or admissible='all' with prior='product'."
+            )
         return admissible_sets(C, M, bool(self.include_empty)), False, M
 
     def _check(self) -> None:
@@ -635,14 +742,18 @@ class MultiLabelEM(Aggregator):
             raise UserInputError("alpha and kappa must be ≥ 0.")
 
     # ---------------------------------------------------------------- fit
-    def fit(self, data, *, labels: Sequence[Any] | None = None, true_labels=None, graph=None, context=None) -> "MultiLabelEM":
+    def fit(
+        self, data, *, labels: Sequence[Any] | None = None, true_labels=None, graph=None, context=None
+    ) -> MultiLabelEM:
         """Fit on format A or B responses (or a :class:`MultiLabelData`); ``labels`` adds vocabulary labels nobody
         reported.  ``true_labels`` is accepted for API symmetry and ignored in fitting."""
         t0 = time.perf_counter()
         self._check()
         d = self._data(data, labels)
         if d.n_workers < 2:
-            raise UserInputError(f"only {d.n_workers} annotator gave responses; estimating reliability needs at least 2.")
+            raise UserInputError(
+                f"only {d.n_workers} annotator gave responses; estimating reliability needs at least 2."
+            )
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", AggregationWarning)
             fit_out = self._fit_ml(d)
@@ -655,11 +766,19 @@ class MultiLabelEM(Aggregator):
         return self
 
     def _fit_ml(self, d: MultiLabelData) -> dict[str, Any]:
-        from fusion_core.annealing import anneal as run_anneal
         from fusion_core.methods.em.annealing import resolve_schedule
 
         Z, factorised, M = self._family(d)
-        model = _Model(d, granularity=self.granularity, noise=self.noise, Z=Z, prior=self.prior, alpha=self.alpha, kappa=self.kappa, factorised=factorised)
+        model = _Model(
+            d,
+            granularity=self.granularity,
+            noise=self.noise,
+            Z=Z,
+            prior=self.prior,
+            alpha=self.alpha,
+            kappa=self.kappa,
+            factorised=factorised,
+        )
         self._model = model
         st = model.initial_state()
         self._warn_data(d)
@@ -683,7 +802,18 @@ class MultiLabelEM(Aggregator):
             st = model.m_step(e)
         e = model.e_step(st, want_top=5)
         temps = temps + [1.0] * len(trace)
-        return {"state": st, "e": e, "trace": trace, "n_iter": it, "converged": converged, "Z": Z, "factorised": factorised, "M": M, "temps": temps, "anneal": ann_info}
+        return {
+            "state": st,
+            "e": e,
+            "trace": trace,
+            "n_iter": it,
+            "converged": converged,
+            "Z": Z,
+            "factorised": factorised,
+            "M": M,
+            "temps": temps,
+            "anneal": ann_info,
+        }
 
     def _anneal(self, model: _Model, st0: _State, schedule):
         from fusion_core.annealing import anneal as run_anneal
@@ -713,18 +843,31 @@ class MultiLabelEM(Aggregator):
         def inform(st):
             return float(np.max(np.abs(1 - st.eps0 - st.eps1)))
 
-        res = run_anneal(st0, log_joint=log_joint, m_step=m_step, params=params, informativeness=inform, schedule=schedule)
-        info = {"T0": res.T0, "restarts": res.restarts, "fell_back": res.fell_back, "collapsed": res.collapsed, "trace": res.trace}
+        res = run_anneal(
+            st0, log_joint=log_joint, m_step=m_step, params=params, informativeness=inform, schedule=schedule
+        )
+        info = {
+            "T0": res.T0,
+            "restarts": res.restarts,
+            "fell_back": res.fell_back,
+            "collapsed": res.collapsed,
+            "trace": res.trace,
+        }
         return res.state, res.temperatures, info
 
     def _warn_data(self, d: MultiLabelData) -> None:
         obs = np.ones_like(d.X) if d.O is None else d.O
         reported = (d.X & obs).any(axis=0)
         for c in np.flatnonzero(~reported):
-            warnings.warn(f"label {d.labels[c]!r} is never reported: its presence is determined by the prior alone.", AggregationWarning)
+            warnings.warn(
+                f"label {d.labels[c]!r} is never reported: its presence is determined by the prior alone.",
+                AggregationWarning,
+            )
         # constant annotator columns (always / never reporting a label), among annotators with ≥ 2 responses
         nresp = np.bincount(d.worker, minlength=d.n_workers)
-        inc = sp.csr_matrix((np.ones(d.n_responses), (d.worker, np.arange(d.n_responses))), shape=(d.n_workers, d.n_responses))
+        inc = sp.csr_matrix(
+            (np.ones(d.n_responses), (d.worker, np.arange(d.n_responses))), shape=(d.n_workers, d.n_responses)
+        )
         pos = np.asarray(inc @ (d.X & obs).astype(float))
         tot = np.asarray(inc @ obs.astype(float))
         const = ((pos == 0) | (pos == tot)) & (tot >= 2) & (nresp[:, None] >= 2) & reported[None, :]
@@ -771,14 +914,20 @@ class MultiLabelEM(Aggregator):
         e1 = self._expand(st.eps1, d)
         idx = pd.MultiIndex.from_product([d.workers, labels], names=["worker", "label"])
         self.flip_rates_ = pd.DataFrame(
-            {"false_positive": e0.ravel(), "miss": e1.ravel(), "sensitivity": 1 - e1.ravel(), "specificity": 1 - e0.ravel()}, index=idx
+            {
+                "false_positive": e0.ravel(),
+                "miss": e1.ravel(),
+                "sensitivity": 1 - e1.ravel(),
+                "specificity": 1 - e0.ravel(),
+            },
+            index=idx,
         )
         self.errors_ = self.flip_rates_
         eps = e0 + e1
         with np.errstate(invalid="ignore", divide="ignore"):
             r = np.where(eps > 0, e0 / np.where(eps > 0, eps, 1), np.nan)
         self.mixture_ = pd.DataFrame({"eps": eps.ravel(), "r": r.ravel()}, index=idx)
-        adv = (e0 + e1 > 1)
+        adv = e0 + e1 > 1
         nresp = np.bincount(d.worker, minlength=J)
         for c in range(C):
             active = nresp > 0
@@ -790,14 +939,29 @@ class MultiLabelEM(Aggregator):
             self.set_prior_ = pd.Series(st.rho, index=pd.Index(labels, name="label"), name="label_prior")
         else:
             set_names = [tuple(lab_arr[z]) for z in Z]
-            self.set_prior_ = pd.Series(np.exp(st.log_prior), index=pd.Index(set_names, tupleize_cols=False, name="set"), name="prior")
+            self.set_prior_ = pd.Series(
+                np.exp(st.log_prior), index=pd.Index(set_names, tupleize_cols=False, name="set"), name="prior"
+            )
             rows = []
             set_arr = np.empty(len(set_names), dtype=object)
             set_arr[:] = set_names
             for start, ix, pr in e["top"] or []:
                 for rank in range(ix.shape[1]):
-                    rows.append(pd.DataFrame({"task": d.items.take(np.arange(start, start + ix.shape[0])), "rank": rank + 1, "set": set_arr[ix[:, rank]], "probability": pr[:, rank]}))
-            self.top_sets_ = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["task", "rank", "set", "probability"])
+                    rows.append(
+                        pd.DataFrame(
+                            {
+                                "task": d.items.take(np.arange(start, start + ix.shape[0])),
+                                "rank": rank + 1,
+                                "set": set_arr[ix[:, rank]],
+                                "probability": pr[:, rank],
+                            }
+                        )
+                    )
+            self.top_sets_ = (
+                pd.concat(rows, ignore_index=True)
+                if rows
+                else pd.DataFrame(columns=["task", "rank", "set", "probability"])
+            )
         self.loss_history_ = list(out["trace"])
         self.log_likelihood_ = out["trace"][-1] if out["trace"] else None
         self.n_iter_ = out["n_iter"]
@@ -826,7 +990,13 @@ class MultiLabelEM(Aggregator):
             n_iter=out["n_iter"],
             converged=out["converged"],
             seconds=seconds,
-            extras={"flip_rates": flip, "skills": skills, "map_sets": map_sets, "temperatures": np.asarray(out["temps"]), "max_degree": out["M"]},
+            extras={
+                "flip_rates": flip,
+                "skills": skills,
+                "map_sets": map_sets,
+                "temperatures": np.asarray(out["temps"]),
+                "max_degree": out["M"],
+            },
             warnings=msgs,
         )
 
@@ -852,7 +1022,10 @@ class MultiLabelEM(Aggregator):
         model: _Model = self._model
         st: _State = self.state_
         cell, _ = _Model._cells(_CellView(hidden), self.granularity)
-        inc = sp.csr_matrix((np.ones(hidden.n_responses), (hidden.item, np.arange(hidden.n_responses))), shape=(hidden.n_items, hidden.n_responses))
+        inc = sp.csr_matrix(
+            (np.ones(hidden.n_responses), (hidden.item, np.arange(hidden.n_responses))),
+            shape=(hidden.n_items, hidden.n_responses),
+        )
         Bh, Dh = model.scatter(st, data=hidden, cell=cell, inc=inc)
         items = np.unique(hidden.item)
         B_tr, D_tr = model.scatter(st)

@@ -123,7 +123,9 @@ class Param:
             raise UserInputError(f"{who} '{self.name}' must be {detail}; got {show(value)}.") from None
 
     def _validate(self, value: Any) -> Any:
-        if value is None and (self.nullable or self.kind in ("seed",) or (self.kind == "object" and self.default is None)):
+        if value is None and (
+            self.nullable or self.kind in ("seed",) or (self.kind == "object" and self.default is None)
+        ):
             return None
         kind = self.kind
         if kind == "bool":
@@ -138,7 +140,11 @@ class Param:
             self._check_range(int(value))
             return value
         if kind == "float":
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+            if (
+                isinstance(value, (bool, np.bool_))
+                or not isinstance(value, numbers.Real)
+                or not math.isfinite(float(value))
+            ):
                 raise ValueError
             self._check_range(float(value))
             return value
@@ -211,24 +217,51 @@ def _parse_literal(raw: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------- constructors
-def Int(default: int | None, *, low: float | None = None, high: float | None = None, help: str, advanced: bool = False,
-        nullable: bool = False) -> Param:
+def Int(
+    default: int | None,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    help: str,
+    advanced: bool = False,
+    nullable: bool = False,
+) -> Param:
     """A whole-number parameter with an inclusive range."""
     return Param(default, "int", help, low=low, high=high, advanced=advanced, nullable=nullable)
 
 
-def Float(default: float | None, *, low: float | None = None, high: float | None = None, low_open: bool = False,
-          high_open: bool = False, help: str, advanced: bool = False, nullable: bool = False) -> Param:
+def Float(
+    default: float | None,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    help: str,
+    advanced: bool = False,
+    nullable: bool = False,
+) -> Param:
     """A finite real parameter with an inclusive (or open) range."""
-    return Param(default, "float", help, low=low, high=high, low_open=low_open, high_open=high_open, advanced=advanced,
-                 nullable=nullable)
+    return Param(
+        default,
+        "float",
+        help,
+        low=low,
+        high=high,
+        low_open=low_open,
+        high_open=high_open,
+        advanced=advanced,
+        nullable=nullable,
+    )
 
 
 def Bool(default: bool, *, help: str, advanced: bool = False) -> Param:
     return Param(default, "bool", help, advanced=advanced)
 
 
-def Choice(default: Any, choices: tuple[Any, ...], *, help: str, advanced: bool = False, nullable: bool = False) -> Param:
+def Choice(
+    default: Any, choices: tuple[Any, ...], *, help: str, advanced: bool = False, nullable: bool = False
+) -> Param:
     if default not in choices and not (nullable and default is None):
         raise ValueError(f"default {default!r} is not among the choices {choices}")
     return Param(default, "choice", help, choices=tuple(choices), advanced=advanced, nullable=nullable)
@@ -238,13 +271,18 @@ def Text(default: str, *, help: str, advanced: bool = False) -> Param:
     return Param(default, "str", help, advanced=advanced)
 
 
-def Seed(default: int | None = 0, *, help: str = "Random seed (results are reproducible for a given seed).",
-         advanced: bool = True) -> Param:
+def Seed(
+    default: int | None = 0,
+    *,
+    help: str = "Random seed (results are reproducible for a given seed).",
+    advanced: bool = True,
+) -> Param:
     return Param(default, "seed", help, advanced=advanced)
 
 
-def Object(default: Any, *, help: str, text: str, check: Callable[[Any], Any] | None = None,
-           advanced: bool = True) -> Param:
+def Object(
+    default: Any, *, help: str, text: str, check: Callable[[Any], Any] | None = None, advanced: bool = True
+) -> Param:
     """A structured parameter (arrays, Series, dicts, 'auto' or a number …) checked by ``check``."""
     return Param(default, "object", help, check=check, text=text, advanced=advanced)
 

@@ -46,7 +46,9 @@ class MethodInfo:
         for p in self.params:
             if p.name == name:
                 return p
-        raise UserInputError(f"method '{self.name}' has no parameter '{name}'; it has {', '.join(p.name for p in self.params) or 'none'}.")
+        raise UserInputError(
+            f"method '{self.name}' has no parameter '{name}'; it has {', '.join(p.name for p in self.params) or 'none'}."
+        )
 
     @property
     def label(self) -> str:

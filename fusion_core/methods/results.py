@@ -224,7 +224,11 @@ class FitResult:
 
     @property
     def extras(self) -> dict[str, Any]:  # TRANSITIONAL: removed once plots, pages and the CLI read typed fields
-        return {**self.details, "skills": self.worker_skill, **({"hard_labels": self.hard_labels} if self.hard_labels is not None else {})}
+        return {
+            **self.details,
+            "skills": self.worker_skill,
+            **({"hard_labels": self.hard_labels} if self.hard_labels is not None else {}),
+        }
 
     def column(self, key: str) -> AnnotatorColumn | None:
         """The per-annotator column with machine name ``key``, if the method reported it."""
@@ -240,15 +244,17 @@ class FitResult:
             "converged": bool(self.converged),
             "log_likelihood": None if ll is None else float(ll),
             "seconds": float(self.seconds),
-            "items": int(len(self.items)),
-            "workers": int(len(self.workers)),
+            "items": len(self.items),
+            "workers": len(self.workers),
             "classes": [jsonable(c) for c in self.classes],
             "warnings": list(self.warnings),
         }
         if self.selection is not None:
             out["chosen_method"] = self.selection.chosen
             out["selection_criterion"] = self.selection.criterion
-            out["candidates"] = [{k: jsonable(v) for k, v in row.items()} for row in self.selection.table.to_dict("records")]
+            out["candidates"] = [
+                {k: jsonable(v) for k, v in row.items()} for row in self.selection.table.to_dict("records")
+            ]
         return out
 
 

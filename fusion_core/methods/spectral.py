@@ -28,18 +28,55 @@ from fusion_core.spectral import EPS, BinaryFit, BinaryMatrix, fit_binary
 EM_SMOOTHING = 0.01  # §3.11 step 2 pseudo-count
 
 _COMMON = {
-    "positive_label": {"kind": "object", "help": "Binary data: the label coded +1 (sensitivity and b refer to it); default the second class in label order."},
-    "completion": {"choices": ("auto", "loglinear", "als"), "help": "Diagonal completion: log-linear least squares (P14), then Gauss–Seidel rank-one fit with missing data ('auto').", "advanced": True},
-    "weights": {"choices": ("delta", "uniform"), "help": "Pair weights of the log-linear fit (inverse delta-method variance, or P14's plain least squares).", "advanced": True},
-    "sign_rule": {"choices": ("sum", "count"), "help": "Eigenvector sign: annotators better than random on average ('sum') or in majority ('count').", "advanced": True},
-    "n_min": {"low": 2, "high": 10000, "help": "Minimum items two annotators must share for their covariance to be used.", "advanced": True},
-    "d_min": {"low": 1, "high": 100, "help": "Minimum number of valid partners for an annotator to stay in the spectral core.", "advanced": True},
-    "strict": {"help": "Raise instead of falling back to EM when the data are too sparse for the spectral stage.", "advanced": True},
+    "positive_label": {
+        "kind": "object",
+        "help": "Binary data: the label coded +1 (sensitivity and b refer to it); default the second class in label order.",
+    },
+    "completion": {
+        "choices": ("auto", "loglinear", "als"),
+        "help": "Diagonal completion: log-linear least squares (P14), then Gauss–Seidel rank-one fit with missing data ('auto').",
+        "advanced": True,
+    },
+    "weights": {
+        "choices": ("delta", "uniform"),
+        "help": "Pair weights of the log-linear fit (inverse delta-method variance, or P14's plain least squares).",
+        "advanced": True,
+    },
+    "sign_rule": {
+        "choices": ("sum", "count"),
+        "help": "Eigenvector sign: annotators better than random on average ('sum') or in majority ('count').",
+        "advanced": True,
+    },
+    "n_min": {
+        "low": 2,
+        "high": 10000,
+        "help": "Minimum items two annotators must share for their covariance to be used.",
+        "advanced": True,
+    },
+    "d_min": {
+        "low": 1,
+        "high": 100,
+        "help": "Minimum number of valid partners for an annotator to stay in the spectral core.",
+        "advanced": True,
+    },
+    "strict": {
+        "help": "Raise instead of falling back to EM when the data are too sparse for the spectral stage.",
+        "advanced": True,
+    },
 }
 _B = {
-    "b_method": {"choices": ("likelihood", "tensor", "both"), "help": "Class-imbalance estimator: restricted likelihood (J15 Alg. 2) or 3-D tensor (J15 Alg. 1); 'both' uses likelihood and reports the tensor value."},
-    "b": {"kind": "object", "help": "Known class imbalance P(+) − P(−) (binary only); None = estimate.", "advanced": True},
-    "use_prior": {"help": "Add the prior log-odds ln((1+b)/(1−b)) to the i-SML rule (MAP, better accuracy) instead of the papers' ML rule (better balanced accuracy)."},
+    "b_method": {
+        "choices": ("likelihood", "tensor", "both"),
+        "help": "Class-imbalance estimator: restricted likelihood (J15 Alg. 2) or 3-D tensor (J15 Alg. 1); 'both' uses likelihood and reports the tensor value.",
+    },
+    "b": {
+        "kind": "object",
+        "help": "Known class imbalance P(+) − P(−) (binary only); None = estimate.",
+        "advanced": True,
+    },
+    "use_prior": {
+        "help": "Add the prior log-odds ln((1+b)/(1−b)) to the i-SML rule (MAP, better accuracy) instead of the papers' ML rule (better balanced accuracy)."
+    },
 }
 _EM = {
     "init": {"choices": ("isml", "sml", "mv"), "help": "Start of EM (P14's iMLE starts from SML)."},
@@ -62,8 +99,14 @@ class _SpectralBase(Aggregator):
     level = "sml"
 
     def _common_kwargs(self) -> dict[str, Any]:
-        return dict(completion=self.completion, weights=self.weights, sign_rule=self.sign_rule,
-                    n_min=int(self.n_min), d_min=int(self.d_min), strict=bool(self.strict))
+        return dict(
+            completion=self.completion,
+            weights=self.weights,
+            sign_rule=self.sign_rule,
+            n_min=int(self.n_min),
+            d_min=int(self.d_min),
+            strict=bool(self.strict),
+        )
 
     # ----------------------------------------------------------------------- entry
     def _fit(self, responses: Responses, *, gold, graph, context) -> Fit:
@@ -74,8 +117,10 @@ class _SpectralBase(Aggregator):
     def _b_method(self) -> str:
         method = getattr(self, "b_method", "likelihood")
         if method == "none" and self.level != "sml":
-            raise UserInputError(f"method '{self.method_name}' needs the class imbalance: b_method must be "
-                                 "'likelihood', 'tensor' or 'both'.")
+            raise UserInputError(
+                f"method '{self.method_name}' needs the class imbalance: b_method must be "
+                "'likelihood', 'tensor' or 'both'."
+            )
         return method
 
     # -------------------------------------------------------------------- binary
@@ -90,8 +135,13 @@ class _SpectralBase(Aggregator):
         z = np.where(resp.label == pos, 1.0, -1.0)
         B = BinaryMatrix.from_codes(resp.worker, resp.item, z, resp.n_workers, resp.n_items)
         known_b = getattr(self, "b", None)
-        bf = fit_binary(B, b=None if known_b is None else float(known_b), b_method=self._b_method(),
-                        want_llr=True, **self._common_kwargs())
+        bf = fit_binary(
+            B,
+            b=None if known_b is None else float(known_b),
+            b_method=self._b_method(),
+            want_llr=True,
+            **self._common_kwargs(),
+        )
         mv = initial_posterior(resp, "mv")
         if bf.spectral is None:
             return self._fallback(resp, gold, mv)
@@ -109,9 +159,13 @@ class _SpectralBase(Aggregator):
         sml_post[:, pos] = sml_lab > 0
         sml_post[:, neg] = sml_lab < 0
         extras: dict[str, Any] = {
-            "score": s, "sml_labels": np.where(sml_lab > 0, pos, neg), "tied_items": np.flatnonzero(tied),
-            "items_without_core_label": np.flatnonzero(no_core), "positive_label": resp.classes[pos],
-            "diagnostics": dict(bf.diagnostics), "in_core": core,
+            "score": s,
+            "sml_labels": np.where(sml_lab > 0, pos, neg),
+            "tied_items": np.flatnonzero(tied),
+            "items_without_core_label": np.flatnonzero(no_core),
+            "positive_label": resp.classes[pos],
+            "diagnostics": dict(bf.diagnostics),
+            "in_core": core,
         }
         if bf.b_curve is not None:
             extras["b_curve"] = {"b": bf.b_curve[0], "G": bf.b_curve[1]}
@@ -138,7 +192,9 @@ class _SpectralBase(Aggregator):
         elif self.level == "isml":
             post = isml_post
         else:
-            post, log_lik, n_iter, converged, em_conf, em_prior, em_info = self._run_em(resp, gold, sml_post, isml_post, mv)
+            post, log_lik, n_iter, converged, em_conf, em_prior, em_info = self._run_em(
+                resp, gold, sml_post, isml_post, mv
+            )
             extras.update(em_info)
         post = clamp_gold(post.copy(), gold)
 
@@ -176,9 +232,18 @@ class _SpectralBase(Aggregator):
             # 0.798, mean 0.940 vs 0.922) and covers every annotator, not only the spectral core
             extras["ranking"] = np.argsort(-extras["balanced_accuracy"], kind="stable")
             extras["ranking_source"] = "em_balanced_accuracy"
-        extras["diagnostics"]["sml_mv_agreement"] = float(np.mean(np.sign(s[~no_core]) == mv_sign[~no_core])) if (~no_core).any() else float("nan")
-        return Fit(posterior=post, confusion=conf, class_prior=prior, log_likelihood=log_lik,
-                   n_iter=n_iter, converged=converged, extras=extras)
+        extras["diagnostics"]["sml_mv_agreement"] = (
+            float(np.mean(np.sign(s[~no_core]) == mv_sign[~no_core])) if (~no_core).any() else float("nan")
+        )
+        return Fit(
+            posterior=post,
+            confusion=conf,
+            class_prior=prior,
+            log_likelihood=log_lik,
+            n_iter=n_iter,
+            converged=converged,
+            extras=extras,
+        )
 
     # ------------------------------------------------------------------------ EM
     def _run_em(self, resp, gold, sml_post, isml_post, mv):
@@ -190,8 +255,15 @@ class _SpectralBase(Aggregator):
         names = [init] + (["mv"] if self.multi_start and init != "mv" else [])
         runs = {}
         for name in names:
-            runs[name] = run_em(resp, starts[name].copy(), smoothing=float(self.smoothing), estimate_priors=True,
-                                tol=float(self.tol), max_iter=int(self.max_iter), gold=gold)
+            runs[name] = run_em(
+                resp,
+                starts[name].copy(),
+                smoothing=float(self.smoothing),
+                estimate_priors=True,
+                tol=float(self.tol),
+                max_iter=int(self.max_iter),
+                gold=gold,
+            )
         best = max(names, key=lambda k: runs[k].log_likelihood[-1])
         f = runs[best]
         info = {"em_start": best, "em_log_likelihoods": {k: float(r.log_likelihood[-1]) for k, r in runs.items()}}
@@ -241,8 +313,12 @@ class _SpectralBase(Aggregator):
         p_raw = (1 + b) / 2
         total = float(p_raw.sum())
         if abs(total - 1) > 0.05:
-            warnings.warn(f"one-vs-all class probabilities sum to {total:.3f} before renormalising (|Σ−1| > 0.05): "
-                          "the per-class models fit poorly.", AggregationWarning, stacklevel=2)
+            warnings.warn(
+                f"one-vs-all class probabilities sum to {total:.3f} before renormalising (|Σ−1| > 0.05): "
+                "the per-class models fit poorly.",
+                AggregationWarning,
+                stacklevel=2,
+            )
         prior = p_raw / total
         in_core = np.stack([f.spectral.core.mask for f in fits], axis=1)  # m × K
         diag = np.stack([np.clip(f.psi_raw, EPS, 1 - EPS) for f in fits], axis=1)
@@ -265,9 +341,15 @@ class _SpectralBase(Aggregator):
         isml_post, _ = e_step(resp, conf, isml_prior)
         isml_post[no_core] = mv[no_core]
         extras: dict[str, Any] = {
-            "score": scores, "class_prior_raw": p_raw, "class_prior_sum": total, "in_core": in_core,
-            "diagnostics": {"per_class": {str(resp.classes[k]): fits[k].diagnostics for k in range(K)},
-                            "class_prior_sum": total, "method_used": "spectral-ova"},
+            "score": scores,
+            "class_prior_raw": p_raw,
+            "class_prior_sum": total,
+            "in_core": in_core,
+            "diagnostics": {
+                "per_class": {str(resp.classes[k]): fits[k].diagnostics for k in range(K)},
+                "class_prior_sum": total,
+                "method_used": "spectral-ova",
+            },
         }
         log_lik: list[float] = []
         n_iter, converged = 0, True
@@ -289,8 +371,15 @@ class _SpectralBase(Aggregator):
             balanced_accuracy=sens.mean(axis=1),
             class_imbalance=2 * np.asarray(out_prior) - 1,
         )
-        return Fit(posterior=post, confusion=conf, class_prior=out_prior, log_likelihood=log_lik,
-                   n_iter=n_iter, converged=converged, extras=extras)
+        return Fit(
+            posterior=post,
+            confusion=conf,
+            class_prior=out_prior,
+            log_likelihood=log_lik,
+            n_iter=n_iter,
+            converged=converged,
+            extras=extras,
+        )
 
     # ------------------------------------------------------------- fitted attrs
     def _set_fitted(self, resp: Responses, fit: Fit, seconds: float) -> None:
@@ -342,7 +431,13 @@ def _ova_specificity(conf: np.ndarray, prior: np.ndarray) -> np.ndarray:
     summary="Spectral Meta-Learner: rank annotators by the leading eigenvector of their covariance; weighted vote.",
     family="spectral",
     probabilistic=False,
-    params={**_COMMON, "b_method": {"choices": ("likelihood", "tensor", "both", "none"), "help": "Estimator of b for the reported sensitivity/specificity (labels do not use it); the O(responses) tensor method by default."}},
+    params={
+        **_COMMON,
+        "b_method": {
+            "choices": ("likelihood", "tensor", "both", "none"),
+            "help": "Estimator of b for the reported sensitivity/specificity (labels do not use it); the O(responses) tensor method by default.",
+        },
+    },
     reference="Parisi et al. 2014 (PNAS) Eqs. 4–8, 13–15; spec spectral.md §3.2–3.6, §5.",
 )
 class SpectralMetaLearner(_SpectralBase):
@@ -352,8 +447,17 @@ class SpectralMetaLearner(_SpectralBase):
 
     level = "sml"
 
-    def __init__(self, positive_label=None, completion: str = "auto", weights: str = "delta", sign_rule: str = "sum",
-                 n_min: int = 10, d_min: int = 3, strict: bool = False, b_method: str = "tensor"):
+    def __init__(
+        self,
+        positive_label=None,
+        completion: str = "auto",
+        weights: str = "delta",
+        sign_rule: str = "sum",
+        n_min: int = 10,
+        d_min: int = 3,
+        strict: bool = False,
+        b_method: str = "tensor",
+    ):
         self.positive_label = positive_label
         self.completion = completion
         self.weights = weights
@@ -377,10 +481,22 @@ class InformedSML(_SpectralBase):
 
     level = "isml"
 
-    def __init__(self, positive_label=None, completion: str = "auto", weights: str = "delta", sign_rule: str = "sum",
-                 n_min: int = 10, d_min: int = 3, strict: bool = False, b_method: str = "likelihood",
-                 b: float | None = None, use_prior: bool = False):
-        SpectralMetaLearner.__init__(self, positive_label, completion, weights, sign_rule, n_min, d_min, strict, b_method)
+    def __init__(
+        self,
+        positive_label=None,
+        completion: str = "auto",
+        weights: str = "delta",
+        sign_rule: str = "sum",
+        n_min: int = 10,
+        d_min: int = 3,
+        strict: bool = False,
+        b_method: str = "likelihood",
+        b: float | None = None,
+        use_prior: bool = False,
+    ):
+        SpectralMetaLearner.__init__(
+            self, positive_label, completion, weights, sign_rule, n_min, d_min, strict, b_method
+        )
         self.b = b
         self.use_prior = use_prior
 
@@ -398,11 +514,27 @@ class SpectralDawidSkene(_SpectralBase):
 
     level = "sml-ds"
 
-    def __init__(self, positive_label=None, completion: str = "auto", weights: str = "delta", sign_rule: str = "sum",
-                 n_min: int = 10, d_min: int = 3, strict: bool = False, b_method: str = "likelihood",
-                 b: float | None = None, use_prior: bool = False, init: str = "isml", multi_start: bool = True,
-                 smoothing: float = EM_SMOOTHING, tol: float = 1e-8, max_iter: int = 500):
-        InformedSML.__init__(self, positive_label, completion, weights, sign_rule, n_min, d_min, strict, b_method, b, use_prior)
+    def __init__(
+        self,
+        positive_label=None,
+        completion: str = "auto",
+        weights: str = "delta",
+        sign_rule: str = "sum",
+        n_min: int = 10,
+        d_min: int = 3,
+        strict: bool = False,
+        b_method: str = "likelihood",
+        b: float | None = None,
+        use_prior: bool = False,
+        init: str = "isml",
+        multi_start: bool = True,
+        smoothing: float = EM_SMOOTHING,
+        tol: float = 1e-8,
+        max_iter: int = 500,
+    ):
+        InformedSML.__init__(
+            self, positive_label, completion, weights, sign_rule, n_min, d_min, strict, b_method, b, use_prior
+        )
         self.init = init
         self.multi_start = multi_start
         self.smoothing = smoothing

@@ -7,14 +7,24 @@ ends up in a figure goes through :func:`esc` and is shown literally.
 from __future__ import annotations
 
 import html
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import plotly.graph_objects as go
 
 from fusion_core.methods.base import FitResult
 
 PALETTE = (
-    "#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC",
+    "#4C78A8",
+    "#F58518",
+    "#54A24B",
+    "#E45756",
+    "#72B7B2",
+    "#EECA3B",
+    "#B279A2",
+    "#FF9DA6",
+    "#9D755D",
+    "#BAB0AC",
 )
 HEAT = "Blues"
 DIVERGING = "RdBu"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -60,7 +61,9 @@ def confusion_small_multiples(
     if res.confusion is None:
         return empty_figure("Confusion matrices", f"method '{res.method}' estimates no confusion matrices")
     if workers is None:
-        order = np.argsort(-np.asarray(res.extras.get("skills", np.zeros(len(res.workers))), dtype=float), kind="stable")
+        order = np.argsort(
+            -np.asarray(res.extras.get("skills", np.zeros(len(res.workers))), dtype=float), kind="stable"
+        )
         workers = list(res.workers.take(order))
     workers = list(workers)[:max_panels]
     if not workers:
@@ -91,8 +94,12 @@ def confusion_small_multiples(
         )
         last_row = i + ncol >= len(codes)
         fig.update_xaxes(title_text="reported" if last_row else None, type="category", row=r + 1, col=col + 1)
-        fig.update_yaxes(title_text="true" if col == 0 else None, type="category", autorange="reversed", row=r + 1, col=col + 1)
-    return base_layout(fig, f"Confusion matrices ({esc(res.method)}): rows = true, columns = reported", height=260 * nrow + 80)
+        fig.update_yaxes(
+            title_text="true" if col == 0 else None, type="category", autorange="reversed", row=r + 1, col=col + 1
+        )
+    return base_layout(
+        fig, f"Confusion matrices ({esc(res.method)}): rows = true, columns = reported", height=260 * nrow + 80
+    )
 
 
 def skill_ranking(
@@ -139,7 +146,9 @@ def eigenvector_bar(result: Any, key: str = "eigenvector") -> go.Figure:
     vec = res.extras.get(key)
     if vec is None:
         return empty_figure("Ranking eigenvector", f"method '{res.method}' has no '{key}'")
-    s = pd.Series(np.asarray(vec, dtype=float).ravel()[: len(res.workers)], index=res.workers).sort_values(ascending=False)
+    s = pd.Series(np.asarray(vec, dtype=float).ravel()[: len(res.workers)], index=res.workers).sort_values(
+        ascending=False
+    )
     colors = [color_for(0) if v >= 0 else color_for(3) for v in s.to_numpy()]
     fig = go.Figure(go.Bar(x=esc_all(s.index), y=s.to_numpy(), marker_color=colors))
     fig.update_xaxes(title_text="annotator", type="category")

@@ -46,7 +46,11 @@ def scree_plot(report: Any, *, max_components: int | None = None) -> go.Figure:
                 hoverinfo="skip",
             )
         )
-        fig.add_trace(go.Scatter(x=xs, y=mean, mode="lines", line={"dash": "dash", "color": "#666"}, name="independence expectation"))
+        fig.add_trace(
+            go.Scatter(
+                x=xs, y=mean, mode="lines", line={"dash": "dash", "color": "#666"}, name="independence expectation"
+            )
+        )
     fig.add_trace(
         go.Scatter(x=x, y=eig[:n], mode="lines+markers", marker={"size": 9, "color": color_for(0)}, name="observed")
     )
@@ -61,7 +65,11 @@ def loadings_scatter(report: Any) -> go.Figure:
     if not isinstance(load, pd.DataFrame) or load.shape[1] < 2 or len(load) == 0:
         return empty_figure("Annotator loadings", "fewer than two eigenvectors are available")
     member = getattr(report, "membership", None)
-    member = pd.Series("honest", index=load.index) if member is None else pd.Series(member).reindex(load.index).fillna("honest")
+    member = (
+        pd.Series("honest", index=load.index)
+        if member is None
+        else pd.Series(member).reindex(load.index).fillna("honest")
+    )
     scores = getattr(report, "scores", None)
     scores = None if scores is None else pd.Series(scores).reindex(load.index)
     fig = go.Figure()

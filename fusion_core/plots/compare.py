@@ -37,7 +37,14 @@ def accuracy_bar(accuracy: pd.Series) -> go.Figure:
     if accuracy.dropna().empty:
         return empty_figure("Accuracy against gold", "no gold labels")
     s = accuracy.dropna().sort_values(ascending=False)
-    fig = go.Figure(go.Bar(x=esc_all(s.index), y=s.to_numpy(), marker_color=[color_for(i) for i in range(len(s))], text=np.round(s.to_numpy(), 3)))
+    fig = go.Figure(
+        go.Bar(
+            x=esc_all(s.index),
+            y=s.to_numpy(),
+            marker_color=[color_for(i) for i in range(len(s))],
+            text=np.round(s.to_numpy(), 3),
+        )
+    )
     fig.update_yaxes(title_text="accuracy", range=[0, 1])
     fig.update_xaxes(type="category", title_text="method")
     return base_layout(fig, "Accuracy against gold labels", height=330)

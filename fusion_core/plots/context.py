@@ -4,7 +4,8 @@ grid point the curve is interpolation only (§9.1): drawn dotted there."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -50,16 +51,40 @@ def _coverage_mask(res, w: int, n_grid: int, categorical: bool) -> np.ndarray | 
 def _curve_traces(fig, x, y, covered, *, name, color, row, col, dash_solid="solid", legend=True, categorical=False):
     solid, dotted = _covered_split(y, covered)
     mode = "lines+markers" if categorical else "lines"
-    fig.add_trace(go.Scatter(x=x, y=solid, mode=mode, name=name, legendgroup=name, showlegend=legend,
-                             line={"color": color, "dash": dash_solid},
-                             hovertemplate=f"{name}<br>context %{{x}}<br>%{{y:.3f}}<extra></extra>"), row=row, col=col)
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=solid,
+            mode=mode,
+            name=name,
+            legendgroup=name,
+            showlegend=legend,
+            line={"color": color, "dash": dash_solid},
+            hovertemplate=f"{name}<br>context %{{x}}<br>%{{y:.3f}}<extra></extra>",
+        ),
+        row=row,
+        col=col,
+    )
     if np.isfinite(dotted).any():
-        fig.add_trace(go.Scatter(x=x, y=dotted, mode=mode, name=f"{name} (interpolated)", legendgroup=name, showlegend=False,
-                                 line={"color": color, "dash": "dot", "width": 1},
-                                 hovertemplate=f"{name}<br>context %{{x}}<br>%{{y:.3f}} (no responses here)<extra></extra>"), row=row, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=dotted,
+                mode=mode,
+                name=f"{name} (interpolated)",
+                legendgroup=name,
+                showlegend=False,
+                line={"color": color, "dash": "dot", "width": 1},
+                hovertemplate=f"{name}<br>context %{{x}}<br>%{{y:.3f}} (no responses here)<extra></extra>",
+            ),
+            row=row,
+            col=col,
+        )
 
 
-def context_reliability(result: Any, workers: Sequence[Any] | None = None, *, label: Any = None, max_workers: int = 8) -> go.Figure:
+def context_reliability(
+    result: Any, workers: Sequence[Any] | None = None, *, label: Any = None, max_workers: int = 8
+) -> go.Figure:
     """Detection P(reported = c | true = c, x) and false alarm P(reported = c | true ≠ c, x) against the context,
     one line per annotator (default: the ``max_workers`` most skilled).  ``label`` picks c for 3+ labels (class vs
     rest); binary data use the positive label.  Dotted where the annotator gave no response near x."""
@@ -79,14 +104,23 @@ def context_reliability(result: Any, workers: Sequence[Any] | None = None, *, la
         pos = res.params.get("positive_label")
         target = classes[1] if pos is None else pos
     x = [esc(v) for v in grid] if categorical else grid
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
-                        subplot_titles=(f"detection: reported {esc(target)} | true {esc(target)}",
-                                        f"false alarm: reported {esc(target)} | true not {esc(target)}"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        horizontal_spacing=0.06,
+        subplot_titles=(
+            f"detection: reported {esc(target)} | true {esc(target)}",
+            f"false alarm: reported {esc(target)} | true not {esc(target)}",
+        ),
+    )
     for j, w in enumerate(_worker_codes(res, workers, max_workers)):
         covered = _coverage_mask(res, w, len(grid), categorical)
         name, color = esc(res.workers[w]), color_for(j)
         _curve_traces(fig, x, det[w], covered, name=name, color=color, row=1, col=1, categorical=categorical)
-        _curve_traces(fig, x, fa[w], covered, name=name, color=color, row=1, col=2, legend=False, categorical=categorical)
+        _curve_traces(
+            fig, x, fa[w], covered, name=name, color=color, row=1, col=2, legend=False, categorical=categorical
+        )
     fig.update_xaxes(title_text="context", type="category" if categorical else None)
     fig.update_yaxes(title_text="probability", range=[0, 1], row=1, col=1)
     fig = base_layout(fig, f"Reliability along the context ({esc(res.method)}); dotted: no responses there", height=440)
@@ -99,7 +133,9 @@ def context_confusion_curves(result: Any, worker: Any, true_class: Any) -> go.Fi
     res = as_result(result)
     curves = res.extras.get("confusion_curves")
     if curves is None:
-        return empty_figure("Confusion along the context", f"method '{res.method}' has no confusion curves (multiclass='confusion')")
+        return empty_figure(
+            "Confusion along the context", f"method '{res.method}' has no confusion curves (multiclass='confusion')"
+        )
     curves = np.asarray(curves, float)  # workers × grid × true × reported
     grid = np.asarray(res.extras["context_grid"])
     categorical = grid.dtype == object
@@ -109,8 +145,22 @@ def context_confusion_curves(result: Any, worker: Any, true_class: Any) -> go.Fi
     x = [esc(v) for v in grid] if categorical else grid
     fig = make_subplots(rows=1, cols=1)
     for j, lab in enumerate(res.classes):
-        _curve_traces(fig, x, curves[w, :, i, j], covered, name=f"reported {esc(lab)}", color=color_for(j), row=1, col=1,
-                      dash_solid="solid" if j == i else "dash", categorical=categorical)
+        _curve_traces(
+            fig,
+            x,
+            curves[w, :, i, j],
+            covered,
+            name=f"reported {esc(lab)}",
+            color=color_for(j),
+            row=1,
+            col=1,
+            dash_solid="solid" if j == i else "dash",
+            categorical=categorical,
+        )
     fig.update_xaxes(title_text="context", type="category" if categorical else None)
     fig.update_yaxes(title_text=f"P(reported | true {esc(true_class)})", range=[0, 1])
-    return base_layout(fig, f"Confusion along the context: annotator {esc(res.workers[w])}, true {esc(true_class)} ({esc(res.method)})", height=380)
+    return base_layout(
+        fig,
+        f"Confusion along the context: annotator {esc(res.workers[w])}, true {esc(true_class)} ({esc(res.method)})",
+        height=380,
+    )

@@ -22,14 +22,18 @@ def response_count_histograms(data: Responses | pd.DataFrame) -> go.Figure:
     fig.update_yaxes(title_text="annotators", row=1, col=1)
     fig.update_yaxes(title_text="items", row=1, col=2)
     fig.update_layout(showlegend=False)
-    return base_layout(fig, f"{resp.n_responses:,} responses by {resp.n_workers:,} annotators on {resp.n_items:,} items", height=330)
+    return base_layout(
+        fig, f"{resp.n_responses:,} responses by {resp.n_workers:,} annotators on {resp.n_items:,} items", height=330
+    )
 
 
 def label_distribution(data: Responses | pd.DataFrame) -> go.Figure:
     """How often each label was reported."""
     resp = as_responses(data)
     counts = np.bincount(resp.label, minlength=resp.n_classes)
-    fig = go.Figure(go.Bar(x=esc_all(resp.classes), y=counts, marker_color=[color_for(k) for k in range(resp.n_classes)]))
+    fig = go.Figure(
+        go.Bar(x=esc_all(resp.classes), y=counts, marker_color=[color_for(k) for k in range(resp.n_classes)])
+    )
     fig.update_xaxes(title_text="label", type="category")
     fig.update_yaxes(title_text="responses")
     return base_layout(fig, "Label distribution", height=330)

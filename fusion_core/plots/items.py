@@ -18,7 +18,11 @@ def posterior_histogram(result: Any, *, bins: int = 30) -> go.Figure:
     res = as_result(result)
     conf = res.posterior.max(axis=1)
     k = len(res.classes)
-    fig = go.Figure(go.Histogram(x=conf, xbins={"start": 1.0 / k, "end": 1.0 + 1e-9, "size": (1 - 1.0 / k) / bins}, marker_color=color_for(0)))
+    fig = go.Figure(
+        go.Histogram(
+            x=conf, xbins={"start": 1.0 / k, "end": 1.0 + 1e-9, "size": (1 - 1.0 / k) / bins}, marker_color=color_for(0)
+        )
+    )
     fig.update_xaxes(title_text="max posterior (confidence)", range=[1.0 / k - 0.01, 1.01])
     fig.update_yaxes(title_text="items")
     return base_layout(fig, f"Item confidence ({esc(res.method)}): {len(conf):,} items", height=330)
@@ -58,11 +62,15 @@ def sequence_strip(result: Any, responses: Responses, sequence: Any) -> go.Figur
         )
     )
     fig.add_trace(
-        go.Scatter(x=pos, y=best, mode="markers", marker={"symbol": "x", "color": "#E45756", "size": 8}, name="most likely")
+        go.Scatter(
+            x=pos, y=best, mode="markers", marker={"symbol": "x", "color": "#E45756", "size": 8}, name="most likely"
+        )
     )
     fig.update_xaxes(title_text="position")
     fig.update_yaxes(title_text="label", type="category")
-    return base_layout(fig, f"Posteriors along sequence {esc(responses.sequences[codes[0]])} ({esc(res.method)})", height=330)
+    return base_layout(
+        fig, f"Posteriors along sequence {esc(responses.sequences[codes[0]])} ({esc(res.method)})", height=330
+    )
 
 
 def neighbourhood_view(
@@ -103,7 +111,9 @@ def neighbourhood_view(
     for u, v in sub.edges:
         ex += [pos[u][0], pos[v][0], None]
         ey += [pos[u][1], pos[v][1], None]
-    fig = go.Figure(go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#ccc", "width": 1}, hoverinfo="skip", showlegend=False))
+    fig = go.Figure(
+        go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#ccc", "width": 1}, hoverinfo="skip", showlegend=False)
+    )
     node_list = list(sub.nodes)
     lab_code = np.where(codes >= 0, res.posterior[np.maximum(codes, 0)].argmax(axis=1), -1)
     conf = np.where(codes >= 0, res.posterior[np.maximum(codes, 0)].max(axis=1), np.nan)

@@ -44,13 +44,21 @@ def _simulate(p0, p1, T, seed, per_item, prior1, x=None) -> tuple[pd.DataFrame, 
         ti = np.repeat(np.arange(T), per_item)
         wk = pick.ravel()
     tasks = pd.Index([f"t{t}" for t in range(T)])
-    df = pd.DataFrame({"task": tasks[ti], "worker": [f"a{k + 1}" for k in wk], "label": labels[ti, wk], "context": x[ti]})
+    df = pd.DataFrame(
+        {"task": tasks[ti], "worker": [f"a{k + 1}" for k in wk], "label": labels[ti, wk], "context": x[ti]}
+    )
     truth = pd.Series(y, index=pd.Index(tasks, name="task"), name="truth")
     ctx = pd.Series(x, index=pd.Index(tasks, name="task"), name="context")
     return df, truth, ctx
 
 
-def table1(n_annotators: int = 4, n_items: int = 400, seed: int = 1000, responses_per_item: int | None = None, prior1: float = 0.5) -> Simulation:
+def table1(
+    n_annotators: int = 4,
+    n_items: int = 400,
+    seed: int = 1000,
+    responses_per_item: int | None = None,
+    prior1: float = 0.5,
+) -> Simulation:
     """Spec §13.2 generator: x ~ U(0, 1), y ~ Bernoulli(prior1), ŷ_k ~ Bernoulli(p_{y,k}(x)); classifiers 1..K of
     Table 1.  ``responses_per_item`` (sparse extension §9.1): each item labelled by that many random annotators."""
     if not 1 <= n_annotators <= 8:
@@ -69,7 +77,9 @@ def flat(n_annotators: int = 4, n_items: int = 400, seed: int = 0, p0: float = 0
     return _package(f0, f1, np.zeros((2, n_annotators)), n_items, seed, None, 0.5)
 
 
-def random_smooth(n_annotators: int = 6, n_items: int = 1000, seed: int = 0, swing: float = 0.6, responses_per_item: int | None = None) -> Simulation:
+def random_smooth(
+    n_annotators: int = 6, n_items: int = 1000, seed: int = 0, swing: float = 0.6, responses_per_item: int | None = None
+) -> Simulation:
     """Random smooth curves: p1 = 0.75 + a·sin(2π(f x + φ)) and p0 = 0.25 − b·sin(...), amplitudes so that
     each curve moves by about ``swing`` over [0, 1]; Lipschitz bound reported in ``extras['lipschitz']``."""
     rng = np.random.default_rng(seed)
@@ -188,7 +198,9 @@ def confusion_crowd(
     truth = pd.Series(y, index=pd.Index(tasks, name="task"), name="truth")
     ctx = pd.Series(x, index=pd.Index(tasks, name="task"), name="context")
     g = np.linspace(0, 1, 2001)
-    lip = np.array([[np.max(np.abs(np.diff(fns[k](g)[:, i, :], axis=0))) / (g[1] - g[0]) for k in range(K)] for i in range(J)])
+    lip = np.array(
+        [[np.max(np.abs(np.diff(fns[k](g)[:, i, :], axis=0))) / (g[1] - g[0]) for k in range(K)] for i in range(J)]
+    )
     return Simulation(
         responses=df,
         truth=truth,

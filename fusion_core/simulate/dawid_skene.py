@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,9 @@ class Simulation:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def confusion_from_accuracy(accuracy: np.ndarray, n_classes: int, rng: np.random.Generator, *, symmetric: bool) -> np.ndarray:
+def confusion_from_accuracy(
+    accuracy: np.ndarray, n_classes: int, rng: np.random.Generator, *, symmetric: bool
+) -> np.ndarray:
     """Confusion matrices (true × reported) with the given diagonal; off-diagonal mass spread evenly
     (``symmetric``) or by a random Dirichlet draw per row."""
     w, k = len(accuracy), n_classes

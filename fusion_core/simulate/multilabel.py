@@ -101,20 +101,28 @@ def multilabel_crowd(
     labels = pd.Index([f"L{c}" for c in range(C)])
     lab = np.asarray(labels, dtype=object)
     tasks = pd.Index([f"i{i}" for i in range(N)])
-    df = pd.DataFrame({"task": tasks[item], "worker": [f"w{j}" for j in wk], "label": ["|".join(lab[row]) for row in X]})
+    df = pd.DataFrame(
+        {"task": tasks[item], "worker": [f"w{j}" for j in wk], "label": ["|".join(lab[row]) for row in X]}
+    )
     truth = pd.Series([tuple(lab[row]) for row in Ztrue], index=pd.Index(tasks, name="task"), name="truth")
     wnames = pd.Index([f"w{j}" for j in range(J)])
     sp = pd.Series(prior, index=pd.Index([tuple(lab[list(s)]) for s in sets], tupleize_cols=False), name="prior")
     return MultiLabelSimulation(df, truth, e0, e1, sp, wnames, labels, {"truth_matrix": Ztrue})
 
 
-def sparse_spammer_crowd(n_items: int = 600, n_classes: int = 5, n_workers: int = 60, responses_per_item: int = 3, seed: int = 0) -> Simulation:
+def sparse_spammer_crowd(
+    n_items: int = 600, n_classes: int = 5, n_workers: int = 60, responses_per_item: int = 3, seed: int = 0
+) -> Simulation:
     """Spec §12 S3: sparse multiclass DS crowd; a worker is good w.p. 0.3 (accuracy U(0.7, 0.95)), a near-spammer
     w.p. 0.5 (1/K + U(0, 0.1)), poor w.p. 0.2 (U(0.3, 0.5)); off-diagonal mass (1 − acc) × Dirichlet(0.5·1)."""
     rng = np.random.default_rng(seed)
     K, J, N = n_classes, n_workers, n_items
     kind = rng.choice(3, size=J, p=[0.3, 0.5, 0.2])
-    acc = np.where(kind == 0, rng.uniform(0.7, 0.95, J), np.where(kind == 1, 1 / K + rng.uniform(0, 0.1, J), rng.uniform(0.3, 0.5, J)))
+    acc = np.where(
+        kind == 0,
+        rng.uniform(0.7, 0.95, J),
+        np.where(kind == 1, 1 / K + rng.uniform(0, 0.1, J), rng.uniform(0.3, 0.5, J)),
+    )
     conf = np.zeros((J, K, K))
     for t in range(K):  # loop over classes
         others = [c for c in range(K) if c != t]
@@ -129,4 +137,6 @@ def sparse_spammer_crowd(n_items: int = 600, n_classes: int = 5, n_workers: int 
     tasks = pd.Index([f"i{i}" for i in range(N)])
     df = pd.DataFrame({"task": tasks[item], "worker": [f"w{j}" for j in wk], "label": lab})
     truth = pd.Series(y, index=pd.Index(tasks, name="task"), name="truth")
-    return Simulation(df, truth, conf, np.full(K, 1 / K), pd.Index([f"w{j}" for j in range(J)]), pd.Index(range(K)), {"kind": kind})
+    return Simulation(
+        df, truth, conf, np.full(K, 1 / K), pd.Index([f"w{j}" for j in range(J)]), pd.Index(range(K)), {"kind": kind}
+    )

@@ -41,7 +41,9 @@ def gen_confusions(
     return conf
 
 
-def transition_matrix(kind: str, n_classes: int, *, stickiness: float = 0.7, rng: np.random.Generator | None = None) -> np.ndarray:
+def transition_matrix(
+    kind: str, n_classes: int, *, stickiness: float = 0.7, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """Column-stochastic ``T[next, prev]``: 'sticky' ``s I + (1-s) 11ᵀ/K`` (spec T6), 'iid' ``11ᵀ/K`` (T7),
     'cyclic' non-reversible ``colnorm(0.2 I + 0.7 P_cyc + 0.1/K)`` (T9), 'random' columns ~ Dirichlet(1)."""
     k = n_classes
@@ -80,7 +82,9 @@ def sample_chains(transition: np.ndarray, start: np.ndarray, n_sequences: int, l
     return y
 
 
-def sample_responses(y: np.ndarray, confusion: np.ndarray, rng, p_observe: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sample_responses(
+    y: np.ndarray, confusion: np.ndarray, rng, p_observe: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(item, worker, label) codes with ``f_m(x_n) ~ Categorical(confusion[m, y_n])``; each response
     is kept with probability ``p_observe`` (every item keeps at least one response)."""
     n = len(y)
@@ -121,17 +125,28 @@ def hmm_chain(
     rng = np.random.default_rng(seed)
     k = n_classes
     conf = gen_confusions(k, n_workers, n_good, accuracy[0], accuracy[1], rng)
-    t = transition_matrix(chain, k, stickiness=stickiness, rng=rng) if transition is None else np.asarray(transition, float)
+    t = (
+        transition_matrix(chain, k, stickiness=stickiness, rng=rng)
+        if transition is None
+        else np.asarray(transition, float)
+    )
     pi = stationary(t)
-    p0 = pi if isinstance(start, str) and start == "stationary" else (
-        np.full(k, 1 / k) if isinstance(start, str) and start == "uniform" else np.asarray(start, float)
+    p0 = (
+        pi
+        if isinstance(start, str) and start == "stationary"
+        else (np.full(k, 1 / k) if isinstance(start, str) and start == "uniform" else np.asarray(start, float))
     )
     y = sample_chains(t, p0, n_sequences, length, rng)
     flat = y.ravel()
     item, worker, label = sample_responses(flat, conf, rng, p_observe)
     seq = item // length
     pos = item % length
-    tasks = np.array([f"s{s}_{p}" for s, p in zip(np.repeat(np.arange(n_sequences), length), np.tile(np.arange(length), n_sequences))])
+    tasks = np.array(
+        [
+            f"s{s}_{p}"
+            for s, p in zip(np.repeat(np.arange(n_sequences), length), np.tile(np.arange(length), n_sequences))
+        ]
+    )
     workers = pd.Index([f"w{m}" for m in range(n_workers)])
     df = pd.DataFrame(
         {"task": tasks[item], "worker": workers.take(worker), "label": label, "sequence": seq, "position": pos}

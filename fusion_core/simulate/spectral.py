@@ -12,7 +12,8 @@ Labels: ``labels=(negative, positive)``; the positive label is coded +1 (y = +1 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -50,8 +51,15 @@ def _observed_mask(m: int, n: int, observed: float, per_item: int | None, rng: n
 
 
 def _finish(
-    Z: np.ndarray, mask: np.ndarray, y: np.ndarray, psi: np.ndarray, eta: np.ndarray, b: float,
-    labels: Sequence[Any], order: np.ndarray, extras: dict[str, Any],
+    Z: np.ndarray,
+    mask: np.ndarray,
+    y: np.ndarray,
+    psi: np.ndarray,
+    eta: np.ndarray,
+    b: float,
+    labels: Sequence[Any],
+    order: np.ndarray,
+    extras: dict[str, Any],
 ) -> Simulation:
     """Shuffle annotators by ``order``, build the long table and the Simulation."""
     m, n = Z.shape
@@ -62,16 +70,23 @@ def _finish(
     workers = pd.Index([f"w{j}" for j in range(m)])
     tasks = pd.Index([f"t{i}" for i in range(n)])
     w, i = np.nonzero(mask)
-    resp = pd.DataFrame({"task": tasks.take(i), "worker": workers.take(w), "label": labels.take((Z[w, i] > 0).astype(int))})
+    resp = pd.DataFrame(
+        {"task": tasks.take(i), "worker": workers.take(w), "label": labels.take((Z[w, i] > 0).astype(int))}
+    )
     conf = np.empty((m, 2, 2))
     conf[:, 0, 0], conf[:, 0, 1] = eta, 1 - eta
     conf[:, 1, 0], conf[:, 1, 1] = 1 - psi, psi
     for k, val in list(extras.items()):
         if isinstance(val, np.ndarray) and val.shape[:1] == (m,):
             extras[k] = pd.Series(val[order], index=workers, name=k) if val.ndim == 1 else val[order]
-    extras.update(psi=pd.Series(psi, index=workers, name="psi"), eta=pd.Series(eta, index=workers, name="eta"),
-                  balanced_accuracy=pd.Series((psi + eta) / 2, index=workers, name="balanced_accuracy"),
-                  b=b, positive_label=labels[1], dense=Z.astype(float))
+    extras.update(
+        psi=pd.Series(psi, index=workers, name="psi"),
+        eta=pd.Series(eta, index=workers, name="eta"),
+        balanced_accuracy=pd.Series((psi + eta) / 2, index=workers, name="balanced_accuracy"),
+        b=b,
+        positive_label=labels[1],
+        dense=Z.astype(float),
+    )
     return Simulation(
         responses=resp,
         truth=pd.Series(labels.take((y > 0).astype(int)), index=pd.Index(tasks, name="task"), name="truth"),

@@ -129,7 +129,9 @@ class DawidSkeneModel:
 
     def e_step(self, state: DSState, temperature: float = 1.0) -> EStep:
         post, ll, joint = e_step_joint(self.resp, state.confusion, state.class_prior, self.gold, temperature)
-        return EStep(posterior=post, log_likelihood=ll + log_dirichlet_prior(state.confusion, self.smoothing), log_joint=joint)
+        return EStep(
+            posterior=post, log_likelihood=ll + log_dirichlet_prior(state.confusion, self.smoothing), log_joint=joint
+        )
 
     # annealing (spec multilabel.md §7.3) and restarts
     def flat(self, state: DSState) -> np.ndarray:

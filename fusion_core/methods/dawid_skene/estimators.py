@@ -21,18 +21,38 @@ from fusion_core.methods.registry import register
 from fusion_core.methods.results import Fit
 
 EM_PARAMS = {
-    "smoothing": Float(0.0, low=0.0, high=100.0, help="Dirichlet pseudo-count added to every confusion count (0 = plain maximum likelihood)."),
-    "estimate_priors": Bool(True, help="Estimate class priors (Dawid & Skene); off = equal priors as in the paper's §3.1."),
-    "init": Object("mv", help="Where EM starts: 'mv' (soft majority vote) or initial posteriors.",
-                   text="'mv' or initial posteriors (items × classes array or task × label DataFrame)", check=check_init),
+    "smoothing": Float(
+        0.0,
+        low=0.0,
+        high=100.0,
+        help="Dirichlet pseudo-count added to every confusion count (0 = plain maximum likelihood).",
+    ),
+    "estimate_priors": Bool(
+        True, help="Estimate class priors (Dawid & Skene); off = equal priors as in the paper's §3.1."
+    ),
+    "init": Object(
+        "mv",
+        help="Where EM starts: 'mv' (soft majority vote) or initial posteriors.",
+        text="'mv' or initial posteriors (items × classes array or task × label DataFrame)",
+        check=check_init,
+    ),
     "tol": Float(1e-7, low=0.0, high=1.0, help="Stop when the relative change of the log-likelihood is below tol."),
     "max_iter": Int(500, low=1, high=100_000, help="Maximum EM iterations."),
-    "anneal": Object(False, help="Deterministic annealing (multilabel.md §7): off (default), on, or a dict of schedule "
-                     "settings. Off by default: on sparse data it can reach a higher training likelihood but a lower accuracy.",
-                     text="off (False/None), on (True/'default'), or a dict of schedule settings", check=check_anneal),
-    "n_restarts": Int(0, low=0, high=100, advanced=True,
-                      help="Extra EM runs from random posteriors; every run's classes are aligned to majority vote and the "
-                      "run with the best final log-likelihood is kept."),
+    "anneal": Object(
+        False,
+        help="Deterministic annealing (multilabel.md §7): off (default), on, or a dict of schedule "
+        "settings. Off by default: on sparse data it can reach a higher training likelihood but a lower accuracy.",
+        text="off (False/None), on (True/'default'), or a dict of schedule settings",
+        check=check_anneal,
+    ),
+    "n_restarts": Int(
+        0,
+        low=0,
+        high=100,
+        advanced=True,
+        help="Extra EM runs from random posteriors; every run's classes are aligned to majority vote and the "
+        "run with the best final log-likelihood is kept.",
+    ),
     "random_state": Seed(0, help="Seed of the random restarts."),
 }
 
@@ -52,9 +72,15 @@ class DawidSkeneBase(Aggregator):
         starts = [q0]
         if int(self.n_restarts) > 0:  # random posteriors (Dirichlet(1) rows), seeded
             rng = np.random.default_rng(self.random_state)
-            starts += [rng.dirichlet(np.ones(responses.n_classes), size=responses.n_items) for _ in range(int(self.n_restarts))]
-        settings = EMSettings(tol=float(self.tol), max_iter=int(self.max_iter), anneal=resolve_schedule(self.anneal),
-                              name=f"{self.method_name} EM")
+            starts += [
+                rng.dirichlet(np.ones(responses.n_classes), size=responses.n_items) for _ in range(int(self.n_restarts))
+            ]
+        settings = EMSettings(
+            tol=float(self.tol),
+            max_iter=int(self.max_iter),
+            anneal=resolve_schedule(self.anneal),
+            name=f"{self.method_name} EM",
+        )
         runs = [run_em(model, model.start(q), settings) for q in starts]
         # several starts: align every run's classes to majority vote so a mirror optimum is never returned
         reference = initial_posterior(responses, "mv") if gold is None and len(runs) > 1 else None
@@ -144,4 +170,9 @@ class OneCoinDawidSkene(DawidSkeneBase):
     """
 
     one_coin = True
-    params = {**EM_PARAMS, "estimate_priors": Bool(False, help="Estimate class priors; off (default) = equal priors, as ZenCrowd's one-coin model.")}
+    params = {
+        **EM_PARAMS,
+        "estimate_priors": Bool(
+            False, help="Estimate class priors; off (default) = equal priors, as ZenCrowd's one-coin model."
+        ),
+    }

@@ -164,7 +164,7 @@ def anneal_phase(model: Any, state0: Any, schedule: AnnealSchedule) -> AnnealOut
         if not collapsed or not schedule.guard:
             return AnnealOutcome(state, _trace(rows, T0, restarts, False), collapsed)
         restarts += 1
-        if restarts > schedule.max_restarts or T0 / 2.0 <= schedule.T_final:
+        if restarts > schedule.max_restarts or schedule.T_final >= T0 / 2.0:
             warnings.warn(
                 f"deterministic annealing collapsed to the uninformative fixed point {restarts} times "
                 f"(last starting temperature {T0:g}); falling back to plain EM from the initial parameters.",
@@ -177,5 +177,11 @@ def anneal_phase(model: Any, state0: Any, schedule: AnnealSchedule) -> AnnealOut
 
 def _trace(rows: list[tuple[float, float, float]], T0: float, restarts: int, fell_back: bool) -> AnnealingTrace:
     arr = np.asarray(rows, dtype=float).reshape(-1, 3)
-    return AnnealingTrace(temperatures=arr[:, 0], free_energy=arr[:, 1], log_likelihood=arr[:, 2], T0=float(T0),
-                          restarts=int(restarts), fell_back=bool(fell_back))
+    return AnnealingTrace(
+        temperatures=arr[:, 0],
+        free_energy=arr[:, 1],
+        log_likelihood=arr[:, 2],
+        T0=float(T0),
+        restarts=int(restarts),
+        fell_back=bool(fell_back),
+    )

@@ -160,13 +160,18 @@ def align_run(model: Permutable[S], run: EMRun[S], reference: np.ndarray) -> EMR
         return run
     e = run.estep
     stats = e.stats[:, source] if e.stats is e.posterior else e.stats
-    new_e = replace(e, posterior=e.posterior[:, source], stats=stats,
-                    log_joint=None if e.log_joint is None else e.log_joint[:, source])
+    new_e = replace(
+        e,
+        posterior=e.posterior[:, source],
+        stats=stats,
+        log_joint=None if e.log_joint is None else e.log_joint[:, source],
+    )
     return replace(run, state=model.permute(run.state, source), estep=new_e)
 
 
-def best_run(runs: Sequence[EMRun[S]], *, model: Permutable[S] | None = None,
-             reference: np.ndarray | None = None) -> tuple[EMRun[S], Restarts | None]:
+def best_run(
+    runs: Sequence[EMRun[S]], *, model: Permutable[S] | None = None, reference: np.ndarray | None = None
+) -> tuple[EMRun[S], Restarts | None]:
     """The run with the highest final objective.  With a ``reference`` labelling (and a ``model`` that can permute
     its states) every run's classes are first aligned to it, so mirror optima with equal likelihood come back in
     the same orientation; exact ties go to the earliest run."""
