@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fusion_core.diagnostics.model_selection import compare
+from fusion_core.methods.heldout import compare
 from fusion_core.methods import available, create
 from fusion_core.methods.auto import default_candidates
 

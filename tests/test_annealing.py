@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from fusion_core.diagnostics.model_selection import compare
+from fusion_core.methods.heldout import compare
 from fusion_core.errors import UserInputError
 from fusion_core.methods import DawidSkene
 from fusion_core.methods.dawid_skene import DawidSkeneModel

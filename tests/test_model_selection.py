@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fusion_core.data.responses import Responses
-from fusion_core.diagnostics.model_selection import HeldoutScore, choose, compare, heldout_score, heldout_splits
+from fusion_core.methods.heldout import HeldoutScore, choose, compare, heldout_score, heldout_splits
 from fusion_core.errors import UserInputError
 from fusion_core.methods import DawidSkene, create
 from fusion_core.methods.auto import AutoSelect, default_candidates
@@ -148,7 +148,9 @@ def test_auto_picks_the_best_heldout_method_and_reports_scores():
     a = AutoSelect(candidates=["ds", "ds1"]).fit(sim.responses)
     table = a.heldout_scores_.set_index("method")
     assert a.chosen_method_ == table["score"].idxmax()
-    assert set(a.result_.extras["heldout_scores"]) == {"ds", "ds1"}
+    sel = a.result_.selection
+    assert sel.chosen == a.chosen_method_ and set(sel.table["method"]) == {"ds", "ds1"}
+    assert a.result_.summary()["chosen_method"] == a.chosen_method_
     ref = create(a.chosen_method_).fit(sim.responses)
     assert np.array_equal(a.probas_.to_numpy(), ref.probas_.to_numpy())
     assert "auto" not in default_candidates() and "mv" not in default_candidates()
@@ -191,3 +193,12 @@ def test_auto_on_sparse_real_data_within_one_point():
             for m in default_candidates() + ["mv", "sml"]
         }
     assert acc[a.chosen_method_] >= max(acc.values()) - 0.01
+
+
+def test_auto_passes_gold_to_its_candidates():
+    sim = _sim(n_items=300, n_workers=10, n_classes=3, responses_per_item=3, seed=6)
+    gold = sim.truth.iloc[:60]
+    a = AutoSelect(candidates=["ds", "ds1"]).fit(sim.responses, true_labels=gold)
+    assert (a.labels_.reindex(gold.index) == gold).all()  # clamped in the refit
+    ref = create(a.chosen_method_).fit(sim.responses, true_labels=gold)
+    assert np.allclose(a.probas_.to_numpy(), ref.probas_.to_numpy())

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize
 
-from fusion_core.diagnostics.model_selection import compare
+from fusion_core.methods.heldout import compare
 from fusion_core.errors import UserInputError
 from fusion_core.methods import DawidSkene, available
 from fusion_core.methods.multilabel import (

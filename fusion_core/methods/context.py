@@ -841,7 +841,7 @@ class ContextEM(Aggregator):
                 vals = conv.astype(float)
             else:  # categorical context: the discrete metric (d = 1 between different categories), spec §1.1, §5.4
                 kind = "categorical"
-                from fusion_core.data.responses import sorted_index
+                from fusion_core.data.coding import sorted_index
 
                 cats = sorted_index(ctx.dropna().to_numpy())
                 if len(cats) > 300:
@@ -1444,7 +1444,7 @@ def select_swing(
     """Smoothness selection by held-out responses (spec §9.3, [EXT]): score each common swing s by the held-out
     annotation log-likelihood (3 splits of 10 %), keep the smoothest s whose paired per-item difference to the
     best has mean below 2 standard errors.  Returns (score table, chosen swing)."""
-    from fusion_core.diagnostics.model_selection import choose, heldout_score, heldout_splits
+    from fusion_core.methods.heldout import choose, heldout_score, heldout_splits
 
     resp = as_responses(data)
     splits = heldout_splits(

@@ -42,7 +42,7 @@ import pandas as pd
 
 from fusion_core.data.responses import as_responses
 from fusion_core.errors import UserInputError
-from fusion_core.methods.base import safe_log
+from fusion_core.methods.numerics import safe_log
 
 
 @dataclass
@@ -316,9 +316,3 @@ def compare(
     )
     table["chosen"] = table["method"] == chosen
     return table, chosen, results
-
-
-def select_model(candidates, data, **kwargs) -> tuple[pd.DataFrame, str]:
-    """Spec §13 surface: the score table and the chosen setting (see :func:`compare`)."""
-    table, chosen, _ = compare(candidates, data, **kwargs)
-    return table, chosen
