@@ -1,7 +1,15 @@
 """fusion_core: annotator reliability and label aggregation without ground truth."""
 
+from fusion_core._version import __version__
 from fusion_core.data.responses import Responses, ValidationReport, as_responses
-from fusion_core.errors import AggregationWarning, UserInputError
+from fusion_core.errors import AggregationWarning, ConvergenceWarning, UserInputError
 
-__version__ = "0.1.0"
-__all__ = ["AggregationWarning", "Responses", "UserInputError", "ValidationReport", "__version__", "as_responses"]
+__all__ = [
+    "AggregationWarning",
+    "ConvergenceWarning",
+    "Responses",
+    "UserInputError",
+    "ValidationReport",
+    "__version__",
+    "as_responses",
+]
