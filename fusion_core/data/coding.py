@@ -71,7 +71,7 @@ def code_long(
         raise UserInputError("sequential data needs both a sequence column and a position column.")
     wanted = {"task": task, "worker": worker, "label": label}
     if sequence is not None:
-        wanted.update(sequence=sequence, position=position)
+        wanted.update(sequence=sequence, position=str(position))
     missing = [f"{role} column '{col}'" for role, col in wanted.items() if col not in df.columns]
     if missing:
         raise UserInputError(

@@ -161,7 +161,7 @@ class Responses:
     @cached_property
     def item_order(self) -> np.ndarray:
         """Items sorted by (sequence, position); identity order when there are no sequences."""
-        if self.sequence is None:
+        if self.sequence is None or self.position is None:
             return np.arange(self.n_items)
         return np.lexsort((self.position, self.sequence))
 
@@ -184,22 +184,22 @@ class Responses:
                 "label": self.classes.take(self.label),
             }
         )
-        if self.sequence is not None:
+        if self.sequence is not None and self.sequences is not None and self.position is not None:
             df["sequence"] = self.sequences.take(self.sequence[self.item])
             df["position"] = self.position[self.item]
         return df
 
     def item_codes(self, ids: Iterable[Any], *, what: str = "tasks", strict: bool = True) -> np.ndarray:
         """Codes of the given item ids; ids not in the data raise (``strict``) or map to -1."""
-        ids = pd.Index(list(ids) if not isinstance(ids, (pd.Index, pd.Series, np.ndarray)) else ids)
-        codes = self.items.get_indexer(ids)
+        idx = pd.Index(list(ids) if not isinstance(ids, (pd.Index, pd.Series, np.ndarray)) else ids)
+        codes = self.items.get_indexer(idx)
         if (codes < 0).any():
             # ids may come from a file read with another dtype ("7" vs 7): retry on their text
             text_index = pd.Index(self.items.astype(str))
-            retry = text_index.get_indexer(ids.astype(str))
+            retry = text_index.get_indexer(idx.astype(str))
             codes = np.where(codes < 0, retry, codes)
         if strict and (codes < 0).any():
-            bad = list(ids[codes < 0][:5])
+            bad = list(idx[codes < 0][:5])
             raise UserInputError(
                 f"{int((codes < 0).sum())} {what} are not in the responses (for example {bad}); "
                 "check that they use the same task ids as the answers file."
@@ -208,14 +208,14 @@ class Responses:
 
     def label_codes(self, values: Iterable[Any], *, what: str = "labels") -> np.ndarray:
         """Codes of label values in :attr:`classes`; unknown labels raise :class:`UserInputError`."""
-        values = pd.Index(list(values) if not isinstance(values, (pd.Index, pd.Series, np.ndarray)) else values)
-        codes = self.classes.get_indexer(values)
+        idx = pd.Index(list(values) if not isinstance(values, (pd.Index, pd.Series, np.ndarray)) else values)
+        codes = self.classes.get_indexer(idx)
         if (codes < 0).any():
             text_index = pd.Index(self.classes.astype(str))
-            retry = text_index.get_indexer(values.astype(str))
+            retry = text_index.get_indexer(idx.astype(str))
             codes = np.where(codes < 0, retry, codes)
         if (codes < 0).any():
-            bad = sorted({str(v) for v in values[codes < 0]})[:5]
+            bad = sorted({str(v) for v in idx[codes < 0]})[:5]
             raise UserInputError(
                 f"{what} contain values that are not among the response labels {list(self.classes)}: {bad}."
             )

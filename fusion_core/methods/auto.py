@@ -72,16 +72,29 @@ class AutoSelect(Aggregator):
     """
 
     params = {
-        "candidates": Object(None, help="Method names to compare (default: every registered plain probabilistic method).",
-                             text="a list of registered method names, or None", check=_check_candidates),
+        "candidates": Object(
+            None,
+            help="Method names to compare (default: every registered plain probabilistic method).",
+            text="a list of registered method names, or None",
+            check=_check_candidates,
+        ),
         "frac": Float(0.1, low=0.01, high=0.5, help="Share of responses hidden per split."),
         "n_splits": Int(3, low=1, high=20, help="Number of held-out splits."),
         "random_state": Seed(0, help="Seed of the splits."),
-        "rule": Choice("best", ("best", "simplest"), advanced=True,
-                       help="'best' mean score, or the simplest candidate within 2 standard errors (when parameter counts are known)."),
-        "prior_strength": Object(2.0, help="Pseudo-responses β shrinking each worker's fitted response distribution towards "
-                                 "the crowd's when scoring held-out responses: a number (default 2; 0 = the plug-in fit) "
-                                 "or 'auto' (chosen per candidate).", text="'auto' or a number ≥ 0", check=_check_strength),
+        "rule": Choice(
+            "best",
+            ("best", "simplest"),
+            advanced=True,
+            help="'best' mean score, or the simplest candidate within 2 standard errors (when parameter counts are known).",
+        ),
+        "prior_strength": Object(
+            2.0,
+            help="Pseudo-responses β shrinking each worker's fitted response distribution towards "
+            "the crowd's when scoring held-out responses: a number (default 2; 0 = the plug-in fit) "
+            "or 'auto' (chosen per candidate).",
+            text="'auto' or a number ≥ 0",
+            check=_check_strength,
+        ),
     }
 
     def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
@@ -92,25 +105,48 @@ class AutoSelect(Aggregator):
         fit_kwargs: dict[str, Any] = {}
         if gold is not None:
             fit_kwargs["true_labels"] = pd.Series(responses.classes.take(gold[1]), index=responses.items.take(gold[0]))
-        table, chosen, _ = compare(names, responses, frac=float(self.frac), n_splits=int(self.n_splits),
-                                   random_state=int(self.random_state), rule=self.rule, prior_strength=self.prior_strength,
-                                   fit_kwargs=fit_kwargs)
+        table, chosen, _ = compare(
+            names,
+            responses,
+            frac=float(self.frac),
+            n_splits=int(self.n_splits),
+            random_state=int(self.random_state),
+            rule=self.rule,
+            prior_strength=self.prior_strength,
+            fit_kwargs=fit_kwargs,
+        )
         best = create(chosen).fit(responses, **fit_kwargs)
         self.heldout_scores_ = table
         self.chosen_method_ = chosen
         self.best_estimator_ = best
         shown = table[["method", "score", "se", "prior_strength", "seconds", "error", "chosen"]].reset_index(drop=True)
-        choice = ModelChoice(chosen=chosen, criterion="held-out annotation log-likelihood (nats per hidden response, higher is better)",
-                             table=shown)
+        choice = ModelChoice(
+            chosen=chosen,
+            criterion="held-out annotation log-likelihood (nats per hidden response, higher is better)",
+            table=shown,
+        )
         r = best.result_
         return Fit(
-            posterior=r.posterior, confusion=r.confusion, class_prior=r.class_prior, log_likelihood=list(r.log_likelihood),
-            n_iter=r.n_iter, converged=r.converged, skills=r.worker_skill, hard_labels=r.hard_labels,
-            annotator_columns=r.annotator_columns, ranking=r.ranking, spectral=r.spectral, context=r.context,
-            sequence=r.sequence, graph=r.graph, selection=choice, annealing=r.annealing, restarts=r.restarts,
-            details=dict(r.details), warnings=list(r.warnings),
+            posterior=r.posterior,
+            confusion=r.confusion,
+            class_prior=r.class_prior,
+            log_likelihood=list(r.log_likelihood),
+            n_iter=r.n_iter,
+            converged=r.converged,
+            skills=r.worker_skill,
+            hard_labels=r.hard_labels,
+            annotator_columns=r.annotator_columns,
+            ranking=r.ranking,
+            spectral=r.spectral,
+            context=r.context,
+            sequence=r.sequence,
+            graph=r.graph,
+            selection=choice,
+            annealing=r.annealing,
+            restarts=r.restarts,
+            details=dict(r.details),
+            warnings=list(r.warnings),
         )
 
     def response_log_likelihood(self, responses: Responses) -> np.ndarray:
         return self.best_estimator_.response_log_likelihood(responses)
-

@@ -23,7 +23,7 @@ import inspect
 import time
 import warnings
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 import pandas as pd
@@ -64,6 +64,10 @@ class Aggregator:
 
     def __init__(self, **params: Any) -> None:  # replaced per subclass by a keyword-only signature
         _set_params(self, type(self).params, params)
+
+    if TYPE_CHECKING:  # declared parameters are instance attributes set by the generated __init__
+
+        def __getattr__(self, name: str) -> Any: ...
 
     # ------------------------------------------------------ sklearn contract
     def get_params(self, deep: bool = True) -> dict[str, Any]:

@@ -233,7 +233,9 @@ def heldout_score(
     npar = est.n_free_parameters() if hasattr(est, "n_free_parameters") else None
     split_scores = [float(x) for x in means[:, j]]
     pooled = np.concatenate([S[:, j] for S in per_split])
-    out = HeldoutScore(name, float(np.mean(split_scores)), split_scores, pooled, nh, time.perf_counter() - t0, npar)
+    out = HeldoutScore(
+        str(name), float(np.mean(split_scores)), split_scores, pooled, nh, time.perf_counter() - t0, npar
+    )
     out.prior_strength = None if _is_multilabel(est) else betas[j]
     return out
 
@@ -249,7 +251,7 @@ def choose(scores: list[HeldoutScore], rule: str = "simplest") -> str:
         return best.name
     simpler = sorted(
         (s for s in ok if s.n_parameters is not None and s.n_parameters < best.n_parameters),
-        key=lambda s: s.n_parameters,
+        key=lambda s: s.n_parameters or 0,
     )
     for s in simpler:
         if len(s.item_scores) != len(best.item_scores):

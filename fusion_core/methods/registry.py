@@ -77,7 +77,8 @@ def register(
             raise ValueError(f"method name {name!r} registered twice")
         cls.method_name = name  # type: ignore[attr-defined]
         cls.inputs = tuple(inputs)  # type: ignore[attr-defined]
-        if params is not None or not getattr(cls.__init__, "generated", False):
+        init: Any = cls.__init__  # type: ignore[misc]
+        if params is not None or not getattr(init, "generated", False):
             cls.params = _legacy_params(cls, params or {})  # type: ignore[attr-defined]  # TRANSITIONAL
         declared: dict[str, Param] = getattr(cls, "params", {})
         module = cls.__module__.split(".")

@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 
-def run_em(resp, posterior, *, smoothing, estimate_priors, tol, max_iter, gold=None, one_coin=False, temperatures=None):  # type: ignore[no-untyped-def]
+def run_em(resp, posterior, *, smoothing, estimate_priors, tol, max_iter, gold=None, one_coin=False, temperatures=None):  # noqa: ANN
     """TRANSITIONAL (removed when every family uses :func:`fit_em_from`): the old API returning a Fit."""
     from fusion_core.methods.dawid_skene.estimators import ds_fit
 
