@@ -32,7 +32,9 @@ class Case:
 def _plain(seed: int = 0) -> Case:
     from fusion_core.simulate import dawid_skene
 
-    sim = dawid_skene(n_items=120, n_workers=8, n_classes=3, responses_per_item=4, labels=["cat", "dog", "emu"], seed=seed)
+    sim = dawid_skene(
+        n_items=120, n_workers=8, n_classes=3, responses_per_item=4, labels=["cat", "dog", "emu"], seed=seed
+    )
     return Case(sim.responses, {}, sim.truth)
 
 
@@ -118,10 +120,10 @@ def test_row_order_invariance(name):
 
 
 RENAMING_KNOWN = {
-    **{
-        n: "issue 11: ties broken towards the lowest internal class code"
-        for n in ("mm", "mm-ds", "hmm-mm", "hmm-em", "hmm-mv", "mrf-em", "mrf-mv")
-    },
+    **dict.fromkeys(
+        ("mm", "mm-ds", "hmm-mm", "hmm-em", "hmm-mv", "mrf-em", "mrf-mv"),
+        "issue 11: ties broken towards the lowest internal class code",
+    ),
     "mv": "issue 11: exact vote ties go to the smallest label, so renaming labels changes tied items",
     "auto": "issue 11/14: auto's candidates inherit the tie-breaks above",
 }
