@@ -1,15 +1,15 @@
 """fusion_core app — home page.  Run with ``streamlit run app.py``.
 
-The pages in ``pages/`` only read ``st.session_state`` (via :mod:`fusion_core.app_state`), call the library
-and render figures from :mod:`fusion_core.plots`; there is no algorithm code in the app.
+The pages in ``pages/`` read the session state (via the app's support package :mod:`fusion_app`), call the
+library and render figures from :mod:`fusion_core.plots`; there is no algorithm code in the app.
 """
 
 import streamlit as st
 
-from fusion_core import app_state as S
+from fusion_app.shell import md_escape, no_data_notice, page_setup
 from fusion_core.plots import label_distribution, response_count_histograms
 
-ds = S.page_setup("Home")
+ds = page_setup("Home")
 st.title("Annotator reliability audit")
 st.markdown(
     "Estimate which annotators are reliable, which are spammers or colluding, and which items need another "
@@ -17,15 +17,15 @@ st.markdown(
 )
 
 if ds is None:
-    S.no_data_notice()
+    no_data_notice()
 else:
     r = ds.responses
     if ds.source == "demo":
         st.success("A built-in **simulated** demo dataset is loaded so every page has something to show.")
     st.subheader("Current data")
-    st.caption(S.md_escape(ds.name))
+    st.caption(md_escape(ds.name))
     if ds.description:
-        st.caption(S.md_escape(ds.description))
+        st.caption(md_escape(ds.description))
     c = st.columns(4)
     c[0].metric("responses", f"{r.n_responses:,}")
     c[1].metric("items", f"{r.n_items:,}")

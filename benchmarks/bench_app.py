@@ -117,9 +117,9 @@ def main() -> None:
     )
 
     # ---------------------------------------------------------------- 2. library path
-    from fusion_core import app_state as S
     from fusion_core.data.loading import read_table
     from fusion_core.data.responses import Responses
+    from fusion_core.diagnostics.tables import annotator_table, item_table
     from fusion_core.methods import create
     from fusion_core.plots import confusion_small_multiples, posterior_histogram, skill_ranking
 
@@ -127,13 +127,16 @@ def main() -> None:
     table = _timed("read_table (CSV bytes)", lambda: read_table(io.BytesIO(payload), name="export.csv"), lib)
     resp = _timed("Responses.from_frame", lambda: Responses.from_frame(table), lib)
     est = _timed("DawidSkene().fit", lambda: create("ds").fit(resp), lib)
-    ds = S.make_dataset(resp, name="bench", source="upload")
     _timed(
         "figures (skills, 8 confusions, histogram)",
         lambda: (skill_ranking(est), confusion_small_multiples(est, max_panels=8), posterior_histogram(est)),
         lib,
     )
-    _timed("item + annotator tables", lambda: (S.item_table(ds, est.result_), S.annotator_table(ds, est.result_)), lib)
+    _timed(
+        "item + annotator tables",
+        lambda: (item_table(est.result_, resp), annotator_table(est.result_, resp)),
+        lib,
+    )
     print("\n2. library path (the calls the pages make, no Streamlit)")
     for label, s in lib:
         print(f"{label:<55}{s:>9.3f}")

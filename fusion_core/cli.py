@@ -12,35 +12,48 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
+from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.tables import annotator_table, confusion_table
 from fusion_core.errors import UserInputError
+from fusion_core.methods import available, create, info
+from fusion_core.methods.base import Aggregator
+from fusion_core.methods.params import Param, show
+from fusion_core.methods.registry import MethodInfo
+from fusion_core.methods.results import jsonable
+
+
+def _param_json(p: Param) -> dict[str, Any]:
+    return {
+        "name": p.name,
+        "default": jsonable(p.default),
+        "kind": p.kind,
+        "allowed": p.allowed(),
+        "help": p.help,
+        "choices": [jsonable(c) for c in p.choices] if p.choices else None,
+        "low": p.low,
+        "high": p.high,
+        "advanced": p.advanced,
+    }
+
+
+def param_lines(meta: MethodInfo, indent: str = "  ") -> list[str]:
+    """One line per declared parameter: ``--param NAME=…``, default, allowed values (``Param.allowed``), help."""
+    return [
+        f"{indent}--param {p.name}=…  default {show(p.default)}; {p.allowed()}. {p.help}".rstrip() for p in meta.params
+    ]
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
-    from fusion_core.methods import available
-
     infos = available()
     if args.json:
         out = [
             {
                 "name": m.name,
+                "title": m.label,
                 "summary": m.summary,
                 "inputs": list(m.inputs),
                 "probabilistic": m.probabilistic,
-                "parameters": [
-                    {
-                        "name": p.name,
-                        "default": p.default
-                        if isinstance(p.default, (int, float, str, bool, type(None)))
-                        else str(p.default),
-                        "kind": p.kind,
-                        "help": p.help,
-                        "choices": list(p.choices) if p.choices else None,
-                    }
-                    for p in m.params
-                ],
+                "parameters": [_param_json(p) for p in m.params],
             }
             for m in infos
         ]
@@ -51,16 +64,15 @@ def _cmd_methods(args: argparse.Namespace) -> int:
         needs = f" [needs {', '.join(m.needs())}]" if m.needs() else ""
         print(f"{m.name:<{width}}  {m.summary}{needs}")
         if args.verbose:
-            for p in m.params:
-                choices = f" one of {list(p.choices)}" if p.choices else ""
-                print(f"{'':<{width}}    --param {p.name}=… (default {p.default!r}{choices}) {p.help}")
+            for line in param_lines(m, indent=" " * (width + 4)):
+                print(line)
     return 0
 
 
-def _parse_params(items: Sequence[str], method: str) -> dict[str, Any]:
-    from fusion_core.methods import info
-
-    specs = {p.name: p for p in info(method).params}
+def _parse_params(items: Sequence[str] | None, method: str) -> dict[str, Any]:
+    """``--param NAME=VALUE`` options parsed and validated by the method's declarations (``Param.parse``)."""
+    meta = info(method)
+    specs = {p.name: p for p in meta.params}
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
@@ -68,52 +80,58 @@ def _parse_params(items: Sequence[str], method: str) -> dict[str, Any]:
         key, value = item.split("=", 1)
         key = key.strip().replace("-", "_")
         if key not in specs:
-            raise UserInputError(f"method {method!r} has no parameter {key!r}; it has {sorted(specs)}.")
+            raise UserInputError(
+                f"method '{method}' has no parameter '{key}'; it has {', '.join(specs) or 'none'} "
+                f"(see `fusion-core methods -v`)."
+            )
         out[key] = specs[key].parse(value)
     return out
 
 
-def _worker_table(est) -> pd.DataFrame:
-    res = est.result_
-    resp = est.responses_
-    df = pd.DataFrame({"worker": res.workers, "skill": res.extras["skills"], "responses": resp.responses_per_worker})
-    for key, value in res.extras.items():
-        if key == "skills":
-            continue
-        if isinstance(value, pd.Series) and len(value) == len(res.workers) and value.index.equals(res.workers):
-            df[key] = value.to_numpy()
-        elif isinstance(value, np.ndarray) and value.ndim == 1 and len(value) == len(res.workers):
-            df[key] = value
-    return df.sort_values("skill", ascending=False)
-
-
-def write_outputs(est, out_dir: Path) -> dict[str, Any]:
+def write_outputs(est: Aggregator, out_dir: Path) -> dict[str, Any]:
     """Write labels, posteriors, confusion (long), workers and summary files for a fitted estimator."""
     out_dir.mkdir(parents=True, exist_ok=True)
     res = est.result_
     res.labels.rename("label").reset_index().to_csv(out_dir / "labels.csv", index=False)
     res.probas.reset_index().to_csv(out_dir / "posteriors.csv", index=False)
-    if res.confusion is not None:
-        w, k, _ = res.confusion.shape
-        conf = pd.DataFrame(
-            {
-                "worker": np.repeat(np.asarray(res.workers, dtype=object), k * k),
-                "true": np.tile(np.repeat(np.asarray(res.classes, dtype=object), k), w),
-                "reported": np.tile(np.asarray(res.classes, dtype=object), w * k),
-                "probability": res.confusion.reshape(-1),
-            }
-        )
-        conf.to_csv(out_dir / "confusion.csv", index=False)
-    _worker_table(est).to_csv(out_dir / "workers.csv", index=False)
+    confusion = confusion_table(res)
+    if confusion is not None:
+        confusion.to_csv(out_dir / "confusion.csv", index=False)
+    workers = annotator_table(res, est.responses_).rename_axis("worker").reset_index()
+    workers.to_csv(out_dir / "workers.csv", index=False)
     summary = res.summary()
     summary["validation"] = est.responses_.report.to_dict()
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
+def _side_inputs(args: argparse.Namespace, meta: MethodInfo, resp: Responses) -> dict[str, Any]:
+    """Gold labels, context and item graph read from their files; a method missing one it needs is refused."""
+    from fusion_core.data.graph import read_graph
+    from fusion_core.data.loading import read_context, read_gold
+
+    fit_kwargs: dict[str, Any] = {}
+    if args.gold:
+        fit_kwargs["true_labels"] = read_gold(args.gold)
+    if args.context:
+        fit_kwargs["context"] = read_context(args.context, column=args.context_col)
+    if args.graph:
+        fit_kwargs["graph"] = read_graph(args.graph)
+    missing = [
+        n
+        for n in meta.needs()
+        if (n == "sequence" and not resp.has_sequences) or (n in ("graph", "context") and n not in fit_kwargs)
+    ]
+    if missing:
+        hint = {"sequence": "--sequence-col/--position-col", "graph": "--graph FILE", "context": "--context FILE"}
+        raise UserInputError(
+            f"method '{meta.name}' needs {', '.join(missing)}: pass {', '.join(hint[m] for m in missing)}."
+        )
+    return fit_kwargs
+
+
 def _cmd_fit(args: argparse.Namespace) -> int:
-    from fusion_core.data.loading import load_responses, read_context, read_gold
-    from fusion_core.methods import create, info
+    from fusion_core.data.loading import load_responses
 
     meta = info(args.method)
     params = _parse_params(args.param, args.method)
@@ -129,25 +147,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         duplicates=args.duplicates,
         max_bytes=int(args.max_mb * 1024 * 1024),
     )
-    fit_kwargs: dict[str, Any] = {}
-    if args.gold:
-        fit_kwargs["true_labels"] = read_gold(args.gold)
-    if args.context:
-        fit_kwargs["context"] = read_context(args.context, column=args.context_col)
-    if args.graph:
-        from fusion_core.data.graph import read_graph
-
-        fit_kwargs["graph"] = read_graph(args.graph)
-    missing = [
-        n
-        for n in meta.needs()
-        if (n == "sequence" and not resp.has_sequences) or (n in ("graph", "context") and n not in fit_kwargs)
-    ]
-    if missing:
-        hint = {"sequence": "--sequence-col/--position-col", "graph": "--graph FILE", "context": "--context FILE"}
-        raise UserInputError(
-            f"method {args.method!r} needs {', '.join(missing)}: pass {', '.join(hint[m] for m in missing)}."
-        )
+    fit_kwargs = _side_inputs(args, meta, resp)
     est = create(args.method, **params).fit(resp, **fit_kwargs)
     summary = write_outputs(est, Path(args.out))
     for line in resp.report.messages():
@@ -160,6 +160,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         f"{summary['iterations']} iterations, converged={summary['converged']}, "
         f"log-likelihood={'n/a' if ll is None else f'{ll:.3f}'}, {summary['seconds']:.2f} s -> {args.out}"
     )
+    if "chosen_method" in summary:
+        print(f"{args.method} chose {summary['chosen_method']} ({summary['selection_criterion']})")
     return 0
 
 
@@ -185,16 +187,43 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _fit_epilog(method: str) -> str:
+    """The parameters of ``method`` with their allowed values, for ``fit --help``."""
+    try:
+        meta = info(method)
+    except UserInputError as exc:
+        return str(exc)
+    head = f"parameters of {meta.name} ({meta.label}); for another method: fit --method NAME --help"
+    return "\n".join([head, *param_lines(meta)]) if meta.params else f"{meta.name} has no parameters."
+
+
+def _method_in(argv: Sequence[str]) -> str:
+    """The value of ``--method`` in a command line (default ``ds``), read before parsing so --help can list the
+    method's parameters."""
+    for i, arg in enumerate(argv):
+        if arg == "--method" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--method="):
+            return arg.split("=", 1)[1]
+    return "ds"
+
+
+def build_parser(method: str = "ds") -> argparse.ArgumentParser:
+    """The argument parser; ``fit --help`` lists the parameters of ``method`` with their allowed values."""
     p = argparse.ArgumentParser(prog="fusion-core", description="Annotator reliability without ground truth.")
     sub = p.add_subparsers(dest="command", required=True)
 
     m = sub.add_parser("methods", help="list the registered methods")
     m.add_argument("--json", action="store_true", help="machine-readable output")
-    m.add_argument("-v", "--verbose", action="store_true", help="show parameters")
+    m.add_argument("-v", "--verbose", action="store_true", help="show parameters and their allowed values")
     m.set_defaults(func=_cmd_methods)
 
-    f = sub.add_parser("fit", help="fit a method to an answers file and write the results")
+    f = sub.add_parser(
+        "fit",
+        help="fit a method to an answers file and write the results",
+        epilog=_fit_epilog(method),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     f.add_argument("answers", help="CSV, TSV, Parquet or JSON-lines file of responses")
     f.add_argument("--method", default="ds", help="registered method name (see `fusion-core methods`)")
     f.add_argument("--out", required=True, help="output directory")
@@ -215,7 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--graph", help="item graph: edge list CSV (source,target[,weight]), GraphML or GML")
     f.add_argument("--context", help="per-item context file (task, context)")
     f.add_argument("--context-col", default="context")
-    f.add_argument("--param", action="append", metavar="NAME=VALUE", help="method parameter (repeatable)")
+    f.add_argument(
+        "--param",
+        action="append",
+        metavar="NAME=VALUE",
+        help="method parameter (repeatable); the method's parameters and allowed values are listed below",
+    )
     f.add_argument("--max-mb", type=float, default=1024.0, help="refuse inputs larger than this (MB)")
     f.set_defaults(func=_cmd_fit)
 
@@ -236,7 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    """Run the command line; returns the exit status (2 with one line on stderr for a user-input error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_method_in(argv))
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

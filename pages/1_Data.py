@@ -1,39 +1,46 @@
-"""Data page: demo datasets, upload + column mapping, extras (gold, graph, context), validation, summary."""
+"""Data page: demo datasets, upload + column mapping, side inputs (gold, graph, context), validation, summary."""
 
 import streamlit as st
 
-from fusion_core import app_state as S
-from fusion_core.demo import DEMOS
+from fusion_app.cache import agreement_stats
+from fusion_app.shell import md_escape, page_setup, show_error
+from fusion_app.state import current, max_upload_bytes, session, set_dataset
+from fusion_core.data.dataset import make_dataset
+from fusion_core.data.uploads import (
+    build_responses,
+    context_from_table,
+    guess_column,
+    read_context_upload,
+    read_gold_upload,
+    read_graph_upload,
+    read_upload,
+)
 from fusion_core.errors import UserInputError
 from fusion_core.plots import kappa_heatmap, label_distribution, overlap_heatmap, response_count_histograms
+from fusion_core.simulate.demo import DEMOS, demo_dataset
 
-ds = S.page_setup("Data")
-ss = S.state()
+ds = page_setup("Data")
+ss = session()
 st.title("Data")
 
 NONE = "(none)"
 UPLOAD_TYPES = ["csv", "tsv", "txt", "tab", "parquet", "pq", "jsonl", "ndjson"]
 
-
-def show_error(exc: Exception) -> None:
-    st.error(S.md_escape(str(exc)), icon=":material/error:")
-
-
-tab_demo, tab_upload, tab_extras = st.tabs(["Demo datasets", "Upload responses", "Gold, graph, context"])
+tab_demo, tab_upload, tab_inputs = st.tabs(["Demo datasets", "Upload responses", "Gold, graph, context"])
 
 with tab_demo:
     st.caption("Built-in **simulated** datasets with known truth (used only for evaluation on the Compare page).")
-    choice = st.selectbox("Demo dataset", list(DEMOS), format_func=DEMOS.get, key="demo_choice")
-    if st.button("Load demo", key="load_demo"):
-        S.set_dataset(S.demo_dataset(choice))
+    choice = st.selectbox("Demo dataset", list(DEMOS), format_func=lambda k: DEMOS[k], key="demo_choice")
+    if choice is not None and st.button("Load demo", key="load_demo"):
+        set_dataset(demo_dataset(choice))
         ss["fc_pending"] = None
         st.success(f"Loaded the demo: {DEMOS[choice]}.")
-        ds = S.current()
+        ds = current()
 
 with tab_upload:
     st.caption(
         f"CSV, TSV, Parquet or JSON lines; long (one row per response) or wide (one row per item, one column per "
-        f"annotator). Limit {S.max_upload_bytes() / 1024 / 1024:,.0f} MB."
+        f"annotator). Limit {max_upload_bytes() / 1024 / 1024:,.0f} MB."
     )
     up = st.file_uploader("Responses file", type=UPLOAD_TYPES, key="upload_responses")
     if up is not None:
@@ -43,7 +50,7 @@ with tab_upload:
             seen["responses"] = token
             ss.pop("fc_upload_error", None)
             try:
-                table = S.read_upload(up.name, up.getvalue(), S.max_upload_bytes())
+                table = read_upload(up.name, up.getvalue(), max_upload_bytes())
                 ss["fc_pending"] = {"name": up.name, "table": table}
             except UserInputError as exc:  # the previous data (and any pending mapping) stay as they were
                 ss["fc_upload_error"] = (token, str(exc))
@@ -58,7 +65,7 @@ with tab_upload:
         table = pending["table"]
         cols = [str(c) for c in table.columns]
         table.columns = cols
-        st.markdown(f"**Map the columns of** {S.md_escape(pending['name'])} ({len(table):,} rows)")
+        st.markdown(f"**Map the columns of** {md_escape(pending['name'])} ({len(table):,} rows)")
         st.dataframe(table.head(20), key="upload_preview", height=240)
         layout = st.radio(
             "Layout",
@@ -67,16 +74,16 @@ with tab_upload:
             key="map_layout",
             help="long: task, annotator, label per row; wide: one row per item, one column per annotator",
         )
-        taken: set = set()
+        taken: set[str] = set()
 
         def pick(role: str, label: str, optional: bool = False) -> str | None:
-            guess = S.guess_column(cols, role, taken)
+            guess = guess_column(cols, role, taken)
             options = ([NONE] if optional else []) + cols
             index = options.index(guess) if guess in options else 0
             if not optional and guess is None:
                 index = min(len(taken), len(options) - 1)
-            value = st.selectbox(label, options, index=index, key=f"map_{role}")
-            value = None if value == NONE else value
+            picked = st.selectbox(label, options, index=index, key=f"map_{role}")
+            value = None if picked == NONE else picked
             if value:
                 taken.add(value)
             return value
@@ -101,7 +108,7 @@ with tab_upload:
             dup = "keep"
         if st.button("Use these columns", type="primary", key="use_columns"):
             try:
-                resp = S.build_responses(
+                resp = build_responses(
                     table,
                     layout=layout,
                     task=task_col,
@@ -111,16 +118,16 @@ with tab_upload:
                     position=pos_col,
                     duplicates=dup,
                 )
-                context = S.context_from_table(table, task_col, ctx_col, resp) if ctx_col else None
-                new = S.make_dataset(resp, name=f"upload: {pending['name']}", source="upload", context=context)
-                S.set_dataset(new)
+                context = context_from_table(table, task_col, ctx_col, resp) if task_col and ctx_col else None
+                new = make_dataset(resp, name=f"upload: {pending['name']}", source="upload", context=context)
+                set_dataset(new)
                 ss["fc_pending"] = None
                 ds = new
                 st.success(f"Loaded {resp.n_responses:,} responses from the upload.")
             except UserInputError as exc:
                 show_error(exc)
 
-with tab_extras:
+with tab_inputs:
     if ds is None:
         st.caption("Load responses first.")
     else:
@@ -131,9 +138,9 @@ with tab_extras:
         if gold_up is not None and ss["fc_seen_uploads"].get("gold") != (gold_up.file_id, ds.fingerprint):
             ss["fc_seen_uploads"]["gold"] = (gold_up.file_id, ds.fingerprint)
             try:
-                gold = S.read_gold_upload(gold_up.name, gold_up.getvalue(), ds.responses, S.max_upload_bytes())
-                ds = S.with_gold(ds, gold)
-                S.set_dataset(ds)
+                gold = read_gold_upload(gold_up.name, gold_up.getvalue(), ds.responses, max_upload_bytes())
+                ds = ds.with_gold(gold)
+                set_dataset(ds)
                 st.success(f"Gold labels for {len(gold):,} items loaded.")
             except UserInputError as exc:
                 show_error(exc)
@@ -142,9 +149,9 @@ with tab_extras:
         )
         if graph_up is not None and ss["fc_seen_uploads"].get("graph") != (graph_up.file_id, ds.fingerprint):
             try:
-                graph = S.read_graph_upload(graph_up.name, graph_up.getvalue(), ds.responses, S.max_upload_bytes())
-                ds = S.with_graph(ds, graph, graph_up.name)
-                S.set_dataset(ds)
+                graph = read_graph_upload(graph_up.name, graph_up.getvalue(), ds.responses, max_upload_bytes())
+                ds = ds.with_graph(graph, graph_up.name)
+                set_dataset(ds)
                 ss["fc_seen_uploads"]["graph"] = (graph_up.file_id, ds.fingerprint)
                 st.success("Item graph loaded.")
             except UserInputError as exc:
@@ -155,15 +162,15 @@ with tab_extras:
         )
         if ctx_up is not None and ss["fc_seen_uploads"].get("context") != (ctx_up.file_id, ds.fingerprint):
             try:
-                ctx = S.read_context_upload(ctx_up.name, ctx_up.getvalue(), ds.responses, S.max_upload_bytes())
-                ds = S.with_context(ds, ctx)
-                S.set_dataset(ds)
+                ctx = read_context_upload(ctx_up.name, ctx_up.getvalue(), ds.responses, max_upload_bytes())
+                ds = ds.with_context(ctx)
+                set_dataset(ds)
                 st.success(f"Context values for {len(ctx):,} items loaded.")
             except UserInputError as exc:
                 show_error(exc)
             ss["fc_seen_uploads"]["context"] = (ctx_up.file_id, ds.fingerprint)
 
-ds = S.current()
+ds = current()
 st.divider()
 if ds is None:
     st.info("No data is loaded: pick a demo dataset or upload a file above.")
@@ -171,9 +178,9 @@ if ds is None:
 
 r = ds.responses
 st.header("Summary")
-st.caption(S.md_escape(ds.name))
+st.caption(md_escape(ds.name))
 if ds.description:
-    st.caption(S.md_escape(ds.description))
+    st.caption(md_escape(ds.description))
 c = st.columns(5)
 c[0].metric("responses", f"{r.n_responses:,}")
 c[1].metric("items", f"{r.n_items:,}")
@@ -195,7 +202,7 @@ left.plotly_chart(response_count_histograms(r), key="data_counts")
 right.plotly_chart(label_distribution(r), key="data_labels")
 
 st.subheader("Agreement")
-stats = S.agreement_stats(ds.fingerprint, r)
+stats = agreement_stats(ds.fingerprint, r)
 summ = stats["summary"]
 a = st.columns(4)
 a[0].metric(
@@ -215,5 +222,5 @@ k1.plotly_chart(kappa_heatmap(stats["kappa"]), key="data_kappa")
 k2.plotly_chart(overlap_heatmap(stats["shared"]), key="data_overlap")
 
 if st.button("Clear data", key="clear_data"):
-    S.set_dataset(None)
+    set_dataset(None)
     st.rerun()

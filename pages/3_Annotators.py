@@ -1,10 +1,13 @@
-"""Annotators page: confusion heatmaps (rows = true, columns = reported), skill ranking with bootstrap
-intervals, the ranking eigenvector of spectral methods, and the downloadable annotator table."""
+"""Annotators page: skill ranking with bootstrap intervals, the ranking eigenvector (``result.spectral``), the
+reliability curves along a context (``result.context``), confusion heatmaps (rows = true, columns = reported),
+and the downloadable annotator table (:func:`fusion_core.diagnostics.tables.annotator_table`)."""
 
-import numpy as np
 import streamlit as st
 
-from fusion_core import app_state as S
+from fusion_app.cache import bootstrap_for, cached_bootstrap
+from fusion_app.shell import choose_one, csv_bytes, md_escape, results_page
+from fusion_app.state import session
+from fusion_core.diagnostics.tables import annotator_table
 from fusion_core.errors import UserInputError
 from fusion_core.methods import info as method_info
 from fusion_core.plots import (
@@ -16,7 +19,7 @@ from fusion_core.plots import (
     skill_ranking,
 )
 
-ds, results = S.results_page("Annotators")
+ds, results = results_page("Annotators")
 
 method = st.selectbox("Method", list(results), key="ann_method")
 res = results[method]
@@ -24,24 +27,22 @@ info_inputs = set(method_info(method).inputs)
 
 with st.expander("Uncertainty: bootstrap intervals (resampling items, or whole sequences)", expanded=False):
     c1, c2 = st.columns(2)
-    ss = S.state()  # settings survive page switches
-    n_boot = c1.select_slider(
-        "Bootstrap replicates", [20, 50, 100, 200], value=ss.get("fc_boot_n", 50), key="ann_nboot"
-    )
-    level = c2.select_slider("Interval level", [0.8, 0.9, 0.95], value=ss.get("fc_boot_level", 0.9), key="ann_level")
+    ss = session()  # settings survive page switches
+    n_boot = choose_one(c1, "Bootstrap replicates", [20, 50, 100, 200], ss.get("fc_boot_n", 50), key="ann_nboot")
+    level = choose_one(c2, "Interval level", [0.8, 0.9, 0.95], ss.get("fc_boot_level", 0.9), key="ann_level")
     ss["fc_boot_n"], ss["fc_boot_level"] = n_boot, level
     if "graph" in info_inputs:
         st.caption("Resampling items would break the item graph this method conditions on; no intervals.")
     elif st.button("Compute intervals", key="ann_boot"):
         try:
             with st.spinner(f"Refitting {method} on {n_boot} bootstrap samples…", show_time=True):
-                S.bootstrap_for(ds, method, res, n_boot, level)
+                bootstrap_for(ds, method, n_boot, level)
         except UserInputError as exc:
-            st.error(S.md_escape(str(exc)))
-boot = S.cached_bootstrap(method, n_boot, level)
+            st.error(md_escape(str(exc)))
+boot = cached_bootstrap(method, n_boot, level)
 intervals = boot.skills if boot is not None else None
 
-table = S.annotator_table(ds, res, intervals)
+table = annotator_table(res, ds.responses, intervals=intervals, roles=ds.roles)
 st.plotly_chart(skill_ranking(res, intervals), key="ann_skill")
 if boot is not None:
     st.caption(
@@ -50,10 +51,10 @@ if boot is not None:
         f"({boot.permuted} replicates needed their latent classes re-ordered, {boot.failed} failed)."
     )
 
-if "eigenvector" in res.extras:
+if res.spectral is not None:
     st.plotly_chart(eigenvector_bar(res), key="ann_eigen")
 
-if "context_grid" in res.extras:
+if res.context is not None:
     st.subheader("Reliability along the context")
     st.caption(
         "Who to trust where: each annotator's curves against the item context (dotted where the annotator "
@@ -63,10 +64,10 @@ if "context_grid" in res.extras:
     by_skill = list(table.sort_values("skill", ascending=False).index)
     chosen = c1.multiselect("Annotators", by_skill, default=by_skill[:6], key="ann_ctx_workers")
     label = None
-    if np.ndim(res.extras["detection_curves"]) == 3:
+    if res.context.detection is not None and res.context.detection.ndim == 3:
         label = c2.selectbox("Class (vs rest)", list(res.classes), format_func=str, key="ann_ctx_class")
     st.plotly_chart(context_reliability(res, chosen or None, label=label, max_workers=12), key="ann_ctx_curves")
-    if "confusion_curves" in res.extras:
+    if res.context.confusion is not None:
         c1, c2 = st.columns(2)
         one = c1.selectbox("Annotator", by_skill, format_func=str, key="ann_ctx_one")
         true_class = c2.selectbox("True class", list(res.classes), format_func=str, key="ann_ctx_true")
@@ -74,7 +75,7 @@ if "context_grid" in res.extras:
 
 st.subheader("Confusion matrices")
 if res.confusion is None:
-    st.info(f"{S.md_escape(method)} does not estimate confusion matrices; see the skill ranking above.")
+    st.info(f"{md_escape(method)} does not estimate confusion matrices; see the skill ranking above.")
 else:
     c1, c2, c3 = st.columns([2, 1, 1])
     search = c1.text_input("Search annotators", key="ann_search", placeholder="annotator id contains…")
@@ -96,7 +97,7 @@ st.subheader("Annotator table")
 st.dataframe(table, key="ann_table")
 st.download_button(
     "Download annotator table (CSV)",
-    S.csv_bytes(table),
+    csv_bytes(table),
     file_name=f"annotators_{method}.csv",
     mime="text/csv",
     key="ann_download",

@@ -5,23 +5,22 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from fusion_core import app_state as S
+from fusion_app.cache import cached_cartels, cartels_for
+from fusion_app.shell import choose_one, csv_bytes, md_escape, no_data_notice, page_setup
+from fusion_app.state import session
 from fusion_core.errors import UserInputError
 from fusion_core.plots import loadings_scatter, scree_plot
 
-ds = S.page_setup("Cartels")
+ds = page_setup("Cartels")
 st.title("Cartels")
 st.caption(
     "Colluding annotators (a cartel) agree with each other more than their accuracy explains. The detector "
     "compares the spectrum of the annotators' agreement matrix with what independent annotators would give."
 )
 if ds is None:
-    S.no_data_notice()
+    no_data_notice()
     st.stop()
-if S.cartel_detector() is None:
-    st.warning("Cartel detection is not available in this installation (fusion_core.diagnostics.cartels is missing).")
-    st.stop()
-ss = S.state()  # remember the settings across page switches (widget state is dropped when leaving a page)
+ss = session()  # remember the settings across page switches (widget state is dropped when leaving a page)
 target = None
 if ds.responses.n_classes != 2:
     classes = list(ds.responses.classes)
@@ -40,29 +39,30 @@ if ds.responses.n_classes != 2:
     ss["fc_cartel_target"] = target
 
 c1, c2 = st.columns(2)
-n_boot = c1.select_slider(
-    "Bootstrap samples for the null", [50, 100, 200, 400], value=ss.get("fc_cartel_nboot", 100), key="cartel_nboot"
+n_boot = choose_one(
+    c1, "Bootstrap samples for the null", [50, 100, 200, 400], ss.get("fc_cartel_nboot", 100), key="cartel_nboot"
 )
-alpha = c2.select_slider(
-    "Significance level α", [0.01, 0.05, 0.1], value=ss.get("fc_cartel_alpha", 0.05), key="cartel_alpha"
-)
+alpha = choose_one(c2, "Significance level α", [0.01, 0.05, 0.1], ss.get("fc_cartel_alpha", 0.05), key="cartel_alpha")
 ss["fc_cartel_nboot"], ss["fc_cartel_alpha"] = n_boot, alpha
-report = S.cached_cartels(ds, n_boot, alpha, one_vs_rest=target)
+report = cached_cartels(ds, n_boot, alpha, one_vs_rest=target)
 if report is None and st.button("Detect cartels", type="primary", key="cartel_run"):
     try:
         with st.spinner("Fitting the independent model and its bootstrap null…", show_time=True):
-            report = S.cartels_for(ds, n_boot, alpha, one_vs_rest=target)
+            report = cartels_for(ds, n_boot, alpha, one_vs_rest=target)
     except UserInputError as exc:
-        st.error(S.md_escape(str(exc)))
+        st.error(md_escape(str(exc)))
 if report is None:
     st.caption("Press **Detect cartels** (takes a few seconds on the bootstrap null).")
     st.stop()
 
-for w in getattr(report, "warnings", []) or []:
-    st.warning(S.md_escape(w))
-groups = list(getattr(report, "groups", []) or [])
+for w in report.warnings:
+    st.warning(md_escape(w))
+groups = list(report.groups)
+reason = getattr(report, "reason", "")  # the test's state in words (spectral branch: status/reason)
 if groups:
     st.warning(f"{len(groups)} group(s) of annotators behave as a cartel (α = {alpha}).", icon=":material/group_off:")
+elif reason:
+    st.info(md_escape(reason))
 else:
     st.success(f"No cartel detected at α = {alpha}: the spectrum is consistent with independent annotators.")
 
@@ -70,7 +70,7 @@ left, right = st.columns(2)
 left.plotly_chart(scree_plot(report), key="cartel_scree")
 right.plotly_chart(loadings_scatter(report), key="cartel_loadings")
 
-p_values = np.atleast_1d(np.asarray(getattr(report, "p_value", []), dtype=float))
+p_values = np.atleast_1d(np.asarray(report.p_value, dtype=float))
 if p_values.size:
     st.dataframe(
         pd.DataFrame({"extra component": np.arange(2, p_values.size + 2), "bootstrap p-value": p_values}),
@@ -85,25 +85,18 @@ if groups:
     ]
     st.dataframe(rows, key="cartel_groups", hide_index=True)
 
-membership = getattr(report, "membership", None)
-scores = getattr(report, "scores", None)
-if membership is not None:
-    tab = pd.DataFrame({"group": pd.Series(membership).astype(str)})
-    if scores is not None:
-        tab["cartel score"] = pd.Series(scores).reindex(tab.index)
+if len(report.membership):
+    tab = pd.DataFrame(
+        {"group": report.membership.astype(str), "cartel score": report.scores.reindex(report.membership.index)}
+    )
     if ds.roles is not None:
         tab["simulated role"] = ds.roles.reindex(tab.index).astype(str)
     tab.index = tab.index.astype(str)
-    st.dataframe(
-        tab.sort_values(tab.columns[-1] if "cartel score" not in tab else "cartel score", ascending=False),
-        key="cartel_membership",
-    )
+    st.dataframe(tab.sort_values("cartel score", ascending=False), key="cartel_membership")
 
-labels = getattr(report, "labels", None)
-without = getattr(report, "labels_without_cartel", None)
-if labels is not None and without is not None:
+if len(report.labels) and len(report.labels_without_cartel):
     st.subheader("Labels without the cartel")
-    a, b = pd.Series(labels), pd.Series(without)
+    a, b = report.labels, report.labels_without_cartel
     common = a.index.intersection(b.index)
     diff = common[a.loc[common].astype(str).to_numpy() != b.loc[common].astype(str).to_numpy()]
     st.metric("items whose label changes when the cartel is excluded", f"{len(diff):,} of {len(common):,}")
@@ -113,7 +106,7 @@ if labels is not None and without is not None:
         st.dataframe(changed, key="cartel_changed")
         st.download_button(
             "Download changed items (CSV)",
-            S.csv_bytes(changed),
+            csv_bytes(changed),
             "cartel_changed_items.csv",
             mime="text/csv",
             key="cartel_download",

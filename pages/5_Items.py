@@ -1,16 +1,17 @@
-"""Items page: posterior table (filter, sort, search), confidence histogram, items to re-annotate,
-posteriors along a sequence, and a graph neighbourhood coloured by posterior label."""
+"""Items page: the item table (each method's own labels, ``result.label_codes``; filter, sort, search), confidence
+histogram, items to re-annotate, posteriors along a sequence, and a graph neighbourhood coloured by label."""
 
 import streamlit as st
 
-from fusion_core import app_state as S
+from fusion_app.shell import csv_bytes, md_escape, results_page
+from fusion_core.diagnostics.tables import ITEM_ORDERS, filter_items, item_table
 from fusion_core.plots import neighbourhood_view, posterior_histogram, sequence_strip
 
-ds, results = S.results_page("Items")
+ds, results = results_page("Items")
 
 method = st.selectbox("Method", list(results), key="items_method")
 res = results[method]
-table = S.item_table(ds, res)
+table = item_table(res, ds.responses, gold=ds.gold)
 
 st.plotly_chart(posterior_histogram(res), key="items_hist")
 
@@ -18,12 +19,8 @@ st.subheader("Posterior table")
 c1, c2, c3 = st.columns([2, 2, 1])
 labels = c1.multiselect("Predicted label", sorted(table["label"].unique()), key="items_labels")
 search = c2.text_input("Search task id", key="items_search", placeholder="task id contains…")
-sort = c3.selectbox(
-    "Sort",
-    ["lowest confidence first", "highest confidence first", "highest entropy first", "task id"],
-    key="items_sort",
-)
-shown = S.filter_items(table, labels=labels, search=search, sort=sort)
+sort = c3.selectbox("Sort", list(ITEM_ORDERS), key="items_sort")
+shown = filter_items(table, labels=labels, search=search, sort=sort)
 st.caption(f"{len(shown):,} of {len(table):,} items")
 number_format = {
     "entropy": st.column_config.NumberColumn("entropy", format="%.3f"),
@@ -39,7 +36,7 @@ st.dataframe(
 )
 st.download_button(
     "Download posteriors (CSV)",
-    S.csv_bytes(table),
+    csv_bytes(table),
     f"posteriors_{method}.csv",
     mime="text/csv",
     key="items_download_all",
@@ -49,7 +46,7 @@ st.subheader("Items to re-annotate")
 n_low = st.slider(
     "How many (lowest confidence first)", 10, max(10, min(1000, len(table))), min(50, len(table)), key="items_nlow"
 )
-low = S.filter_items(table, labels=None, search="", sort="lowest confidence first").head(n_low)
+low = filter_items(table, labels=None, search="", sort="lowest confidence first").head(n_low)
 st.dataframe(
     low,
     key="items_reannotate",
@@ -58,14 +55,14 @@ st.dataframe(
 )
 st.download_button(
     "Download items to re-annotate (CSV)",
-    S.csv_bytes(low),
+    csv_bytes(low),
     f"reannotate_{method}.csv",
     mime="text/csv",
     key="items_download_low",
 )
 
 r = ds.responses
-if r.has_sequences:
+if r.has_sequences and r.sequences is not None:
     st.subheader("Posteriors along a sequence")
     seq = st.selectbox("Sequence", list(r.sequences), format_func=str, key="items_sequence")
     st.plotly_chart(sequence_strip(res, r, seq), key="items_strip")
@@ -87,4 +84,4 @@ if ds.graph is not None:
                 neighbourhood_view(graph, res, lookup[center_id], radius=radius, max_nodes=max_nodes), key="items_graph"
             )
         else:
-            st.warning(f"Item {S.md_escape(center_id)} is not a node of the graph.")
+            st.warning(f"Item {md_escape(center_id)} is not a node of the graph.")

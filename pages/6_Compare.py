@@ -3,11 +3,11 @@ accuracy against gold labels when given."""
 
 import streamlit as st
 
-from fusion_core import app_state as S
+from fusion_app.shell import csv_bytes, results_page
 from fusion_core.diagnostics.compare import changed_items, compare_methods
 from fusion_core.plots import accuracy_bar, agreement_matrix
 
-ds, results = S.results_page("Compare", "Compare methods")
+ds, results = results_page("Compare", "Compare methods")
 
 cmp = compare_methods(results, gold=ds.gold)
 st.dataframe(cmp.summary, key="cmp_summary")
@@ -43,7 +43,7 @@ if len(results) >= 2:
         st.dataframe(diff, key="cmp_diff")
         st.download_button(
             "Download changed items (CSV)",
-            S.csv_bytes(diff),
+            csv_bytes(diff),
             f"changed_{first}_vs_{second}.csv",
             mime="text/csv",
             key="cmp_download",

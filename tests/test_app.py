@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,11 @@ from fusion_core.methods import available
 from fusion_core.simulate import dawid_skene
 
 pytest.importorskip("streamlit.testing.v1")
+from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
+
+# production redacts exception details (.streamlit/config.toml); the tests report the real messages
+st_config.set_option("client.showErrorDetails", True)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
@@ -84,6 +89,19 @@ def _fit(at: AppTest, methods: list[str]) -> AppTest:
     at.button(key="fit_button").click().run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def _result(at: AppTest, method: str):
+    return at.session_state["fc_fits"][at.session_state["fc_active"][method]]
+
+
+def _assert_per_annotator(table, result) -> None:
+    """The annotator table has one row per annotator and only per-annotator columns (typed fields)."""
+    assert sorted(table.index.astype(str)) == sorted(result.workers.astype(str))
+    allowed = {"skill", "responses", "skill low", "skill high", "simulated role"}
+    allowed |= {c.title for c in result.annotator_columns} | {f"{c.title} ({c.key})" for c in result.annotator_columns}
+    assert set(map(str, table.columns)) <= allowed, set(table.columns) - allowed
+    assert not [c for c in table.columns if re.search(r"eigen|ranking", str(c), re.IGNORECASE)]
 
 
 def _enabled_methods(at: AppTest) -> list[str]:
@@ -160,6 +178,12 @@ def test_each_demo_then_every_enabled_method(demo):
                 at.selectbox(key=key).set_value(m).run()
                 assert not at.exception, (page, m, [e.value for e in at.exception])
                 assert _charts(at) >= 1
+                if page == "pages/5_Items.py":  # the method's own labels (e.g. Viterbi), as on the Compare page
+                    shown = _frame(at, "label", "confidence", "entropy")["label"]
+                    expected = _result(at, m).labels.astype(str)
+                    assert (shown.to_numpy() == expected.reindex(shown.index.astype(str)).to_numpy()).all(), m
+                else:
+                    _assert_per_annotator(_frame(at, "skill", "responses"), _result(at, m))
     _visit(at, "pages/5_Items.py")
     assert len(_frame(at, "label", "confidence", "entropy")) == ds.responses.n_items
     if demo == "sequence":
@@ -198,6 +222,8 @@ def test_every_method_on_uploaded_data(n_classes):
             for m in enabled:
                 at.selectbox(key=key).set_value(m).run()
                 assert not at.exception, (page, m, [e.value for e in at.exception])
+                if page == "pages/3_Annotators.py":
+                    _assert_per_annotator(_frame(at, "skill", "responses"), _result(at, m))
     _visit(at, "pages/6_Compare.py")
     assert len(_frame(at, "mean confidence")) == len(enabled)
 
@@ -390,7 +416,7 @@ def test_cartel_page_finds_the_simulated_cartel():
 
 
 def test_gold_and_graph_uploads_enable_evaluation_and_graph_methods():
-    from fusion_core.demo import graph_demo
+    from fusion_core.simulate.demo import graph_demo
 
     demo = graph_demo()
     at = _app()
@@ -421,7 +447,7 @@ def test_gold_and_graph_uploads_enable_evaluation_and_graph_methods():
 
 
 def test_sequence_upload_guesses_columns_and_context_file():
-    from fusion_core.demo import sequence_demo
+    from fusion_core.simulate.demo import sequence_demo
 
     demo = sequence_demo()
     at = _app()

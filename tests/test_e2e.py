@@ -96,7 +96,7 @@ def server(tmp_path):
 
 
 def _goto_page(page, name: str) -> None:
-    # the sidebar's page list (fusion_core.app_state.PAGES): "<n> · <name>"
+    # the sidebar's page list (fusion_app.shell.PAGES): "<n> · <name>"
     page.locator('[data-testid="stSidebar"] a', has_text=re.compile(rf"\d · {name}\s*$")).first.click()
     page.get_by_role("heading", name=re.compile(name)).first.wait_for(timeout=TIMEOUT_MS)
 

@@ -26,6 +26,7 @@ from fusion_core.data.responses import Responses, as_responses
 from fusion_core.errors import AggregationWarning, UserInputError
 from fusion_core.methods.base import Aggregator, worker_skills
 from fusion_core.methods.registry import info
+from fusion_core.methods.results import FitResult
 
 
 @dataclass
@@ -71,10 +72,10 @@ def bootstrap_intervals(
     data: Responses | pd.DataFrame,
     method: str | Aggregator,
     params: Mapping[str, Any] | None = None,
+    *,
     n_bootstrap: int = 100,
     level: float = 0.9,
     random_state: int | None = 0,
-    *,
     fit_kwargs: Mapping[str, Any] | None = None,
 ) -> BootstrapResult:
     """Item-bootstrap percentile intervals for skills and confusion entries (see module docstring).
@@ -88,41 +89,20 @@ def bootstrap_intervals(
         raise UserInputError(f"n_bootstrap must be at least 2, got {n_bootstrap}.")
     resp = as_responses(data)
     name, p, cls = _estimator(method, params)
-    inputs = set(getattr(cls, "inputs", ("plain",)))
-    if "graph" in inputs:
-        raise UserInputError(
-            f"method '{name}' conditions on the item graph, which resampling items would break; bootstrap "
-            "intervals are available for plain, sequence and context methods."
-        )
-    by_sequence = "sequence" in inputs
-    if by_sequence and not resp.has_sequences:
-        raise UserInputError(f"method '{name}' needs sequences (sequence and position columns) to bootstrap.")
+    by_sequence = _resamples_sequences(name, cls, resp)
     kwargs = dict(fit_kwargs or {})
-    item_inputs = {}  # item-aligned inputs: values by item code, NaN where absent
-    for key in ("context", "true_labels"):
-        if kwargs.get(key) is not None:
-            codes, vals = resp.align_items(kwargs[key], what=key)
-            by_code = np.full(resp.n_items, np.nan, dtype=object)
-            by_code[codes] = vals
-            item_inputs[key] = by_code
+    item_inputs = _item_aligned(resp, kwargs)
     ref = cls(**p).fit(resp, **kwargs).result_
-    ref_post = ref.posterior
     rng = np.random.default_rng(random_state)
     w, k = resp.n_workers, resp.n_classes
     skill_s = np.full((n_bootstrap, w), np.nan)
     conf_s = np.full((n_bootstrap, w, k, k), np.nan) if ref.confusion is not None else None
     permuted = failed = 0
     for b in range(n_bootstrap):  # one refit per replicate; each refit is vectorised
-        if by_sequence:
-            n_seq = len(resp.sequence_bounds) - 1
-            boot, draw = resp.with_sequences_resampled(rng.integers(0, n_seq, size=n_seq))
-        else:
-            draw = rng.integers(0, resp.n_items, size=resp.n_items)
-            boot = resp.with_items_resampled(draw)
-        for key, by_code in item_inputs.items():
+        boot, draw = _resample(resp, rng, by_sequence)
+        for key, (by_code, numeric) in item_inputs.items():
             vals = pd.Series(by_code[draw], index=boot.items)
             vals = vals[vals.notna()]
-            numeric = key == "context" and pd.api.types.is_numeric_dtype(pd.Series(fit_kwargs[key]))
             kwargs[key] = pd.to_numeric(vals) if numeric else vals
         try:
             with warnings.catch_warnings():
@@ -131,38 +111,20 @@ def bootstrap_intervals(
         except (UserInputError, FloatingPointError, np.linalg.LinAlgError):
             failed += 1
             continue
-        perm = align_classes(ref_post[draw], r.posterior)
-        identity = bool(np.all(perm == np.arange(k)))
+        skills, conf, identity = _aligned_estimates(r, boot, ref.posterior[draw])
         permuted += not identity
-        post = r.posterior[:, perm]
         present = np.bincount(boot.worker, minlength=w) > 0
-        conf = None
-        if r.confusion is not None:
-            conf = r.confusion[:, perm, :]
-            prior = r.class_prior[perm] if r.class_prior is not None else post.mean(axis=0)
-            skills = np.einsum("k,wkk->w", prior, conf)
-        elif identity:
-            skills = np.asarray(r.extras["skills"], dtype=float)
-        else:
-            skills = worker_skills(boot, post, None, None)
         skill_s[b] = np.where(present, skills, np.nan)
         if conf_s is not None and conf is not None:
             conf_s[b] = np.where(present[:, None, None], conf, np.nan)
     ok = np.isfinite(skill_s).any(axis=1)
     if ok.sum() < 2:
         raise UserInputError(f"only {int(ok.sum())} bootstrap replicates of '{name}' could be fitted; no intervals.")
-    lo_q, hi_q = (1 - level) / 2, 1 - (1 - level) / 2
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns for never-present workers
-        low = np.nanquantile(skill_s[ok], lo_q, axis=0)
-        high = np.nanquantile(skill_s[ok], hi_q, axis=0)
-        c_low = c_high = None
-        if conf_s is not None:
-            c_low = np.nanquantile(conf_s[ok], lo_q, axis=0)
-            c_high = np.nanquantile(conf_s[ok], hi_q, axis=0)
+    low, high = _percentiles(skill_s[ok], level)
+    c_low, c_high = _percentiles(conf_s[ok], level) if conf_s is not None else (None, None)
     skills_df = pd.DataFrame(
         {
-            "estimate": np.asarray(ref.extras["skills"], dtype=float),
+            "estimate": np.asarray(ref.worker_skill, dtype=float),
             "low": low,
             "high": high,
             "n_replicates": np.isfinite(skill_s[ok]).sum(axis=0),
@@ -183,3 +145,65 @@ def bootstrap_intervals(
         workers=resp.workers,
         classes=resp.classes,
     )
+
+
+def _resamples_sequences(name: str, cls: type, resp: Responses) -> bool:
+    """Whether replicates resample whole sequences (sequence methods); refuses graph methods."""
+    inputs = set(getattr(cls, "inputs", ("plain",)))
+    if "graph" in inputs:
+        raise UserInputError(
+            f"method '{name}' conditions on the item graph, which resampling items would break; bootstrap "
+            "intervals are available for plain, sequence and context methods."
+        )
+    by_sequence = "sequence" in inputs
+    if by_sequence and not resp.has_sequences:
+        raise UserInputError(f"method '{name}' needs sequences (sequence and position columns) to bootstrap.")
+    return by_sequence
+
+
+def _item_aligned(resp: Responses, kwargs: Mapping[str, Any]) -> dict[str, tuple[np.ndarray, bool]]:
+    """Item-aligned fit inputs (context, gold): values by item code (NaN where absent) and whether numeric."""
+    out = {}
+    for key in ("context", "true_labels"):
+        if kwargs.get(key) is not None:
+            codes, vals = resp.align_items(kwargs[key], what=key)
+            by_code = np.full(resp.n_items, np.nan, dtype=object)
+            by_code[codes] = vals
+            numeric = key == "context" and pd.api.types.is_numeric_dtype(pd.Series(kwargs[key]))
+            out[key] = (by_code, bool(numeric))
+    return out
+
+
+def _resample(resp: Responses, rng: np.random.Generator, by_sequence: bool) -> tuple[Responses, np.ndarray]:
+    """One replicate: (resampled responses, item code of each replicate item in the original data)."""
+    if by_sequence:
+        n_seq = len(resp.sequence_bounds) - 1
+        return resp.with_sequences_resampled(rng.integers(0, n_seq, size=n_seq))
+    draw = rng.integers(0, resp.n_items, size=resp.n_items)
+    return resp.with_items_resampled(draw), draw
+
+
+def _aligned_estimates(r: FitResult, boot: Responses, ref_post: np.ndarray) -> tuple[np.ndarray, Any, bool]:
+    """A replicate's skills and confusion with its latent classes matched to the reference fit, and whether the
+    classes came back in the reference order (then the method's own ``worker_skill`` is used as it is)."""
+    k = r.posterior.shape[1]
+    perm = align_classes(ref_post, r.posterior)
+    identity = bool(np.all(perm == np.arange(k)))
+    post = r.posterior[:, perm]
+    conf = None if r.confusion is None else r.confusion[:, perm, :]
+    if identity:
+        skills = np.asarray(r.worker_skill, dtype=float)
+    elif conf is not None:
+        prior = r.class_prior[perm] if r.class_prior is not None else post.mean(axis=0)
+        skills = np.einsum("k,wkk->w", prior, conf)
+    else:
+        skills = worker_skills(boot, post, None, None)
+    return skills, conf, identity
+
+
+def _percentiles(samples: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Central ``level`` percentile interval over the first axis, ignoring NaN (absent annotators)."""
+    lo_q, hi_q = (1 - level) / 2, 1 - (1 - level) / 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns for never-present workers
+        return np.nanquantile(samples, lo_q, axis=0), np.nanquantile(samples, hi_q, axis=0)

@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from fusion_core.diagnostics.tables import label_confidence
+from fusion_core.methods.results import as_result
 from fusion_core.metrics import accuracy as _accuracy
-from fusion_core.plots._common import as_result
 
 
 @dataclass
@@ -23,7 +24,7 @@ class Comparison:
     rank_correlation: pd.DataFrame  # methods × methods: Spearman ρ of annotator skills (shared annotators)
     accuracy: pd.Series  # per method, against gold (NaN without gold)
     gold_items: int
-    summary: pd.DataFrame  # one row per method: items, mean confidence, accuracy, iterations, seconds
+    summary: pd.DataFrame  # one row per method: items, mean confidence (of its labels), accuracy, iterations, seconds
 
 
 def compare_methods(results: Mapping[str, Any], gold: pd.Series | None = None) -> Comparison:
@@ -62,7 +63,7 @@ def compare_methods(results: Mapping[str, Any], gold: pd.Series | None = None) -
     summary = pd.DataFrame(
         {
             "items": [len(r.items) for r in res.values()],
-            "mean confidence": [float(r.posterior.max(axis=1).mean()) for r in res.values()],
+            "mean confidence": [float(label_confidence(r).mean()) for r in res.values()],
             "accuracy on gold": acc.to_numpy(),
             "iterations": [r.n_iter for r in res.values()],
             "converged": [r.converged for r in res.values()],
@@ -81,14 +82,15 @@ def compare_methods(results: Mapping[str, Any], gold: pd.Series | None = None) -
 
 
 def changed_items(a: Any, b: Any) -> pd.DataFrame:
-    """Items whose label differs between results ``a`` and ``b``: task, label_a, label_b, confidences."""
+    """Items whose label differs between results ``a`` and ``b``: task, label_a, label_b, and the posterior
+    probability each method gives its own label."""
     ra, rb = as_result(a), as_result(b)
     na, nb = ra.method, rb.method if rb.method != ra.method else f"{rb.method} (2)"
     la, lb = ra.labels, rb.labels
     common = la.index.intersection(lb.index)
     diff = common[la.loc[common].to_numpy() != lb.loc[common].to_numpy()]
-    ca = pd.Series(ra.posterior.max(axis=1), index=la.index)
-    cb = pd.Series(rb.posterior.max(axis=1), index=lb.index)
+    ca = pd.Series(label_confidence(ra), index=la.index)
+    cb = pd.Series(label_confidence(rb), index=lb.index)
     return pd.DataFrame(
         {
             f"label ({na})": la.loc[diff].astype(str),

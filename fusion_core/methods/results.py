@@ -271,3 +271,13 @@ def jsonable(v: Any) -> Any:
     if isinstance(v, (str, int, float, bool)) or v is None:
         return v
     return str(v)
+
+
+def as_result(obj: Any) -> FitResult:
+    """A :class:`FitResult` from a FitResult or a fitted estimator (anything with ``result_``)."""
+    if isinstance(obj, FitResult):
+        return obj
+    res = getattr(obj, "result_", None)
+    if isinstance(res, FitResult):
+        return res
+    raise TypeError(f"expected a FitResult or a fitted estimator, got {type(obj).__name__}")

@@ -1,4 +1,5 @@
-"""Helpers shared by the figure functions: result coercion and escaping of user-provided text.
+"""Helpers shared by the figure functions: result coercion (:func:`as_result`), escaping of user-provided text,
+layout and colours.
 
 Plotly renders a subset of HTML in text (``<b>``, ``<br>``, links …), so every user id or label value that
 ends up in a figure goes through :func:`esc` and is shown literally.
@@ -12,7 +13,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from fusion_core.methods.base import FitResult
+from fusion_core.methods.results import as_result
 
 PALETTE = (
     "#4C78A8",
@@ -28,16 +29,7 @@ PALETTE = (
 )
 HEAT = "Blues"
 DIVERGING = "RdBu"
-
-
-def as_result(obj: Any) -> FitResult:
-    """A :class:`FitResult` from a FitResult or a fitted estimator (anything with ``result_``)."""
-    if isinstance(obj, FitResult):
-        return obj
-    res = getattr(obj, "result_", None)
-    if isinstance(res, FitResult):
-        return res
-    raise TypeError(f"expected a FitResult or a fitted estimator, got {type(obj).__name__}")
+__all__ = ["DIVERGING", "HEAT", "PALETTE", "as_result", "base_layout", "color_for", "empty_figure", "esc", "esc_all"]
 
 
 def esc(value: Any) -> str:

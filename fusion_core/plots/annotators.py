@@ -60,18 +60,15 @@ def confusion_small_multiples(
     res = as_result(result)
     if res.confusion is None:
         return empty_figure("Confusion matrices", f"method '{res.method}' estimates no confusion matrices")
+    skills = np.asarray(res.worker_skill, dtype=float)
     if workers is None:
-        order = np.argsort(
-            -np.asarray(res.extras.get("skills", np.zeros(len(res.workers))), dtype=float), kind="stable"
-        )
-        workers = list(res.workers.take(order))
+        workers = list(res.workers.take(np.argsort(-np.nan_to_num(skills, nan=-np.inf), kind="stable")))
     workers = list(workers)[:max_panels]
     if not workers:
         return empty_figure("Confusion matrices", "no annotators selected")
     codes = [_worker_code(res, w) for w in workers]
     ncol = min(columns, len(codes))
     nrow = int(np.ceil(len(codes) / ncol))
-    skills = np.asarray(res.extras.get("skills", np.full(len(res.workers), np.nan)), dtype=float)
     titles = [f"{esc(res.workers[c])} (skill {skills[c]:.2f})" for c in codes]
     fig = make_subplots(rows=nrow, cols=ncol, subplot_titles=titles, horizontal_spacing=0.07, vertical_spacing=0.16)
     labels = esc_all(res.classes)

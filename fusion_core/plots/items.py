@@ -1,4 +1,7 @@
-"""Item figures: posterior confidence histogram, sequence posterior strip, graph neighbourhood view."""
+"""Item figures: confidence histogram, sequence posterior strip, graph neighbourhood view.
+
+An item's label is the method's own hard label (``FitResult.label_codes``: Viterbi, ICM or the posterior argmax)
+and its confidence the posterior probability of that label, as in the item table."""
 
 from __future__ import annotations
 
@@ -10,20 +13,23 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.tables import label_confidence
 from fusion_core.plots._common import HEAT, as_result, base_layout, color_for, empty_figure, esc, esc_all
 
 
 def posterior_histogram(result: Any, *, bins: int = 30) -> go.Figure:
-    """Histogram of each item's maximum posterior probability (its confidence)."""
+    """Histogram of each item's confidence: the posterior probability of its label (at least 1/K when the label
+    is the posterior argmax; a joint decoding such as Viterbi can pick a less probable label)."""
     res = as_result(result)
-    conf = res.posterior.max(axis=1)
+    conf = label_confidence(res)
     k = len(res.classes)
+    start = min(1.0 / k, float(conf.min())) if len(conf) else 1.0 / k
     fig = go.Figure(
         go.Histogram(
-            x=conf, xbins={"start": 1.0 / k, "end": 1.0 + 1e-9, "size": (1 - 1.0 / k) / bins}, marker_color=color_for(0)
+            x=conf, xbins={"start": start, "end": 1.0 + 1e-9, "size": (1 - start) / bins}, marker_color=color_for(0)
         )
     )
-    fig.update_xaxes(title_text="max posterior (confidence)", range=[1.0 / k - 0.01, 1.01])
+    fig.update_xaxes(title_text="posterior of the label (confidence)", range=[start - 0.01, 1.01])
     fig.update_yaxes(title_text="items")
     return base_layout(fig, f"Item confidence ({esc(res.method)}): {len(conf):,} items", height=330)
 
@@ -82,7 +88,7 @@ def neighbourhood_view(
     max_nodes: int = 150,
     random_state: int = 0,
 ) -> go.Figure:
-    """The graph around ``center`` (``radius`` hops) coloured by posterior label.
+    """The graph around ``center`` (``radius`` hops) coloured by the method's label.
 
     Neighbourhoods over ``max_nodes`` are sampled (the centre and its direct neighbours first, then a
     seeded random sample of the rest) and the title says so.  Layout: seeded spring layout.
@@ -115,8 +121,8 @@ def neighbourhood_view(
         go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#ccc", "width": 1}, hoverinfo="skip", showlegend=False)
     )
     node_list = list(sub.nodes)
-    lab_code = np.where(codes >= 0, res.posterior[np.maximum(codes, 0)].argmax(axis=1), -1)
-    conf = np.where(codes >= 0, res.posterior[np.maximum(codes, 0)].max(axis=1), np.nan)
+    lab_code = np.where(codes >= 0, res.label_codes[np.maximum(codes, 0)], -1)
+    conf = np.where(codes >= 0, label_confidence(res)[np.maximum(codes, 0)], np.nan)
     for k in [-1, *range(len(res.classes))]:
         sel = np.flatnonzero(lab_code == k)
         if not len(sel):

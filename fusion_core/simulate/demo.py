@@ -1,4 +1,4 @@
-"""Built-in SIMULATED demo datasets for the app (so no page is ever empty) and for tests.
+"""Built-in SIMULATED demo datasets (the app starts on one so no page is ever empty; tests use them too).
 
 * ``crowd`` — binary crowd with honest annotators, a colluding cartel (spectral spec §6.7 simulator) and
   spammers who answer at random;
@@ -6,7 +6,7 @@
 * ``graph`` — items on a stochastic block model graph whose communities are the true classes.
 
 Every demo carries its known truth (shown as "gold" for evaluation only, never used in fitting unless the
-user asks) and the annotators' simulated roles.
+user asks) and the annotators' simulated roles; :func:`demo_dataset` returns it as a :class:`Dataset`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,15 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from fusion_core.data.dataset import Dataset, make_dataset
+from fusion_core.data.graph import graph_for_responses
+from fusion_core.data.responses import Responses
+from fusion_core.errors import UserInputError
+from fusion_core.simulate.graph import sbm
+from fusion_core.simulate.sequential import hmm_chain
+from fusion_core.simulate.spectral import cartel
+
+DEFAULT_DEMO = "crowd"
 DEMOS = {
     "crowd": "Crowd with a cartel and spammers (binary, simulated)",
     "sequence": "Sequence labelling task (HMM chain, simulated)",
@@ -41,7 +50,6 @@ class DemoData:
 def crowd_demo(seed: int = 0) -> DemoData:
     """24 annotators on 400 binary items: ~20% form a cartel that follows its own target, 3 are spammers."""
     labels = ("negative", "positive")
-    from fusion_core.simulate.spectral import cartel
 
     sim = cartel(
         m=24, n=400, r=0.2, pi_c=0.5, pi_range=(0.65, 0.9), xi_range=(0.7, 0.9), observed=0.6, labels=labels, seed=seed
@@ -71,7 +79,6 @@ def crowd_demo(seed: int = 0) -> DemoData:
 def sequence_demo(seed: int = 0) -> DemoData:
     """30 sequences of 25 tokens with sticky Markov labels (O / PER / LOC), 8 annotators (5 good)."""
     tags = np.array(["O", "PER", "LOC"], dtype=object)
-    from fusion_core.simulate.sequential import hmm_chain
 
     sim = hmm_chain(
         n_sequences=30,
@@ -105,8 +112,6 @@ def sequence_demo(seed: int = 0) -> DemoData:
 def graph_demo(seed: int = 0, n_items: int = 300, n_workers: int = 10) -> DemoData:
     """Stochastic block model (networked-crowd simulator, spec §3.4): 3 communities = 3 true classes,
     average degree 6, homophily 0.9; 10 annotators (6 good, 4 random), each labels ~30% of the items."""
-    from fusion_core.simulate.graph import sbm
-
     sim = sbm(
         n_items=n_items,
         n_classes=3,
@@ -145,15 +150,23 @@ def load_demo(key: str, seed: int = 0) -> DemoData:
     """One of :data:`DEMOS` by key."""
     builders = {"crowd": crowd_demo, "sequence": sequence_demo, "graph": graph_demo}
     if key not in builders:
-        from fusion_core.errors import UserInputError
-
-        raise UserInputError(f"unknown demo {key!r}; choose one of {list(builders)}.")
+        raise UserInputError(f"unknown demo '{key}'; choose one of {', '.join(builders)}.")
     return builders[key](seed=seed)
 
 
-def demo_keys() -> list[str]:
-    return list(DEMOS)
-
-
-def describe(key: str) -> str:
-    return DEMOS[key]
+def demo_dataset(key: str = DEFAULT_DEMO) -> Dataset:
+    """A demo as a :class:`Dataset`; its truth becomes evaluation-only gold, its roles the simulated roles."""
+    demo = load_demo(key)
+    cols = demo.columns
+    resp = Responses.from_frame(demo.responses, sequence=cols.get("sequence"), position=cols.get("position"))
+    return make_dataset(
+        resp,
+        name=f"demo: {demo.title}",
+        source="demo",
+        gold=demo.truth,
+        graph=None if demo.graph is None else graph_for_responses(demo.graph, resp),
+        graph_name="simulated SBM graph" if demo.graph is not None else None,
+        graph_view=demo.graph,
+        roles=demo.roles,
+        description=demo.description,
+    )

@@ -1,0 +1,102 @@
+"""The page shell every page starts with: page config, session initialised, navigation and the current data in
+the sidebar, the notices for "no data" / "nothing fitted", and escaping of user text for Streamlit markdown."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import pandas as pd
+import streamlit as st
+
+from fusion_app.cache import active_results
+from fusion_app.state import ensure_state
+from fusion_core.data.dataset import Dataset
+from fusion_core.methods.results import FitResult
+
+PAGES = (
+    ("app.py", "Home", ":material/home:"),
+    ("pages/1_Data.py", "1 · Data", ":material/upload:"),
+    ("pages/2_Fit.py", "2 · Fit", ":material/play_arrow:"),
+    ("pages/3_Annotators.py", "3 · Annotators", ":material/group:"),
+    ("pages/4_Cartels.py", "4 · Cartels", ":material/hub:"),
+    ("pages/5_Items.py", "5 · Items", ":material/list:"),
+    ("pages/6_Compare.py", "6 · Compare", ":material/compare:"),
+)
+"""Sidebar navigation (path, label, icon).  Streamlit's automatic page list is hidden in
+``.streamlit/config.toml`` because it would label the home page by its file name ("app")."""
+
+T = TypeVar("T")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
+
+
+def md_escape(text: Any) -> str:
+    """User text made literal for Streamlit markdown (no formatting, no HTML)."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+def show_error(exc: Exception) -> None:
+    """One error box with the (escaped) message."""
+    st.error(md_escape(str(exc)), icon=":material/error:")
+
+
+def choose_one(where: Any, label: str, options: Sequence[T], value: T, *, key: str) -> T:
+    """A select slider (in the container ``where``) for one of ``options`` (never a range)."""
+    chosen = where.select_slider(label, list(options), value=value, key=key)
+    return chosen[0] if isinstance(chosen, tuple) else chosen
+
+
+def csv_bytes(df: pd.DataFrame) -> bytes:
+    """A table as UTF-8 CSV for a download button."""
+    return df.to_csv().encode("utf-8")
+
+
+def page_setup(title: str) -> Dataset | None:
+    """Common start of every page: wide layout, session initialised, navigation and current data in the sidebar."""
+    with contextlib.suppress(st.errors.StreamlitAPIException):  # already set in this run
+        st.set_page_config(page_title=f"{title} · fusion_core", layout="wide")
+    ss = ensure_state()
+    ds = ss.get("fc_dataset")
+    with st.sidebar:
+        for path, label, icon in PAGES:
+            st.page_link(path, label=label, icon=icon)
+        st.divider()
+        st.markdown("**Current data**")
+        if ds is None:
+            st.caption("No data loaded.")
+        else:
+            r = ds.responses
+            st.caption(md_escape(ds.name))
+            st.caption(
+                f"{r.n_responses:,} responses · {r.n_items:,} items · {r.n_workers:,} annotators · {r.n_classes} labels"
+            )
+            fitted = sorted(active_results(ss))
+            st.caption("Fitted: " + (", ".join(md_escape(m) for m in fitted) if fitted else "none yet"))
+    return ds
+
+
+def results_page(title: str, heading: str | None = None) -> tuple[Dataset, dict[str, FitResult]]:
+    """Shell of a page that shows fitted results: returns (dataset, results by method), or stops the script with a
+    pointer to the Data or Fit page when either is missing."""
+    ds = page_setup(title)
+    st.title(heading or title)
+    if ds is None:
+        no_data_notice()
+        st.stop()
+    results = active_results()
+    if not results:
+        no_results_notice()
+        st.stop()
+    return ds, results
+
+
+def no_data_notice() -> None:
+    st.info("No data is loaded. Open the **Data** page to load a demo dataset or upload your own.")
+    st.page_link("pages/1_Data.py", label="Go to Data", icon=":material/upload:")
+
+
+def no_results_notice() -> None:
+    st.info("No method has been fitted on this data yet. Open the **Fit** page and fit one or more methods.")
+    st.page_link("pages/2_Fit.py", label="Go to Fit", icon=":material/play_arrow:")

@@ -1,0 +1,141 @@
+"""Reading files a user uploads (bytes + file name): the responses table with its column mapping, gold labels,
+an item graph and per-item context values.  Every problem is a :class:`UserInputError` with one sentence.
+
+Label values containing HTML markup are refused: they would be a display hazard wherever labels are shown.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Collection, Iterable
+
+import pandas as pd
+
+from fusion_core.data.graph import ItemGraph, graph_for_responses, read_graph
+from fusion_core.data.loading import read_context, read_gold, read_table
+from fusion_core.data.responses import Responses
+from fusion_core.errors import UserInputError
+
+_MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?][^>]*>|&[A-Za-z#0-9]+;")
+ROLE_GUESSES = {
+    "task": ("task", "item", "question", "id", "item_id", "task_id", "example", "sentence"),
+    "worker": ("worker", "annotator", "rater", "labeler", "labeller", "user", "worker_id", "annotator_id", "judge"),
+    "label": ("label", "answer", "response", "class", "rating", "judgment", "judgement", "value"),
+    "sequence": ("sequence", "sentence_id", "seq", "doc", "document"),
+    "position": ("position", "pos", "token_index", "index", "offset"),
+    "context": ("context", "score", "feature", "covariate"),
+}
+"""Column names (lower case) that suggest each role, most likely first."""
+
+
+def find_markup(values: Iterable[object]) -> list[str]:
+    """Values that contain HTML tags or entities."""
+    return [str(v) for v in values if isinstance(v, str) and _MARKUP.search(v)]
+
+
+def guess_column(columns: list[str], role: str, taken: Collection[str] = frozenset()) -> str | None:
+    """The column most likely to play ``role`` (by name, among those not ``taken``), or None."""
+    lower = {str(c).lower(): c for c in columns if c not in taken}
+    for cand in ROLE_GUESSES.get(role, ()):
+        if cand in lower:
+            return lower[cand]
+    return None
+
+
+def _check_size(name: str, data: bytes, limit: int) -> None:
+    if len(data) > limit:
+        raise UserInputError(
+            f"{name} is {len(data) / 1e6:,.1f} MB, over the {limit / 1e6:,.1f} MB upload limit; "
+            "split the file or ask the administrator to raise the upload limit."
+        )
+
+
+def read_upload(name: str, data: bytes, limit: int) -> pd.DataFrame:
+    """An uploaded table (CSV/TSV/Parquet/JSON lines) read within the size limit (bytes)."""
+    _check_size(name, data, limit)
+    return read_table(io.BytesIO(data), name=name, max_bytes=limit)
+
+
+def build_responses(
+    table: pd.DataFrame,
+    *,
+    layout: str,
+    task: str | None,
+    worker: str | None = None,
+    label: str | None = None,
+    sequence: str | None = None,
+    position: str | None = None,
+    duplicates: str = "keep",
+) -> Responses:
+    """Code a mapped upload (``layout`` "long" or "wide"); refuses labels with HTML markup."""
+    if layout == "wide":
+        resp = Responses.from_wide(table, task=task)
+    else:
+        if not task or not worker or not label:
+            raise UserInputError("choose the task, annotator and label columns.")
+        if len({task, worker, label}) < 3:
+            raise UserInputError("task, annotator and label must be three different columns.")
+        resp = Responses.from_frame(
+            table,
+            task=task,
+            worker=worker,
+            label=label,
+            sequence=sequence or None,
+            position=position or None,
+            duplicates=duplicates,
+        )
+    bad = find_markup(resp.classes)
+    if bad:
+        raise UserInputError(
+            f"{len(bad)} label value(s) contain HTML markup, e.g. {bad[0]!r}; labels must be plain text. "
+            "Clean the label column and upload again."
+        )
+    return resp
+
+
+def _on_items(values: pd.Series, responses: Responses, what: str) -> pd.Series:
+    """Values by task id restricted to the tasks of ``responses`` (ids as the responses spell them)."""
+    codes = responses.item_codes(values.index, what=what, strict=False)
+    if (codes < 0).all():
+        raise UserInputError(f"none of the {what} occur in the responses; check the task ids.")
+    out = values[codes >= 0]
+    out.index = responses.items.take(codes[codes >= 0])
+    return out
+
+
+def context_from_table(table: pd.DataFrame, task: str, column: str, responses: Responses) -> pd.Series:
+    """One numeric context value per item from a column of the responses table."""
+    ctx = table[[task, column]].dropna().drop_duplicates(subset=[task])
+    values = pd.to_numeric(ctx[column], errors="coerce")
+    if values.isna().any():
+        raise UserInputError(
+            f"context column '{column}' must be numeric; found {ctx[column][values.isna()].iloc[0]!r}."
+        )
+    out = pd.Series(values.to_numpy(), index=pd.Index(ctx[task]), name="context")
+    return _on_items(out, responses, "context tasks")
+
+
+def read_gold_upload(name: str, data: bytes, responses: Responses, limit: int) -> pd.Series:
+    """Gold labels from an uploaded file (task + truth/label/gold column), checked against the responses."""
+    _check_size(name, data, limit)
+    gold = read_gold(io.BytesIO(data), name=name, max_bytes=limit)
+    bad = find_markup(pd.unique(gold.astype(str)))
+    if bad:
+        raise UserInputError(f"gold labels contain HTML markup, e.g. {bad[0]!r}; labels must be plain text.")
+    gold = _on_items(gold, responses, "gold tasks")
+    responses.label_codes(gold.to_numpy(), what="gold labels")
+    return gold
+
+
+def read_context_upload(name: str, data: bytes, responses: Responses, limit: int) -> pd.Series:
+    """A numeric context value per item from an uploaded file with ``task`` and ``context`` columns."""
+    _check_size(name, data, limit)
+    ctx = read_context(io.BytesIO(data), name=name, max_bytes=limit)
+    return _on_items(ctx, responses, "context tasks").rename("context")
+
+
+def read_graph_upload(name: str, data: bytes, responses: Responses, limit: int) -> ItemGraph:
+    """An item graph (edge-list CSV, GraphML, GML) from an upload, validated against the responses."""
+    _check_size(name, data, limit)
+    return graph_for_responses(read_graph(io.BytesIO(data), name=name), responses)

@@ -1,0 +1,136 @@
+"""The shared tables (annotator, item, confusion): typed fields only, one row per annotator / item."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.compare import compare_methods
+from fusion_core.diagnostics.tables import (
+    annotator_table,
+    confusion_table,
+    filter_items,
+    item_table,
+    label_confidence,
+)
+from fusion_core.methods import DawidSkene, available, create
+from fusion_core.methods.results import AnnotatorColumn
+from fusion_core.simulate import dawid_skene
+
+NOT_PER_ANNOTATOR = re.compile(r"eigen|ranking", re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def crowd():
+    sim = dawid_skene(n_items=150, n_workers=9, n_classes=2, responses_per_item=5, spammers=1, seed=3)
+    return sim, Responses.from_frame(sim.responses)
+
+
+@pytest.fixture(scope="module")
+def ds_fit(crowd):
+    return DawidSkene().fit(crowd[1])
+
+
+@pytest.mark.parametrize("name", [m.name for m in available() if not m.needs()])
+def test_annotator_table_holds_only_per_annotator_quantities(crowd, name):
+    _, resp = crowd
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = create(name).fit(resp).result_
+    table = annotator_table(res, resp)
+    assert len(table) == resp.n_workers and table.index.is_unique
+    assert set(table.index) == set(resp.workers.astype(str))
+    expected = ["skill", "responses", *[c.title for c in res.annotator_columns]]
+    assert list(table.columns) == expected
+    assert not [c for c in table.columns if NOT_PER_ANNOTATOR.search(str(c))]
+    for col in res.annotator_columns:  # each column is the method's values, annotator by annotator
+        by_worker = pd.Series(np.asarray(col.values), index=res.workers.astype(str))
+        np.testing.assert_array_equal(table[col.title].to_numpy(), by_worker.reindex(table.index).to_numpy())
+    np.testing.assert_allclose(table["skill"], res.skills.set_axis(res.workers.astype(str)).reindex(table.index))
+    assert table["skill"].is_monotonic_decreasing
+    counts = pd.Series(resp.responses_per_worker, index=resp.workers.astype(str))
+    np.testing.assert_array_equal(table["responses"], counts.reindex(table.index))
+
+
+def test_same_length_arrays_never_become_annotator_columns(ds_fit, crowd):
+    """The old table took any per-worker-length array for an annotator column (eigenvalues, ranking)."""
+    _, resp = crowd
+    w = resp.n_workers
+    res = replace(
+        ds_fit.result_,
+        details={"eigenvalues": np.linspace(3, 0, w), "ranking": np.arange(w), "pair_residual": np.ones(w)},
+        annotator_columns=(AnnotatorColumn("balanced_accuracy", "balanced accuracy", np.linspace(0.5, 1, w)),),
+    )
+    table = annotator_table(res, resp)
+    assert list(table.columns) == ["skill", "responses", "balanced accuracy"]
+
+
+def test_annotator_table_intervals_roles_and_title_clash(ds_fit, crowd):
+    sim, resp = crowd
+    res = replace(
+        ds_fit.result_,
+        annotator_columns=(AnnotatorColumn("skill_raw", "skill", np.zeros(resp.n_workers), "a clashing title"),),
+    )
+    skills = res.skills
+    intervals = pd.DataFrame({"low": skills - 0.1, "high": skills + 0.2}, index=skills.index)
+    table = annotator_table(res, resp, intervals=intervals, roles=sim.extras["role"])
+    assert list(table.columns) == [
+        "skill",
+        "responses",
+        "skill (skill_raw)",
+        "skill low",
+        "skill high",
+        "simulated role",
+    ]
+    np.testing.assert_allclose(table["skill high"] - table["skill"], 0.2)
+    spammer = sim.extras["role"][sim.extras["role"] == "spammer"].index.astype(str)
+    assert (table.loc[spammer, "simulated role"] == "spammer").all()
+
+
+def test_item_table_uses_the_methods_own_labels(ds_fit, crowd):
+    sim, resp = crowd
+    res = ds_fit.result_
+    table = item_table(res, resp, gold=sim.truth)
+    assert len(table) == resp.n_items and table.index.name == "task"
+    np.testing.assert_array_equal(table["label"], res.labels.astype(str).to_numpy())
+    np.testing.assert_allclose(table["confidence"], res.posterior.max(axis=1))
+    np.testing.assert_allclose(table[[f"P({c})" for c in res.classes]].sum(axis=1), 1.0)
+    assert (table["gold"] == sim.truth.astype(str).reindex(res.items).to_numpy()).all()
+    # a joint decoding (e.g. Viterbi) that differs from the posterior argmax is what the table shows
+    flipped = 1 - res.posterior.argmax(axis=1)
+    joint = replace(res, hard_labels=flipped)
+    t2 = item_table(joint, resp)
+    np.testing.assert_array_equal(t2["label"], res.classes.take(flipped).astype(str))
+    np.testing.assert_allclose(t2["confidence"], res.posterior[np.arange(len(flipped)), flipped])
+    np.testing.assert_allclose(label_confidence(joint), t2["confidence"])
+    # ... and the Compare page's labels agree with it
+    cmp = compare_methods({"argmax": res, "joint": joint})
+    assert cmp.changed.loc["argmax", "joint"] == resp.n_items
+
+
+def test_filter_items_orders(ds_fit, crowd):
+    table = item_table(ds_fit, crowd[1])
+    low = filter_items(table, labels=None, search="", sort="lowest confidence first")
+    assert low["confidence"].is_monotonic_increasing
+    one = table["label"].iloc[0]
+    only = filter_items(table, labels=[one], search="", sort="highest entropy first")
+    assert (only["label"] == one).all() and only["entropy"].is_monotonic_decreasing
+    tid = table.index[5]
+    assert tid in filter_items(table, labels=None, search=tid, sort="task id").index
+
+
+def test_confusion_table_long_form(ds_fit, crowd):
+    res = ds_fit.result_
+    conf = confusion_table(res)
+    w, k, _ = res.confusion.shape
+    assert list(conf.columns) == ["worker", "true", "reported", "probability"] and len(conf) == w * k * k
+    assert conf.groupby(["worker", "true"])["probability"].sum().round(9).eq(1).all()
+    row = conf[(conf["worker"] == res.workers[2]) & (conf["true"] == res.classes[0])]
+    np.testing.assert_allclose(row["probability"], res.confusion[2, 0])
+    assert confusion_table(create("mv").fit(crowd[1])) is None
