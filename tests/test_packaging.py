@@ -27,7 +27,7 @@ def test_data_methods_diagnostics_import_without_plotly():
     imports = (
         "import fusion_core.data, fusion_core.data.dataset, fusion_core.data.uploads, fusion_core.methods, "
         "fusion_core.diagnostics.tables, fusion_core.diagnostics.compare, fusion_core.diagnostics.bootstrap, "
-        "fusion_core.diagnostics.agreement, fusion_core.diagnostics.cartels, fusion_core.diagnostics.model_selection, "
+        "fusion_core.diagnostics.agreement, fusion_core.diagnostics.cartels, "
         "fusion_core.simulate.demo, fusion_core.cli"
         "; from fusion_core.methods import available; available()"
     )
