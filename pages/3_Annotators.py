@@ -50,7 +50,7 @@ if boot is not None:
         f"({boot.permuted} replicates needed their latent classes re-ordered, {boot.failed} failed)."
     )
 
-if "eigenvector" in res.extras:
+if res.spectral is not None:
     st.plotly_chart(eigenvector_bar(res), key="ann_eigen")
 
 if "context_grid" in res.extras:
