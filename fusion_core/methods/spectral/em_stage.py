@@ -25,7 +25,7 @@ EM_STARTS = ("isml", "sml", "mv")
 
 
 @dataclass(frozen=True)
-class EMSettingsSpectral:
+class EMStageSettings:
     """The EM stage's settings (the ``sml-ds`` parameters of the same names)."""
 
     init: str = "isml"
@@ -45,7 +45,7 @@ class EMStage:
 
 
 def em_from_starts(
-    resp: Responses, gold: Gold | None, starts: Mapping[str, np.ndarray | None], settings: EMSettingsSpectral
+    resp: Responses, gold: Gold | None, starts: Mapping[str, np.ndarray | None], settings: EMStageSettings
 ) -> EMStage:
     """§3.11: EM from the i-SML posterior (or SML labels, or majority vote), with ``multi_start`` also from majority
     vote; the run with the higher final log-likelihood is kept.

@@ -30,7 +30,7 @@ from fusion_core.methods.spectral.decisions import (
     spectral_confusion,
 )
 from fusion_core.methods.spectral.eigenvector import COMPLETIONS
-from fusion_core.methods.spectral.em_stage import EM_STARTS, EMSettingsSpectral, EMStage, em_fallback, em_from_starts
+from fusion_core.methods.spectral.em_stage import EM_STARTS, EMStage, EMStageSettings, em_fallback, em_from_starts
 from fusion_core.methods.spectral.one_vs_all import one_vs_all, ova_specificity, per_class_fits
 from fusion_core.methods.spectral.outputs import (
     METHOD_FALLBACK,
@@ -166,7 +166,7 @@ class SpectralBase(Aggregator):
         if self.level != "sml-ds":
             return None
         p = self.get_params()
-        settings = EMSettingsSpectral(p["init"], p["multi_start"], p["smoothing"], p["tol"], p["max_iter"])
+        settings = EMStageSettings(p["init"], p["multi_start"], p["smoothing"], p["tol"], p["max_iter"])
         return em_from_starts(resp, gold, starts, settings)
 
     def _posterior(self, starts: dict[str, np.ndarray | None], em: EMStage | None) -> np.ndarray:
