@@ -30,6 +30,13 @@ class AnnotatorColumn:
     values: np.ndarray
     help: str = ""
 
+    def __post_init__(self) -> None:
+        if np.ndim(self.values) != 1:
+            raise ValueError(
+                f"annotator column {self.key!r} must hold one value per annotator (a 1-D array), "
+                f"got shape {np.shape(self.values)}"
+            )
+
 
 @dataclass(frozen=True)
 class Ranking:
@@ -50,8 +57,10 @@ class Ranking:
 class SpectralSummary:
     """Spectral Meta-Learner quantities (Parisi et al. 2014; Jaffe et al. 2015).
 
-    ``eigenvector``: the ranking eigenvector, one entry per annotator (binary) or annotators × classes (one-vs-all);
-    ``eigenvalues``: the leading eigenvalues of the annotators' covariance; ``positive_label``: the label coded +1
+    ``eigenvector``: the ranking eigenvector, one entry per annotator (binary) or annotators × classes (one-vs-all),
+    NaN where not estimated (outside the spectral core, or everywhere after an EM fallback);
+    ``eigenvalues``: the leading eigenvalues of the annotators' covariance (classes × components, NaN-padded, for
+    one-vs-all; empty after an EM fallback); ``positive_label``: the label coded +1
     (binary); ``class_imbalance``: b = P(+) − P(−) (binary) or per class (one-vs-all); ``method_used``: which path
     produced the labels ("spectral", "spectral-ova", or an EM fallback) in plain words.
     """
