@@ -73,15 +73,7 @@ def em_from_starts(
         )
         run.label = name
         runs.append(run)
-    # today's rule is the strictly highest final log-likelihood (exact ties: the first start); best_run keeps the
-    # first of near-ties (relative 1e-9), so it is given the runs best first — in start order it would keep the
-    # i-SML run over a majority-vote run 1e-6 nats higher on most simulated crowds
-    ranked = sorted(runs, key=lambda r: -r.final)  # stable: exact ties keep the start order
-    best, _ = best_run(ranked)
-    restarts = None
-    if len(runs) > 1:
-        kept = next(i for i, r in enumerate(runs) if r is best)
-        restarts = Restarts(np.array([r.final for r in runs]), kept, tuple(r.label for r in runs))
+    best, restarts = best_run(runs)  # the highest final log-likelihood; exact ties go to the first start
     details = {"em_start": best.label, "em_log_likelihoods": {r.label: float(r.final) for r in runs}}
     return EMStage(best, restarts, details)
 
