@@ -202,6 +202,11 @@ class Aggregator:
                 raise ValueError(
                     f"{self.method_name}: annotator column {col.key!r} has {len(col.values)} values for {resp.n_workers} annotators"
                 )
+        for icol in fit.item_columns:
+            if len(icol.values) != resp.n_items:
+                raise ValueError(
+                    f"{self.method_name}: item column {icol.key!r} has {len(icol.values)} values for {resp.n_items} items"
+                )
         self.result_ = FitResult(
             method=self.method_name,
             params=self.get_params(),
@@ -218,6 +223,7 @@ class Aggregator:
             seconds=seconds,
             hard_labels=fit.hard_labels,
             annotator_columns=tuple(fit.annotator_columns),
+            item_columns=tuple(fit.item_columns),
             ranking=fit.ranking,
             spectral=fit.spectral,
             context=fit.context,
