@@ -48,6 +48,8 @@ class Aggregator:
     inputs: ClassVar[tuple[str, ...]] = ("plain",)
     #: latent-class models; False for rules such as majority vote
     learns_confusion: ClassVar[bool] = True
+    #: models abstentions (e.g. the labelling-function label model), so one-sided annotators are not warned about
+    handles_one_sided: ClassVar[bool] = False
     #: whether ``fit(true_labels=…)`` is honoured (clamped); otherwise refused with ``gold_refusal``
     supports_gold: ClassVar[bool] = True
     gold_refusal: ClassVar[str] = ""
@@ -117,7 +119,7 @@ class Aggregator:
         gold = self._gold(resp, true_labels)
         with warnings.catch_warnings(record=True) as caught, progress.stage(self.method_name or type(self).__name__):
             warnings.simplefilter("always", AggregationWarning)
-            if self.learns_confusion:
+            if self.learns_confusion and not self.handles_one_sided:
                 warn_one_sided(resp, self.method_name)
             fit = self._fit(resp, gold=gold, graph=graph, context=context)
         seen = set(fit.warnings)
