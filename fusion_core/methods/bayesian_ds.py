@@ -21,7 +21,7 @@ with many responses are driven by their own counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from scipy.special import digamma, gammaln, polygamma
@@ -31,7 +31,7 @@ from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_poste
 from fusion_core.methods.dawid_skene.core import expected_counts, unary_log_likelihood
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.numerics import log_normalize
-from fusion_core.methods.params import Choice, Float, Int
+from fusion_core.methods.params import Choice, Float, Int, Param
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit
 
@@ -157,7 +157,7 @@ class BayesianDawidSkene(Aggregator):
     True
     """
 
-    params = {
+    params: ClassVar[dict[str, Param]] = {
         "hyperparameters": Choice(
             "empirical-bayes",
             ("empirical-bayes", "fixed"),

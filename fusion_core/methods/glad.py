@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from scipy.special import expit
@@ -31,7 +31,7 @@ from fusion_core.errors import AggregationWarning, UserInputError
 from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.numerics import log_normalize, safe_log
-from fusion_core.methods.params import Bool, Float, Int
+from fusion_core.methods.params import Bool, Float, Int, Param
 from fusion_core.methods.priors import COLLAPSE_RATIO, collapse_message, prior_collapsed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, ItemColumn, Ranking
@@ -109,7 +109,9 @@ class GladModel:
         x = a[resp.worker] * np.exp(b[resp.item])
         terms = -p * np.logaddexp(0.0, -x) - (1 - p) * np.logaddexp(0.0, x)
         if ability:
-            return np.bincount(resp.worker, weights=terms, minlength=resp.n_workers) - 0.5 * (a - self.ability_prior) ** 2
+            return (
+                np.bincount(resp.worker, weights=terms, minlength=resp.n_workers) - 0.5 * (a - self.ability_prior) ** 2
+            )
         return np.bincount(resp.item, weights=terms, minlength=resp.n_items) - 0.5 * (b - self.log_beta_prior) ** 2
 
     def _scoring_step(self, a: np.ndarray, b: np.ndarray, p: np.ndarray, *, ability: bool) -> np.ndarray:
@@ -186,7 +188,7 @@ class GLAD(Aggregator):
     (200,)
     """
 
-    params = {
+    params: ClassVar[dict[str, Param]] = {
         "estimate_priors": Bool(True, help="Estimate class priors (with the collapse guard); off = equal priors."),
         "ability_prior": Float(1.0, low=-10.0, high=10.0, help="Mean of the N(μ, 1) prior on abilities."),
         "log_beta_prior": Float(
@@ -223,8 +225,12 @@ class GLAD(Aggregator):
             n_iter=run.n_iter,
             converged=run.converged,
             annotator_columns=(
-                AnnotatorColumn("ability", "ability", st.ability, "GLAD ability α: 0 = guessing, negative = adversarial."),
-                AnnotatorColumn("mean_accuracy", "accuracy", acc, "Mean P(correct) over the items this annotator labelled."),
+                AnnotatorColumn(
+                    "ability", "ability", st.ability, "GLAD ability α: 0 = guessing, negative = adversarial."
+                ),
+                AnnotatorColumn(
+                    "mean_accuracy", "accuracy", acc, "Mean P(correct) over the items this annotator labelled."
+                ),
             ),
             item_columns=(
                 ItemColumn("difficulty", "difficulty", np.exp(-st.log_beta), "GLAD difficulty 1/β: larger = harder."),
@@ -240,8 +246,10 @@ class GLAD(Aggregator):
 
     def response_log_likelihood(self, responses: Responses) -> np.ndarray:
         """``log P(response | true class k)`` with the fitted ability and the item's own difficulty."""
-        ability = self.result_.column("ability").values
-        log_beta = -np.log(self.result_.item_column("difficulty").values)
+        ability_col, difficulty_col = self.result_.column("ability"), self.result_.item_column("difficulty")
+        if ability_col is None or difficulty_col is None:
+            raise UserInputError("fit GLAD before scoring responses with it.")
+        ability, log_beta = ability_col.values, -np.log(difficulty_col.values)
         log_c, log_w = response_log_probs(responses, ability, log_beta)
         out = np.repeat(log_w[:, None], responses.n_classes, axis=1)
         out[np.arange(responses.n_responses), responses.label] = log_c

@@ -26,7 +26,7 @@ sparse–dense products per iteration, no loop over responses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,7 +37,7 @@ from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_poste
 from fusion_core.methods.dawid_skene.core import expected_counts
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.numerics import log_normalize, safe_log
-from fusion_core.methods.params import Bool, Choice, Float, Int, Object
+from fusion_core.methods.params import Bool, Choice, Float, Int, Object, Param
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit
 
@@ -54,7 +54,7 @@ class LabelModelState(NamedTuple):
 
 
 def _check_abstain_label(value: Any) -> Any:
-    if value is None or isinstance(value, (str, int, float, np.integer, np.floating)) and not isinstance(value, bool):
+    if value is None or (isinstance(value, (str, int, float, np.integer, np.floating)) and not isinstance(value, bool)):
         return value
     raise ValueError("a single label value (for example -1 or 'abstain'), or None")
 
@@ -166,7 +166,7 @@ class LabellingFunctionModel(Aggregator):
     """
 
     handles_one_sided = True
-    params = {
+    params: ClassVar[dict[str, Param]] = {
         "abstentions": Choice(
             "implicit",
             ("implicit", "explicit"),

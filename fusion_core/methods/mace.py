@@ -21,7 +21,7 @@ log prior).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from scipy.special import betaln, digamma, gammaln
@@ -31,7 +31,7 @@ from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_poste
 from fusion_core.methods.dawid_skene.core import expected_counts, unary_log_likelihood
 from fusion_core.methods.em import EMSettings, EStep, best_run, run_em
 from fusion_core.methods.numerics import log_normalize, safe_log
-from fusion_core.methods.params import Choice, Float, Int, Seed
+from fusion_core.methods.params import Choice, Float, Int, Param, Seed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, Ranking
 
@@ -130,12 +130,7 @@ class MaceModel:
         k = g.shape[1]
         if self.variational:
             tot = digamma(c + s)
-            kl_beta = (
-                betaln(a, b)
-                - betaln(s, c)
-                + (s - a) * (digamma(s) - tot)
-                + (c - b) * (digamma(c) - tot)
-            )
+            kl_beta = betaln(a, b) - betaln(s, c) + (s - a) * (digamma(s) - tot) + (c - b) * (digamma(c) - tot)
             g0 = g.sum(axis=1)
             elog = digamma(g) - digamma(g0)[:, None]
             kl_dir = (
@@ -184,7 +179,7 @@ class MACE(Aggregator):
     True
     """
 
-    params = {
+    params: ClassVar[dict[str, Param]] = {
         "method": Choice(
             "vb",
             ("vb", "em"),

@@ -13,7 +13,7 @@ from fusion_core.simulate.dawid_skene import Simulation, sample_distinct
 
 
 def _frame(
-    item: np.ndarray, worker: np.ndarray, label: np.ndarray, truth: np.ndarray, n_workers: int, k: int
+    item: np.ndarray, worker: np.ndarray, label: np.ndarray, truth: np.ndarray, *, n_workers: int, k: int
 ) -> tuple[pd.DataFrame, pd.Series, pd.Index, pd.Index]:
     task_ids = pd.Index([f"t{i}" for i in range(len(truth))])
     worker_ids = pd.Index([f"w{j}" for j in range(n_workers)])
@@ -26,11 +26,11 @@ def _assign(
 ) -> tuple[np.ndarray, np.ndarray]:
     if not 1 <= per_item <= n_workers:
         raise UserInputError(f"responses_per_item must be between 1 and n_workers ({n_workers}).")
+    weight: np.ndarray
     if activity == "uniform":
         weight = np.ones(n_workers)
     elif activity == "zipf":
-        weight = 1.0 / np.arange(1, n_workers + 1) ** 0.8
-        weight = weight[rng.permutation(n_workers)]
+        weight = (1.0 / np.arange(1, n_workers + 1) ** 0.8)[rng.permutation(n_workers)]
     else:
         raise UserInputError("worker_activity must be 'uniform' or 'zipf'.")
     chosen = sample_distinct(rng, n_items, per_item, weight)
@@ -69,7 +69,7 @@ def mace_crowd(
     cdf = np.cumsum(strategy[worker], axis=1)
     drawn = np.minimum((rng.random(len(item))[:, None] > cdf).sum(axis=1), k - 1)
     label = np.where(spams, drawn, truth[item])
-    df, truth_s, workers, classes = _frame(item, worker, label, truth, n_workers, k)
+    df, truth_s, workers, classes = _frame(item, worker, label, truth, n_workers=n_workers, k=k)
     conf = theta[:, None, None] * np.repeat(strategy[:, None, :], k, axis=1)
     conf[:, np.arange(k), np.arange(k)] += (1 - theta)[:, None]
     return Simulation(
@@ -114,7 +114,7 @@ def glad_crowd(
     p_correct = 1.0 / (1.0 + np.exp(-alpha[worker] * beta[item]))
     wrong = (truth[item] + rng.integers(1, k, len(item))) % k  # uniform over the other labels
     label = np.where(rng.random(len(item)) < p_correct, truth[item], wrong)
-    df, truth_s, workers, classes = _frame(item, worker, label, truth, n_workers, k)
+    df, truth_s, workers, classes = _frame(item, worker, label, truth, n_workers=n_workers, k=k)
     return Simulation(
         responses=df,
         truth=truth_s,
