@@ -118,7 +118,7 @@ class BayesianDSModel:
         if self.empirical_bayes:
             active = self.resp.responses_per_worker > 0
             mean_log = expected_log_dirichlet(conf[active]).mean(axis=0)
-            hyper = dirichlet_fixed_point(mean_log, hyper)
+            hyper = dirichlet_fixed_point(mean_log, hyper, n_iter=5)  # warm start; each pass raises the ELBO
         return BDSState(conf, self.prior_class + post.sum(axis=0), hyper)
 
     def start(self, posterior: np.ndarray) -> BDSState:
