@@ -48,6 +48,8 @@ class Aggregator:
     inputs: ClassVar[tuple[str, ...]] = ("plain",)
     #: latent-class models; False for rules such as majority vote
     learns_confusion: ClassVar[bool] = True
+    #: models abstentions (e.g. the labelling-function label model), so one-sided annotators are not warned about
+    handles_one_sided: ClassVar[bool] = False
     #: whether ``fit(true_labels=…)`` is honoured (clamped); otherwise refused with ``gold_refusal``
     supports_gold: ClassVar[bool] = True
     gold_refusal: ClassVar[str] = ""
@@ -117,7 +119,7 @@ class Aggregator:
         gold = self._gold(resp, true_labels)
         with warnings.catch_warnings(record=True) as caught, progress.stage(self.method_name or type(self).__name__):
             warnings.simplefilter("always", AggregationWarning)
-            if self.learns_confusion:
+            if self.learns_confusion and not self.handles_one_sided:
                 warn_one_sided(resp, self.method_name)
             fit = self._fit(resp, gold=gold, graph=graph, context=context)
         seen = set(fit.warnings)
@@ -202,6 +204,11 @@ class Aggregator:
                 raise ValueError(
                     f"{self.method_name}: annotator column {col.key!r} has {len(col.values)} values for {resp.n_workers} annotators"
                 )
+        for icol in fit.item_columns:
+            if len(icol.values) != resp.n_items:
+                raise ValueError(
+                    f"{self.method_name}: item column {icol.key!r} has {len(icol.values)} values for {resp.n_items} items"
+                )
         self.result_ = FitResult(
             method=self.method_name,
             params=self.get_params(),
@@ -218,6 +225,7 @@ class Aggregator:
             seconds=seconds,
             hard_labels=fit.hard_labels,
             annotator_columns=tuple(fit.annotator_columns),
+            item_columns=tuple(fit.item_columns),
             ranking=fit.ranking,
             spectral=fit.spectral,
             context=fit.context,

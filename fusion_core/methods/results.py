@@ -2,7 +2,7 @@
 (:class:`FitResult`, the same arrays with the user's ids).
 
 Everything a plot, a page, a report or the CLI needs is a documented field here, never a string key: per-annotator
-columns (:class:`AnnotatorColumn`), the annotator ranking (:class:`Ranking`), the spectral summary
+columns (:class:`AnnotatorColumn`), per-item columns such as GLAD's difficulty (:class:`ItemColumn`), the annotator ranking (:class:`Ranking`), the spectral summary
 (:class:`SpectralSummary`), context curves (:class:`ContextCurves`), the sequence model (:class:`SequenceModel`),
 the item graph summary (:class:`GraphSummary`), the choice ``auto`` made (:class:`ModelChoice`), annealing and
 restarts.  ``details`` holds method-internal diagnostics for experts and tests; no other layer reads it.
@@ -36,6 +36,20 @@ class AnnotatorColumn:
                 f"annotator column {self.key!r} must hold one value per annotator (a 1-D array), "
                 f"got shape {np.shape(self.values)}"
             )
+
+
+@dataclass(frozen=True)
+class ItemColumn:
+    """One per-item quantity a model estimates besides the posterior (e.g. GLAD's item difficulty).
+
+    ``values`` has one entry per item in the result's ``items`` order (NaN where undefined); ``title`` is the
+    plain-words header ("difficulty"), ``key`` a stable machine name, ``help`` one sentence.
+    """
+
+    key: str
+    title: str
+    values: np.ndarray
+    help: str = ""
 
 
 @dataclass(frozen=True)
@@ -157,6 +171,7 @@ class Fit:
     skills: np.ndarray | None = None  # per worker; default: expected accuracy (see base.worker_skills)
     hard_labels: np.ndarray | None = None  # joint decoding (Viterbi, ICM); default: posterior argmax
     annotator_columns: tuple[AnnotatorColumn, ...] = ()
+    item_columns: tuple[ItemColumn, ...] = ()
     ranking: Ranking | None = None
     spectral: SpectralSummary | None = None
     context: ContextCurves | None = None
@@ -196,6 +211,7 @@ class FitResult:
     seconds: float
     hard_labels: np.ndarray | None = None
     annotator_columns: tuple[AnnotatorColumn, ...] = ()
+    item_columns: tuple[ItemColumn, ...] = ()
     ranking: Ranking | None = None
     spectral: SpectralSummary | None = None
     context: ContextCurves | None = None
@@ -242,6 +258,10 @@ class FitResult:
     def column(self, key: str) -> AnnotatorColumn | None:
         """The per-annotator column with machine name ``key``, if the method reported it."""
         return next((c for c in self.annotator_columns if c.key == key), None)
+
+    def item_column(self, key: str) -> ItemColumn | None:
+        """The per-item column with machine name ``key`` (e.g. ``"difficulty"``), if the method reported it."""
+        return next((c for c in self.item_columns if c.key == key), None)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary (method, parameters, convergence, sizes, warnings, and the choice of ``auto``)."""
