@@ -639,4 +639,6 @@ def test_sequence_strip_marks_the_viterbi_path():
     items = items[np.argsort(resp.position[items])]
     marks = fig.data[1]
     assert marks.name == "Viterbi path"
-    np.testing.assert_array_equal(np.asarray(marks.y), resp.classes.take(est.result_.sequence.viterbi[items]).astype(str))
+    np.testing.assert_array_equal(
+        np.asarray(marks.y), resp.classes.take(est.result_.sequence.viterbi[items]).astype(str)
+    )
