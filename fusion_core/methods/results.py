@@ -106,18 +106,21 @@ class ContextCurves:
 
 @dataclass(frozen=True)
 class SequenceModel:
-    """Hidden-Markov label model: ``transition[next, previous]`` (columns sum to 1), ``start_prob`` and the
-    Viterbi path (class codes per item) when decoded."""
+    """Hidden-Markov label model: ``transition[next, previous]`` (columns sum to 1), ``start_prob``, the
+    Viterbi path (class codes per item) when decoded, and the annotator model (``emission``): "independent"
+    (each token's label depends only on its true label) or "markov" (also on the annotator's own previous label)."""
 
     transition: np.ndarray
     start_prob: np.ndarray
     viterbi: np.ndarray | None = None
+    emission: str = "independent"
 
 
 @dataclass(frozen=True)
 class GraphSummary:
-    """Markov-random-field label model on an item graph: the Potts strength used and the share of edges whose
-    two items got the same label (``edge_agreement``)."""
+    """Markov-random-field label model on an item graph: the Potts strength used (``delta``; its mean over items
+    when it varies by item) and the share of edges whose two items got the same initial label
+    (``edge_agreement``, before the graph is used: the over-smoothing check of the method)."""
 
     delta: float
     edge_agreement: float
