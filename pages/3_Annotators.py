@@ -53,7 +53,7 @@ if boot is not None:
 if "eigenvector" in res.extras:
     st.plotly_chart(eigenvector_bar(res), key="ann_eigen")
 
-if "context_grid" in res.extras:
+if res.context is not None:
     st.subheader("Reliability along the context")
     st.caption(
         "Who to trust where: each annotator's curves against the item context (dotted where the annotator "
@@ -63,10 +63,10 @@ if "context_grid" in res.extras:
     by_skill = list(table.sort_values("skill", ascending=False).index)
     chosen = c1.multiselect("Annotators", by_skill, default=by_skill[:6], key="ann_ctx_workers")
     label = None
-    if np.ndim(res.extras["detection_curves"]) == 3:
+    if np.ndim(res.context.detection) == 3:
         label = c2.selectbox("Class (vs rest)", list(res.classes), format_func=str, key="ann_ctx_class")
     st.plotly_chart(context_reliability(res, chosen or None, label=label, max_workers=12), key="ann_ctx_curves")
-    if "confusion_curves" in res.extras:
+    if res.context.confusion is not None:
         c1, c2 = st.columns(2)
         one = c1.selectbox("Annotator", by_skill, format_func=str, key="ann_ctx_one")
         true_class = c2.selectbox("True class", list(res.classes), format_func=str, key="ann_ctx_true")
