@@ -281,13 +281,13 @@ def test_context_reliability_curves_and_interpolated_regions():
         est = create("context-em").fit(df, context=ctx)
     res = est.result_
     fig = context_reliability(est, [w0])
-    grid = res.extras["context_grid"]
+    grid = res.context.grid
     w = list(res.workers).index(w0)
-    solid = [t for t in fig.data if t.name == w0 and t.xaxis == "x"][0]
-    dotted = [t for t in fig.data if t.name == f"{w0} (interpolated)" and t.xaxis == "x"][0]
+    solid = next(t for t in fig.data if t.name == w0 and t.xaxis == "x")
+    dotted = next(t for t in fig.data if t.name == f"{w0} (interpolated)" and t.xaxis == "x")
     y_s, y_d = np.asarray(solid.y, float), np.asarray(dotted.y, float)
     np.testing.assert_allclose(
-        np.where(np.isfinite(y_s), y_s, 0), np.where(np.isfinite(y_s), res.extras["detection_curves"][w], 0)
+        np.where(np.isfinite(y_s), y_s, 0), np.where(np.isfinite(y_s), res.context.detection[w], 0)
     )
     assert np.isfinite(y_d[grid > 0.75]).all() and np.isnan(y_s[grid > 0.75]).all()  # beyond its data: dotted only
     assert np.isfinite(y_s[grid < 0.6]).all()

@@ -90,10 +90,12 @@ class SpectralSummary:
 class ContextCurves:
     """Reliability as a function of a per-item context value (Soltanmohammadi et al.).
 
-    ``grid``: context values where curves are given (sorted); ``detection`` / ``false_alarm``: annotators × grid
-    (binary) or annotators × grid × classes (one-vs-rest); ``confusion``: annotators × grid × true × reported
-    (per-class confusion curves) or None; ``coverage``: annotators × grid response counts near each grid point
-    (None when not computed); ``categorical``: the grid points are categories, not numbers.
+    ``grid``: context values where curves are given (sorted; the category values when ``categorical``);
+    ``detection`` / ``false_alarm``: annotators × grid for binary data (the curves of ``positive_label``), or
+    annotators × classes × grid (class c vs the rest, classes in the result's order); ``confusion``: annotators ×
+    grid × true × reported (per-class confusion curves) or None; ``coverage``: annotators × grid response counts
+    near each grid point (None when not computed); ``categorical``: the grid points are categories, not numbers;
+    ``positive_label``: binary data, the label whose detection (P(reported it | true it)) the curves show.
     """
 
     grid: np.ndarray
@@ -102,6 +104,7 @@ class ContextCurves:
     confusion: np.ndarray | None = None
     coverage: np.ndarray | None = None
     categorical: bool = False
+    positive_label: Any = None
 
 
 @dataclass(frozen=True)
