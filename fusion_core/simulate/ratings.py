@@ -108,7 +108,7 @@ def numeric_ratings(
     seed: int | None = 0,
 ) -> Simulation:
     """Numeric ratings ``x = μ_i + b_j + ε``, ε ~ N(0, σ_j²): true values μ_i ~ N(truth_mean, truth_sd²), biases
-    b_j ~ N(0, bias_sd²) re-centred to mean 0 over annotators (the identifiability assumption of
+    b_j ~ N(0, bias_sd²) re-centred so that the average response is unbiased (the identifiability assumption of
     :class:`~fusion_core.methods.numeric.NumericTruth`), noise σ_j ~ U(noise_range).  With ``outlier_rate`` > 0
     that share of responses is replaced by a gross error drawn uniformly over truth_mean ± 5·truth_sd.
     ``responses`` has columns task, worker, value; ``truth`` is a float Series by task; ``extras``: ``bias``,
@@ -122,11 +122,11 @@ def numeric_ratings(
     rng = np.random.default_rng(seed)
     mu = truth_mean + truth_sd * rng.standard_normal(n_items)
     bias = bias_sd * rng.standard_normal(n_workers)
-    bias -= bias.mean()
     noise = rng.uniform(noise_range[0], noise_range[1], size=n_workers)
     chosen = sample_distinct(rng, n_items, responses_per_item, np.ones(n_workers))
     item = np.repeat(np.arange(n_items), responses_per_item)
     worker = chosen.ravel()
+    bias -= np.bincount(worker, minlength=n_workers) @ bias / len(worker)  # the average response is unbiased
     value = mu[item] + bias[worker] + noise[worker] * rng.standard_normal(len(item))
     outlier = rng.random(len(item)) < outlier_rate
     value[outlier] = rng.uniform(truth_mean - 5 * truth_sd, truth_mean + 5 * truth_sd, size=int(outlier.sum()))
