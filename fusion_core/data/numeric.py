@@ -129,6 +129,36 @@ class NumericResponses:
         report.responses = len(work)
         return cls(item_code, worker_code, values, item_index, worker_index, report)
 
+    @classmethod
+    def from_wide(cls, df: pd.DataFrame, *, task: str | None = None, min_workers: int = 2) -> NumericResponses:
+        """Wide table: one row per item (the index, or the ``task`` column), one column per annotator, blank or
+        NaN = no response (row numbers in messages count the stacked responses)."""
+        return numeric_from_wide(df, task=task, min_workers=min_workers)
+
+
+def numeric_from_wide(df: pd.DataFrame, *, task: str | None = None, min_workers: int = 2) -> NumericResponses:
+    """Wide table: one row per item (index, or the ``task`` column), one column per annotator, blanks = no
+    response; see :meth:`NumericResponses.from_wide`."""
+    if not isinstance(df, pd.DataFrame):
+        raise UserInputError(f"expected a table (pandas DataFrame), got {type(df).__name__}.")
+    if task is not None:
+        if task not in df.columns:
+            raise UserInputError(f"missing task column '{task}'; the table has columns {[str(c) for c in df.columns]}.")
+        df = df.set_index(task)
+    if df.shape[1] == 0 or len(df) == 0:
+        raise UserInputError("the wide table needs at least one item row and one annotator column.")
+    wide = df.copy()
+    wide.index = wide.index.rename("task")
+    wide.columns = pd.Index(wide.columns, name="worker")
+    long = wide.stack(future_stack=True).rename("value").reset_index()
+    blank = _is_missing(long["value"])
+    resp = NumericResponses.from_frame(long[~blank], min_workers=min_workers)
+    resp.report.rows_read = len(wide)
+    resp.report.notes.append(
+        f"Wide table: {len(wide):,} items × {wide.shape[1]:,} annotators; {int(blank.sum()):,} blank cells = no response."
+    )
+    return resp
+
 
 def _numbers(values: pd.Series, rows: np.ndarray, column: str) -> np.ndarray:
     """The value column as finite floats, or :class:`UserInputError` naming the rows that are not numbers."""

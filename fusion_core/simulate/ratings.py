@@ -45,28 +45,31 @@ def ordinal_crowd(
     class_prior: Sequence[float] | None = None,
     labels: Sequence[Any] | None = None,
     seed: int | None = 0,
+    workers_seed: int | None = None,
 ) -> Simulation:
     """An ordinal crowd under the ordered-probit model of :mod:`fusion_core.methods.ordinal` (thresholds at the
     midpoints l − ½): each item's true level k, each annotator reports the level whose interval holds
     ``k + b_j + s_j ε``.  Roles (:data:`ORDINAL_ROLES`): lenient (bias +0.6…+1), harsh (−1…−0.6), noisy (noise
-    1…1.5 levels), the rest reliable.  Labels are ``1 … n_levels`` unless given.  ``extras``: ``role``, ``bias``,
-    ``noise`` (Series by worker)."""
+    1…1.5 levels), the rest reliable.  Labels are ``1 … n_levels`` unless given.  ``workers_seed`` (default
+    ``seed``) draws the annotators' roles and parameters, ``seed`` the items and responses, so simulation studies
+    can keep one crowd fixed.  ``extras``: ``role``, ``bias``, ``noise`` (Series by worker)."""
     if n_levels < 2 or n_workers < 2 or n_items < 1:
         raise UserInputError("simulation needs at least 2 levels, 2 workers and 1 item.")
     if not 1 <= responses_per_item <= n_workers:
         raise UserInputError(f"responses_per_item must be between 1 and n_workers ({n_workers}).")
     rng = np.random.default_rng(seed)
+    wrng = rng if workers_seed is None else np.random.default_rng(workers_seed)
     k = n_levels
     prior = np.full(k, 1.0 / k) if class_prior is None else np.asarray(class_prior, dtype=float)
     if prior.shape != (k,) or np.any(prior < 0) or not np.isclose(prior.sum(), 1.0):
         raise UserInputError(f"class_prior must be {k} non-negative numbers summing to 1.")
-    role = _roles(n_workers, {"lenient": n_lenient, "harsh": n_harsh, "noisy": n_noisy}, rng)
+    role = _roles(n_workers, {"lenient": n_lenient, "harsh": n_harsh, "noisy": n_noisy}, wrng)
     lo_b = np.array([ORDINAL_ROLES[r][0][0] for r in role])
     hi_b = np.array([ORDINAL_ROLES[r][0][1] for r in role])
     lo_s = np.array([ORDINAL_ROLES[r][1][0] for r in role])
     hi_s = np.array([ORDINAL_ROLES[r][1][1] for r in role])
-    bias = rng.uniform(lo_b, hi_b)
-    noise = rng.uniform(lo_s, hi_s)
+    bias = wrng.uniform(lo_b, hi_b)
+    noise = wrng.uniform(lo_s, hi_s)
     truth = rng.choice(k, size=n_items, p=prior)
     chosen = sample_distinct(rng, n_items, responses_per_item, np.ones(n_workers))
     item = np.repeat(np.arange(n_items), responses_per_item)
@@ -106,13 +109,15 @@ def numeric_ratings(
     noise_range: tuple[float, float] = (1.0, 8.0),
     outlier_rate: float = 0.0,
     seed: int | None = 0,
+    workers_seed: int | None = None,
 ) -> Simulation:
     """Numeric ratings ``x = μ_i + b_j + ε``, ε ~ N(0, σ_j²): true values μ_i ~ N(truth_mean, truth_sd²), biases
     b_j ~ N(0, bias_sd²) re-centred so that the average response is unbiased (the identifiability assumption of
     :class:`~fusion_core.methods.numeric.NumericTruth`), noise σ_j ~ U(noise_range).  With ``outlier_rate`` > 0
     that share of responses is replaced by a gross error drawn uniformly over truth_mean ± 5·truth_sd.
     ``responses`` has columns task, worker, value; ``truth`` is a float Series by task; ``extras``: ``bias``,
-    ``noise`` (Series by worker) and ``outlier`` (bool per response row)."""
+    ``noise`` (Series by worker) and ``outlier`` (bool per response row).  ``workers_seed`` (default ``seed``)
+    draws the annotators' biases and noise levels, ``seed`` everything else."""
     if n_workers < 2 or n_items < 1:
         raise UserInputError("simulation needs at least 2 workers and 1 item.")
     if not 1 <= responses_per_item <= n_workers:
@@ -120,9 +125,10 @@ def numeric_ratings(
     if not 0.0 <= outlier_rate < 1.0:
         raise UserInputError("outlier_rate must be at least 0 and below 1.")
     rng = np.random.default_rng(seed)
+    wrng = rng if workers_seed is None else np.random.default_rng(workers_seed)
+    bias = bias_sd * wrng.standard_normal(n_workers)
+    noise = wrng.uniform(noise_range[0], noise_range[1], size=n_workers)
     mu = truth_mean + truth_sd * rng.standard_normal(n_items)
-    bias = bias_sd * rng.standard_normal(n_workers)
-    noise = rng.uniform(noise_range[0], noise_range[1], size=n_workers)
     chosen = sample_distinct(rng, n_items, responses_per_item, np.ones(n_workers))
     item = np.repeat(np.arange(n_items), responses_per_item)
     worker = chosen.ravel()
