@@ -9,6 +9,7 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import load_dataset
 
 from fusion_core.data.numeric import NumericResponses
 from fusion_core.data.responses import Responses
@@ -17,7 +18,6 @@ from fusion_core.diagnostics.krippendorff import METRICS, krippendorff
 from fusion_core.diagnostics.reliability import icc, pair_ratings, weighted_kappa
 from fusion_core.errors import UserInputError
 from fusion_core.simulate.ratings import numeric_ratings, ordinal_crowd
-from tests.conftest import load_dataset
 
 REAL = ["relevance", "face", "dog", "bluebirds", "rte"]
 TOL = 1e-10
