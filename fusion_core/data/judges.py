@@ -23,7 +23,16 @@ JUDGE_COLUMNS = ("model", "prompt_version")
 @dataclass(frozen=True)
 class AnnotatorInfo:
     """Metadata per annotator: ``table`` is indexed by the annotator ids (index name ``worker``, unique), one column
-    per attribute (text or numbers, missing allowed)."""
+    per attribute (text or numbers, missing allowed).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> info = AnnotatorInfo.from_frame(pd.DataFrame({"worker": ["j1", "j2", "j3"], "model": ["a", "a", "b"],
+    ...                                               "prompt_version": ["v1", "v2", "v1"]}))
+    >>> info.shared(["j1", "j2"])
+    {'model': 'a'}
+    """
 
     table: pd.DataFrame
 

@@ -30,6 +30,14 @@ class NumericResponses:
     value : float array of length ``n_responses`` (finite).
     items, workers : the user's ids in code order.
     report : what validation did (rows read, rows dropped for a missing value or id, duplicates).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"task": ["a", "a", "b", "b"], "worker": [1, 2, 1, 2], "value": [3.5, 4.0, 7, None]})
+    >>> r = NumericResponses.from_frame(df)
+    >>> r.n_responses, list(r.items), list(r.workers), r.report.dropped_missing_label
+    (3, ['a', 'b'], [1, 2], 1)
     """
 
     item: np.ndarray

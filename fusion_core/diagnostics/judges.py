@@ -96,7 +96,17 @@ def reweigh(
     true_labels: pd.Series | None = None,
 ) -> WeightingEffect:
     """Fit ``method`` with and without the per-judge ``weight`` (Series by judge id, missing judges weigh 1;
-    multiplied into the response confidences) and compare the labels."""
+    multiplied into the response confidences) and compare the labels.
+
+    Examples
+    --------
+    >>> from fusion_core.simulate.judges import judge_panel
+    >>> sim = judge_panel(n_items=300, seed=0)
+    >>> group = sim.extras["group"].index[sim.extras["group"]]
+    >>> eff = reweigh(sim.responses, pd.Series(1 / 3, index=group), method="mv", true_labels=sim.truth)
+    >>> bool(eff.accuracy_after > eff.accuracy_before), eff.weight[group].round(3).tolist()
+    (True, [0.333, 0.333, 0.333])
+    """
     if method not in WEIGHTED_METHODS:
         raise UserInputError(
             f"method '{method}' does not weigh responses; use one of {', '.join(WEIGHTED_METHODS)} to down-weight judges."
@@ -235,12 +245,7 @@ def correlated_judges(
         )
     if len(found) > 1 and len(found[0]) == len(found[1]):
         notes.append("the two largest groups are the same size: which one is independent is a guess.")
-    membership = pd.Series("independent", index=pd.Index(resp.workers, name="worker"), name="membership")
-    weight = pd.Series(1.0, index=membership.index, name="weight")
-    for k, g in enumerate(correlated, start=1):
-        members = list(g)
-        membership[members] = f"group {k}"
-        weight[members] = 1.0 / len(g) if group_weight == "share" else float(group_weight)
+    membership, weight = _membership(resp.workers, correlated, group_weight)
     effect = reweigh(resp, weight, method=method, true_labels=true_labels)
     lift = error_lift(resp, true_labels if true_labels is not None else effect.labels_after)
     return CorrelatedJudges(
@@ -254,6 +259,17 @@ def correlated_judges(
         effect=effect,
         warnings=tuple(dict.fromkeys(notes)),
     )
+
+
+def _membership(workers: pd.Index, groups: list[set[Any]], group_weight: float | str) -> tuple[pd.Series, pd.Series]:
+    """Judge → "independent" / "group k", and the weight of each judge (1, or the group's down-weight)."""
+    membership = pd.Series("independent", index=pd.Index(workers, name="worker"), name="membership")
+    weight = pd.Series(1.0, index=membership.index, name="weight")
+    for k, g in enumerate(groups, start=1):
+        members = list(g)
+        membership[members] = f"group {k}"
+        weight[members] = 1.0 / len(g) if group_weight == "share" else float(group_weight)
+    return membership, weight
 
 
 def _summary(groups: list[set[Any]], lift: pd.DataFrame, judges: AnnotatorInfo | None) -> pd.DataFrame:

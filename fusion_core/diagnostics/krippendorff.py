@@ -16,7 +16,7 @@ is a function of item weights and its bootstrap replicates are matrix products
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,6 +132,42 @@ def _ordinal_delta2(n_v: np.ndarray) -> np.ndarray:
     return (between - (n_v[:, :, None] + n_v[:, None, :]) / 2) ** 2
 
 
+Statistic = Callable[[np.ndarray], np.ndarray]
+
+
+def _fixed_statistic(units: Units, metric: str) -> tuple[Statistic, int]:
+    """α as a function of item weights for the metrics whose δ² does not depend on the data (nominal, interval,
+    ratio): the observed disagreement is a fixed per-unit sum."""
+    counts, unit, c, k, w = _pairs(units)
+    counts_t = counts.T.tocsr()
+    delta2 = _delta2(units.domain[c], units.domain[k], metric)
+    per_unit = np.bincount(unit, weights=w * delta2, minlength=units.n_units)
+
+    def stat(weights: np.ndarray) -> np.ndarray:
+        n_v = np.asarray(counts_t @ weights.T).T
+        return 1.0 - (n_v.sum(axis=1) - 1) * (weights @ per_unit) / _expected(n_v, units.domain, metric)
+
+    return stat, len(units.domain)
+
+
+def _ordinal_statistic(units: Units, metric: str) -> tuple[Statistic, int]:
+    """α as a function of item weights for the ordinal metric, whose δ² depends on each replicate's value totals:
+    the per-unit coincidences are kept as a units × V² matrix."""
+    v = len(units.domain)
+    counts, unit, c, k, w = _pairs(units)
+    counts_t = counts.T.tocsr()
+    coinc = sp.csr_matrix((w, (unit, c * v + k)), shape=(units.n_units, v * v)).T.tocsr()
+
+    def stat(weights: np.ndarray) -> np.ndarray:
+        n_v = np.asarray(counts_t @ weights.T).T
+        d2 = _ordinal_delta2(n_v)
+        obs = np.einsum("bx,bx->b", np.asarray(coinc @ weights.T).T, d2.reshape(len(weights), -1))
+        exp = np.einsum("bc,bck,bk->b", n_v, d2, n_v)
+        return 1.0 - (n_v.sum(axis=1) - 1) * obs / exp
+
+    return stat, v * v
+
+
 def krippendorff(
     data: Responses | NumericResponses | pd.DataFrame,
     *,
@@ -166,33 +202,11 @@ def krippendorff(
     v = len(units.domain)
     if v < 2:
         raise UserInputError("Krippendorff's alpha needs at least two different values among the responses.")
-    counts, unit, c, k, w = _pairs(units)
-    counts_t = counts.T.tocsr()
-    if metric == "ordinal":
-        if v > MAX_ORDINAL_VALUES:
-            raise UserInputError(
-                f"the ordinal metric ranks {v} different values here; above {MAX_ORDINAL_VALUES} use the interval metric."
-            )
-        coinc = sp.csr_matrix((w, (unit, c * v + k)), shape=(units.n_units, v * v)).T.tocsr()
-
-        def stat(weights: np.ndarray) -> np.ndarray:
-            n_v = np.asarray(counts_t @ weights.T).T
-            d2 = _ordinal_delta2(n_v)
-            obs = np.einsum("bx,bx->b", np.asarray(coinc @ weights.T).T, d2.reshape(len(weights), -1))
-            exp = np.einsum("bc,bck,bk->b", n_v, d2, n_v)
-            return 1.0 - (n_v.sum(axis=1) - 1) * obs / exp
-
-        cells = v * v
-    else:
-        per_unit = np.bincount(
-            unit, weights=w * _delta2(units.domain[c], units.domain[k], metric), minlength=units.n_units
+    if metric == "ordinal" and v > MAX_ORDINAL_VALUES:
+        raise UserInputError(
+            f"the ordinal metric ranks {v} different values here; above {MAX_ORDINAL_VALUES} use the interval metric."
         )
-
-        def stat(weights: np.ndarray) -> np.ndarray:
-            n_v = np.asarray(counts_t @ weights.T).T
-            return 1.0 - (n_v.sum(axis=1) - 1) * (weights @ per_unit) / _expected(n_v, units.domain, metric)
-
-        cells = v
+    stat, cells = (_ordinal_statistic if metric == "ordinal" else _fixed_statistic)(units, metric)
     return estimate(
         stat,
         units.n_units,

@@ -112,7 +112,15 @@ def check_bootstrap(n_bootstrap: int, level: float) -> None:
 
 # ------------------------------------------------------------------------------------------ weighted κ
 def pair_ratings(data: Responses | pd.DataFrame, rater_a: Any, rater_b: Any) -> tuple[pd.Series, pd.Series]:
-    """The two raters' labels on the items both labelled (the last of repeated responses counts), aligned."""
+    """The two raters' labels on the items both labelled (the last of repeated responses counts), aligned.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"task": [1, 1, 2, 3, 3], "worker": list("ababa"), "label": [2, 3, 1, 4, 4]})
+    >>> a, b = pair_ratings(df, "a", "b")
+    >>> a.tolist(), b.tolist(), list(a.index)
+    ([2, 4], [3, 4], [1, 3])
+    """
     from fusion_core.data.responses import as_responses
 
     resp = as_responses(data)

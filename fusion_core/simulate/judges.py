@@ -21,6 +21,16 @@ def _wrong(truth: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     return (truth + rng.integers(1, k, size=len(truth))) % k
 
 
+def _metadata(judges: pd.Index, in_group: np.ndarray) -> AnnotatorInfo:
+    """Group members share base model "model-a" with prompt versions v1, v2, …; the others use one model each."""
+    model = np.empty(len(judges), dtype=object)
+    prompt = np.full(len(judges), "v1", dtype=object)
+    model[in_group] = "model-a"
+    prompt[in_group] = [f"v{v + 1}" for v in range(int(in_group.sum()))]
+    model[~in_group] = [f"model-{chr(ord('b') + v)}" for v in range(int((~in_group).sum()))]
+    return AnnotatorInfo.from_frame(pd.DataFrame({"worker": judges, "model": model, "prompt_version": prompt}))
+
+
 def judge_panel(
     n_items: int = 600,
     n_judges: int = 8,
@@ -43,6 +53,14 @@ def judge_panel(
     confidence; ``extras``: ``judges`` (:class:`AnnotatorInfo`: model, prompt_version), ``group`` (bool Series by
     worker), ``shared_error`` (bool Series by task: the target is wrong there).  The default labels are
     ``"fail"``/``"pass"`` for two classes, else 0 … K − 1.
+
+    Examples
+    --------
+    >>> sim = judge_panel(n_items=100, n_judges=8, n_correlated=3, seed=0)
+    >>> sim.responses.shape, int(sim.extras["group"].sum())
+    ((800, 4), 3)
+    >>> sim.extras["judges"].table["model"].value_counts().iloc[:2].to_dict()
+    {'model-a': 3, 'model-b': 1}
     """
     if n_judges < 3 or not 2 <= n_correlated < n_judges or n_items < 1 or n_classes < 2:
         raise UserInputError("a judge panel needs at least 3 judges, a correlated group of 2 or more, and 1 item.")
@@ -70,17 +88,6 @@ def judge_panel(
         raise UserInputError(f"labels must have {k} values.")
     tasks = pd.Index([f"item{i:04d}" for i in range(n_items)], name="task")
     judges = pd.Index([f"judge{j + 1}" for j in range(n_judges)], name="worker")
-    group_models = [f"model-a/v{v + 1}" for v in range(n_correlated)]
-    other_models = [f"model-{chr(ord('b') + v)}/v1" for v in range(n_judges - n_correlated)]
-    names = np.empty(n_judges, dtype=object)
-    names[in_group], names[~in_group] = group_models, other_models
-    info = pd.DataFrame(
-        {
-            "worker": judges,
-            "model": [n.split("/")[0] for n in names],
-            "prompt_version": [n.split("/")[1] for n in names],
-        }
-    )
     return Simulation(
         responses=pd.DataFrame(
             {
@@ -96,7 +103,7 @@ def judge_panel(
         workers=judges,
         classes=values,
         extras={
-            "judges": AnnotatorInfo.from_frame(info),
+            "judges": _metadata(judges, in_group),
             "group": pd.Series(in_group, index=judges, name="group"),
             "shared_error": pd.Series(shared, index=tasks, name="shared_error"),
             "accuracy": pd.Series(acc, index=judges, name="accuracy"),

@@ -33,6 +33,11 @@ def _roles(n_workers: int, counts: dict[str, int], rng: np.random.Generator) -> 
     return role
 
 
+def _check_design(n_workers: int, responses_per_item: int) -> None:
+    if not 1 <= responses_per_item <= n_workers:
+        raise UserInputError(f"responses_per_item must be between 1 and n_workers ({n_workers}).")
+
+
 def ordinal_crowd(
     n_items: int = 500,
     n_workers: int = 20,
@@ -52,11 +57,19 @@ def ordinal_crowd(
     ``k + b_j + s_j ε``.  Roles (:data:`ORDINAL_ROLES`): lenient (bias +0.6…+1), harsh (−1…−0.6), noisy (noise
     1…1.5 levels), the rest reliable.  Labels are ``1 … n_levels`` unless given.  ``workers_seed`` (default
     ``seed``) draws the annotators' roles and parameters, ``seed`` the items and responses, so simulation studies
-    can keep one crowd fixed.  ``extras``: ``role``, ``bias``, ``noise`` (Series by worker)."""
+    can keep one crowd fixed.  ``extras``: ``role``, ``bias``, ``noise`` (Series by worker).
+
+    Examples
+    --------
+    >>> sim = ordinal_crowd(n_items=100, n_workers=10, n_lenient=2, n_harsh=2, n_noisy=2, seed=0)
+    >>> len(sim.responses), sorted(sim.responses["label"].unique().tolist())
+    (500, [1, 2, 3, 4, 5])
+    >>> dict(sorted(sim.extras["role"].value_counts().items()))
+    {'harsh': 2, 'lenient': 2, 'noisy': 2, 'reliable': 4}
+    """
     if n_levels < 2 or n_workers < 2 or n_items < 1:
         raise UserInputError("simulation needs at least 2 levels, 2 workers and 1 item.")
-    if not 1 <= responses_per_item <= n_workers:
-        raise UserInputError(f"responses_per_item must be between 1 and n_workers ({n_workers}).")
+    _check_design(n_workers, responses_per_item)
     rng = np.random.default_rng(seed)
     wrng = rng if workers_seed is None else np.random.default_rng(workers_seed)
     k = n_levels
@@ -117,11 +130,17 @@ def numeric_ratings(
     that share of responses is replaced by a gross error drawn uniformly over truth_mean ± 5·truth_sd.
     ``responses`` has columns task, worker, value; ``truth`` is a float Series by task; ``extras``: ``bias``,
     ``noise`` (Series by worker) and ``outlier`` (bool per response row).  ``workers_seed`` (default ``seed``)
-    draws the annotators' biases and noise levels, ``seed`` everything else."""
+    draws the annotators' biases and noise levels, ``seed`` everything else.
+
+    Examples
+    --------
+    >>> sim = numeric_ratings(n_items=50, n_workers=6, responses_per_item=3, seed=0)
+    >>> list(sim.responses.columns), len(sim.responses)
+    (['task', 'worker', 'value'], 150)
+    """
     if n_workers < 2 or n_items < 1:
         raise UserInputError("simulation needs at least 2 workers and 1 item.")
-    if not 1 <= responses_per_item <= n_workers:
-        raise UserInputError(f"responses_per_item must be between 1 and n_workers ({n_workers}).")
+    _check_design(n_workers, responses_per_item)
     if not 0.0 <= outlier_rate < 1.0:
         raise UserInputError("outlier_rate must be at least 0 and below 1.")
     rng = np.random.default_rng(seed)
