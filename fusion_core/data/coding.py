@@ -55,10 +55,12 @@ def code_long(
     classes: Sequence[Any] | None = None,
     duplicates: str = "keep",
     min_workers: int = 2,
+    confidence: str | None = None,
 ) -> Responses:
     """Validate and code a long-format table (crowd-kit columns by default).
 
-    ``sequence``/``position`` default to the columns of those names when both are present.
+    ``sequence``/``position`` default to the columns of those names when both are present.  ``confidence`` names
+    an optional column with each response's confidence in [0, 1] (kept as :attr:`Responses.weight`).
     Raises :class:`UserInputError` with one actionable message for any unusable input.
     """
     if not isinstance(df, pd.DataFrame):
@@ -72,6 +74,8 @@ def code_long(
     wanted = {"task": task, "worker": worker, "label": label}
     if sequence is not None:
         wanted.update(sequence=sequence, position=str(position))
+    if confidence is not None:
+        wanted["confidence"] = confidence
     missing = [f"{role} column '{col}'" for role, col in wanted.items() if col not in df.columns]
     if missing:
         raise UserInputError(
@@ -90,9 +94,11 @@ def code_long(
         id_missing |= _is_missing(work[sequence]) | work[position].isna().to_numpy()
     report.dropped_missing_id = int(id_missing.sum())
     report.dropped_missing_label = int(label_missing.sum())
+    kept_rows = np.flatnonzero(~(id_missing | label_missing))
     work = work[~(id_missing | label_missing)]
     if len(work) == 0:
         raise UserInputError("no usable responses: every row has a missing task, worker or label.")
+    weight = None if confidence is None else confidence_values(work[confidence], kept_rows, confidence)
 
     pair_dup = work.duplicated(subset=[task, worker], keep="first").to_numpy()
     report.duplicate_rows = int(pair_dup.sum())
@@ -107,6 +113,7 @@ def code_long(
             keep = ~work.duplicated(subset=[task, worker], keep=duplicates).to_numpy()
             report.duplicates_removed = int((~keep).sum())
             work = work[keep]
+            weight = None if weight is None else weight[keep]
 
     labels = work[label]
     if classes is None:
@@ -150,7 +157,34 @@ def code_long(
         sequence=seq_codes,
         position=pos,
         sequences=seq_index,
+        weight=weight,
     )
+
+
+def row_numbers(positions: np.ndarray, limit: int = 5) -> str:
+    """Row numbers for messages, e.g. "row 3" or "rows 3, 8 and 12 more" (1 = the first data row)."""
+    shown = ", ".join(str(int(p) + 1) for p in positions[:limit])
+    more = f" and {len(positions) - limit:,} more" if len(positions) > limit else ""
+    return ("row " if len(positions) == 1 else "rows ") + shown + more
+
+
+def confidence_values(values: pd.Series, rows: np.ndarray, column: str) -> np.ndarray:
+    """The confidence column as floats in [0, 1]; ``rows`` are the table positions of ``values`` (for messages)."""
+    num = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    blank = _is_missing(values)
+    if blank.any():
+        raise UserInputError(
+            f"confidence column '{column}' is empty in {row_numbers(rows[blank])}; fill in a confidence "
+            "between 0 and 1 (e.g. 1 for a sure answer) or drop those rows."
+        )
+    bad = ~np.isfinite(num) | (num < 0) | (num > 1)
+    if bad.any():
+        first = values.to_numpy()[bad][0]
+        raise UserInputError(
+            f"confidence column '{column}' must hold numbers between 0 and 1, but {row_numbers(rows[bad])} "
+            f"hold other values (e.g. {str(first)!r}); rescale percentages to 0–1."
+        )
+    return num
 
 
 def code_wide(

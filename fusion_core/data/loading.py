@@ -164,10 +164,12 @@ def load_responses(
     classes: Sequence[Any] | None = None,
     duplicates: str = "keep",
     max_bytes: int | None = None,
+    confidence: str | None = None,
 ) -> Responses:
     """Read and validate responses.  ``layout='long'`` (one row per response; crowd-kit columns by
     default) or ``'wide'`` (one row per item, one column per annotator, blanks = missing; ``task`` names
-    the item-id column, or the first column is used when ``task`` is not a column)."""
+    the item-id column, or the first column is used when ``task`` is not a column).  ``confidence`` names an
+    optional per-response confidence column (long layout only; see :attr:`Responses.weight`)."""
     df = (
         source
         if isinstance(source, pd.DataFrame)
@@ -183,8 +185,11 @@ def load_responses(
             position=position,
             classes=classes,
             duplicates=duplicates,
+            confidence=confidence,
         )
     if layout == "wide":
+        if confidence is not None:
+            raise UserInputError("a confidence column needs the long layout (one row per response); use layout='long'.")
         item_col = task if task in df.columns else df.columns[0]
         return Responses.from_wide(df, task=item_col, classes=classes)
     raise UserInputError(f"layout must be 'long' or 'wide', got {layout!r}.")

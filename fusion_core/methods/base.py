@@ -234,6 +234,7 @@ class Aggregator:
             selection=fit.selection,
             annealing=fit.annealing,
             restarts=fit.restarts,
+            ordinal=fit.ordinal,
             details=dict(fit.details),
             warnings=list(dict.fromkeys(fit.warnings)),
         )

@@ -4,8 +4,8 @@
 Everything a plot, a page, a report or the CLI needs is a documented field here, never a string key: per-annotator
 columns (:class:`AnnotatorColumn`), per-item columns such as GLAD's difficulty (:class:`ItemColumn`), the annotator ranking (:class:`Ranking`), the spectral summary
 (:class:`SpectralSummary`), context curves (:class:`ContextCurves`), the sequence model (:class:`SequenceModel`),
-the item graph summary (:class:`GraphSummary`), the choice ``auto`` made (:class:`ModelChoice`), annealing and
-restarts.  ``details`` holds method-internal diagnostics for experts and tests; no other layer reads it.
+the item graph summary (:class:`GraphSummary`), the choice ``auto`` made (:class:`ModelChoice`), annealing,
+restarts and the ordinal scale (:class:`OrdinalScale`).  ``details`` holds method-internal diagnostics for experts and tests; no other layer reads it.
 """
 
 from __future__ import annotations
@@ -155,6 +155,28 @@ class AnnealingTrace:
 
 
 @dataclass(frozen=True)
+class OrdinalScale:
+    """The ordered-probit reading of the annotators (``ordinal-em``; the result's ``classes`` are the levels, lowest
+    first).
+
+    True level k sits at ``positions[k]`` on a latent scale (0 … K − 1); annotator j perceives
+    ``positions[k] + bias[j] + noise[j]·ε`` (ε standard normal) and reports level l when the perception falls
+    between ``thresholds[l − 1]`` and ``thresholds[l]`` (K − 1 ordered cut points).  ``estimated`` False means equally
+    spaced levels with midpoint cut points.  ``bias`` (> 0 lenient, < 0 harsh) and ``noise`` are in levels, one
+    per annotator in ``workers`` order; ``verdict`` is one plain word per annotator ("reliable", "lenient",
+    "harsh", "noisy", "lenient and noisy", …) by the rule in ``rule``.
+    """
+
+    positions: np.ndarray
+    thresholds: np.ndarray
+    bias: np.ndarray
+    noise: np.ndarray
+    verdict: np.ndarray
+    rule: str
+    estimated: bool
+
+
+@dataclass(frozen=True)
 class Restarts:
     """Several EM starts: final log-likelihood of each (after aligning its classes to majority vote) and the
     index of the run kept."""
@@ -186,6 +208,7 @@ class Fit:
     selection: ModelChoice | None = None
     annealing: AnnealingTrace | None = None
     restarts: Restarts | None = None
+    ordinal: OrdinalScale | None = None
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)  # TRANSITIONAL: removed once every family sets typed fields
@@ -226,6 +249,7 @@ class FitResult:
     selection: ModelChoice | None = None
     annealing: AnnealingTrace | None = None
     restarts: Restarts | None = None
+    ordinal: OrdinalScale | None = None
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
