@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
+from typing import Any, NamedTuple, Self
 
 import numpy as np
 import pandas as pd
@@ -32,9 +32,8 @@ from scipy.special import digamma, gammaln, ndtri
 
 from fusion_core.data.numeric import NumericResponses, as_numeric_responses
 from fusion_core.errors import AggregationWarning, UserInputError
-from fusion_core.methods.base import _make_init, _same, _set_params, _with_parameter_docs
 from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
-from fusion_core.methods.params import Choice, Float, Int, Object, Param, named
+from fusion_core.methods.params import Choice, Declared, Float, Int, Object
 
 _LOG_2PI = float(np.log(2 * np.pi))
 
@@ -196,42 +195,6 @@ def typical_noise_var(resp: NumericResponses) -> float:
 
 
 # ------------------------------------------------------------------------------------------ estimator
-class DeclaredParams:
-    """Declared parameters (:mod:`fusion_core.methods.params`) for estimators outside the categorical registry:
-    generated keyword-only ``__init__``, ``get_params``/``set_params`` (sklearn ``clone``), central validation."""
-
-    params: ClassVar[dict[str, Param]] = {}
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls.params = named(cls.params)
-        cls.__init__ = _make_init(cls)  # type: ignore[method-assign]  # generated from the declarations
-        cls.__doc__ = _with_parameter_docs(cls.__doc__ or "", cls.params)
-
-    def __init__(self, **params: Any) -> None:  # replaced per subclass by a keyword-only signature
-        _set_params(self, type(self).params, params)
-
-    if TYPE_CHECKING:
-
-        def __getattr__(self, name: str) -> Any: ...
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in type(self).params}
-
-    def set_params(self, **params: Any) -> Self:
-        _set_params(self, type(self).params, {**self.get_params(), **params})
-        return self
-
-    def validated_params(self) -> dict[str, Any]:
-        owner = f"'{type(self).__name__}'"
-        return {name: spec.validate(getattr(self, name), owner=owner) for name, spec in type(self).params.items()}
-
-    def __repr__(self) -> str:
-        declared = type(self).params
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if not _same(v, declared[k].default))
-        return f"{type(self).__name__}({args})"
-
-
 def _check_reference(value: Any) -> Any:
     if value is None:
         return value
@@ -240,7 +203,7 @@ def _check_reference(value: Any) -> Any:
     raise ValueError("None (the average annotator) or a non-empty list of annotator ids")
 
 
-class NumericTruth(DeclaredParams):
+class NumericTruth(Declared):
     """True value per item, and each annotator's bias and noise, from numeric ratings (module docstring).
 
     ``fit`` takes a :class:`~fusion_core.data.numeric.NumericResponses` or a long table ``task, worker, value``
@@ -261,7 +224,7 @@ class NumericTruth(DeclaredParams):
     True
     """
 
-    params: ClassVar[dict[str, Param]] = {
+    params = {
         "noise": Choice(
             "gaussian",
             ("gaussian", "student-t"),
