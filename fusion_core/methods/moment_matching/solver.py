@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from fusion_core.errors import AggregationWarning
+from fusion_core.errors import AggregationWarning, ConvergenceWarning
 from fusion_core.methods.moment_matching.blocks import block_quadratics, colour_plans, objective, prior_quadratic
 from fusion_core.methods.moment_matching.moments import Moments, compute_moments, moment_terms
 from fusion_core.methods.moment_matching.qp import project_simplex_columns, qp_columns_batch, qp_simplex
@@ -204,7 +204,7 @@ def _warn_fit_quality(dom: np.ndarray, trace: list[float], converged: bool, max_
         warnings.warn(
             f"moment matching did not converge in {max_iter} sweeps (last relative change of the objective "
             f"{last_rel:.1e}); raise max_iter.",
-            AggregationWarning,
+            ConvergenceWarning,
             stacklevel=3,
         )
 

@@ -136,6 +136,8 @@ class SequentialBase(Aggregator):
             responses, layout, ctx=ctx, mu=mu, gold=gold, ds_start_of=ds_start_of
         )
         details.update(start_details, emission=emission)
+        if not self.refine:  # no EM: the fit has converged when moment matching has
+            run.converged = bool(details.get("mm_converged", True))
         return self._result(
             responses, layout, run, ctx=ctx, gold=gold, emission=emission, restarts=restarts, details=details
         )

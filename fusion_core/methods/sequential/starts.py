@@ -107,5 +107,10 @@ def mm_start(
         t_hat = mv_start(resp, layout, start_prob, gold).transition
         pi_hat = res.class_prior
     start = {"stationary": pi_hat, "estimate": pi_hat, "uniform": np.full(k, 1.0 / k)}[start_prob]
-    details = {"mm_transition": t_hat, "mm_fallback": res.fallback, "diagonal_dominance": res.dominance}
+    details = {
+        "mm_transition": t_hat,
+        "mm_fallback": res.fallback,
+        "diagonal_dominance": res.dominance,
+        "mm_converged": bool(res.converged or res.fallback),
+    }
     return HMMState(gamma.transpose(0, 2, 1), t_hat, np.maximum(start, 1e-12)), details
