@@ -34,7 +34,7 @@ def _one(ds: str, method: str) -> dict:
 
         rng = np.random.default_rng(0)  # the case of bench_sequential_networked.py: 100k items × 20 × K=5
         n, m, k = 100_000, 20, 5
-        conf = gen_confusions(k, m, 12, 0.35, 0.65, rng)
+        conf = gen_confusions(k, m, 12, 0.35, 0.65, rng=rng)
         y = rng.choice(k, size=n, p=rng.dirichlet(5 * np.ones(k)))
         item, worker, label = sample_responses(y, conf, rng)
         answers = pd.DataFrame({"task": item, "worker": worker, "label": label})

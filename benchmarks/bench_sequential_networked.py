@@ -67,7 +67,7 @@ def main() -> None:
 
     rng = np.random.default_rng(0)
     n, m, k = 100_000, 20, 5
-    conf = gen_confusions(k, m, 12, 0.35, 0.65, rng)
+    conf = gen_confusions(k, m, 12, 0.35, 0.65, rng=rng)
     y = rng.choice(k, size=n, p=rng.dirichlet(5 * np.ones(k)))
     item, worker, label = sample_responses(y, conf, rng)
     resp = Responses.from_frame(pd.DataFrame({"task": item, "worker": worker, "label": label}))

@@ -123,7 +123,7 @@ def test_t2_hmm_with_iid_chain_reduces_to_dawid_skene():
 def test_t15_transition_from_true_parameters_and_population_moments():
     rng = np.random.default_rng(0)
     k, m = 4, 10
-    conf = gen_confusions(k, m, 6, 0.3, 0.5, rng)
+    conf = gen_confusions(k, m, 6, 0.3, 0.5, rng=rng)
     gamma = conf.transpose(0, 2, 1)  # paper Γ_m[resp, true]
     t = transition_matrix("cyclic", k)
     pi = stationary(t)
@@ -380,7 +380,7 @@ def _copying_annotators(seed, rho, n_seq=100, length=30, k=4, m=8, p_obs=0.5):
     """Sticky chain; each annotator repeats its own previous label with probability ``rho``, else answers by
     its confusion: errors persist along the sequence, as on CoNLL-NER (the markov emission is exact here)."""
     rng = np.random.default_rng(seed)
-    conf = gen_confusions(k, m, 5, 0.3, 0.5, rng)
+    conf = gen_confusions(k, m, 5, 0.3, 0.5, rng=rng)
     t = transition_matrix("sticky", k, rng=rng)
     y = sample_chains(t, stationary(t), n_seq, length, rng)
     frames = []

@@ -110,7 +110,7 @@ def test_t3_aggregated_statistics_equal_brute_force_objective():
 def _t4_data(seed, n):
     rng = np.random.default_rng(seed)
     k, m = 4, 10
-    conf = gen_confusions(k, m, 6, 0.35, 0.65, rng)
+    conf = gen_confusions(k, m, 6, 0.35, 0.65, rng=rng)
     pi = rng.dirichlet(5 * np.ones(k))
     y = rng.choice(k, size=n, p=pi)
     item, worker, label = sample_responses(y, conf, rng)

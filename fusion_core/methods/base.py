@@ -30,7 +30,7 @@ import pandas as pd
 from fusion_core import progress
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.errors import AggregationWarning, UserInputError
-from fusion_core.methods.numerics import PROB_FLOOR, log_normalize, safe_log  # noqa: F401  TRANSITIONAL re-exports
+from fusion_core.methods.numerics import safe_log
 from fusion_core.methods.params import Declared
 from fusion_core.methods.results import Fit, FitResult
 
@@ -146,13 +146,6 @@ class Aggregator(Declared):
     # ------------------------------------------------------ fitted attributes
     def _set_fitted(self, resp: Responses, fit: Fit, seconds: float) -> None:
         post = np.asarray(fit.posterior, dtype=float)
-        if fit.extras:  # TRANSITIONAL: families not yet converted to typed fields
-            ex = dict(fit.extras)
-            if fit.hard_labels is None and ex.get("hard_labels") is not None:
-                fit.hard_labels = np.asarray(ex["hard_labels"])
-            if fit.skills is None and ex.get("skills") is not None:
-                fit.skills = np.asarray(ex["skills"], dtype=float)
-            fit.details = {**ex, **fit.details}
         if not np.all(np.isfinite(post)):
             raise FloatingPointError(f"{self.method_name} produced non-finite posteriors")
         skills = fit.skills if fit.skills is not None else worker_skills(resp, post, fit.confusion, fit.class_prior)

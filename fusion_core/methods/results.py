@@ -211,7 +211,6 @@ class Fit:
     ordinal: OrdinalScale | None = None
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    extras: dict[str, Any] = field(default_factory=dict)  # TRANSITIONAL: removed once every family sets typed fields
 
 
 @dataclass
@@ -276,14 +275,6 @@ class FitResult:
     @property
     def skills(self) -> pd.Series:
         return pd.Series(self.worker_skill, index=pd.Index(self.workers, name="worker"), name="skill")
-
-    @property
-    def extras(self) -> dict[str, Any]:  # TRANSITIONAL: removed once plots, pages and the CLI read typed fields
-        return {
-            **self.details,
-            "skills": self.worker_skill,
-            **({"hard_labels": self.hard_labels} if self.hard_labels is not None else {}),
-        }
 
     def column(self, key: str) -> AnnotatorColumn | None:
         """The per-annotator column with machine name ``key``, if the method reported it."""

@@ -6,6 +6,8 @@ vectorised curve functions per worker), ``lipschitz`` (2 × K, the Table 1 const
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -25,7 +27,7 @@ TABLE1 = [
 ]
 
 
-def _simulate(p0, p1, T, seed, per_item, prior1, x=None) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+def _simulate(p0, p1, T, seed, per_item, *, prior1, x=None) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
     rng = np.random.default_rng(seed)
     K = len(p0)
     if x is None:
@@ -67,14 +69,14 @@ def table1(
     p0 = [r[0] for r in rows]
     p1 = [r[2] for r in rows]
     c = np.array([[r[1] for r in rows], [r[3] for r in rows]])
-    return _package(p0, p1, c, n_items, seed, responses_per_item, prior1)
+    return _package(p0, p1, c, n_items, seed, per_item=responses_per_item, prior1=prior1)
 
 
 def flat(n_annotators: int = 4, n_items: int = 400, seed: int = 0, p0: float = 0.2, p1: float = 0.8) -> Simulation:
     """Context-independent annotators (oracle O18): constant p0, p1."""
     f0 = [lambda x, v=p0: v + 0 * x] * n_annotators
     f1 = [lambda x, v=p1: v + 0 * x] * n_annotators
-    return _package(f0, f1, np.zeros((2, n_annotators)), n_items, seed, None, 0.5)
+    return _package(f0, f1, np.zeros((2, n_annotators)), n_items, seed, per_item=None, prior1=0.5)
 
 
 def random_smooth(
@@ -83,7 +85,9 @@ def random_smooth(
     """Random smooth curves: p1 = 0.75 + a·sin(2π(f x + φ)) and p0 = 0.25 − b·sin(...), amplitudes so that
     each curve moves by about ``swing`` over [0, 1]; Lipschitz bound reported in ``extras['lipschitz']``."""
     rng = np.random.default_rng(seed)
-    p0, p1, c = [], [], np.zeros((2, n_annotators))
+    p0: list[Any] = []
+    p1: list[Any] = []
+    c = np.zeros((2, n_annotators))
     for k in range(n_annotators):
         for i, (centre, store) in enumerate(((0.25, p0), (0.75, p1))):
             f = rng.uniform(0.3, 1.0)
@@ -92,11 +96,11 @@ def random_smooth(
             sign = -1 if i == 0 else 1
             store.append(lambda x, a=amp, f=f, ph=ph, m=centre, s=sign: m + s * a * np.sin(2 * np.pi * (f * x + ph)))
             c[i, k] = 2 * np.pi * f * amp
-    return _package(p0, p1, c, n_items, seed, responses_per_item, 0.5)
+    return _package(p0, p1, c, n_items, seed, per_item=responses_per_item, prior1=0.5)
 
 
-def _package(p0, p1, c, T, seed, per_item, prior1) -> Simulation:
-    df, truth, ctx = _simulate(p0, p1, T, seed, per_item, prior1)
+def _package(p0, p1, c, T, seed, *, per_item, prior1) -> Simulation:
+    df, truth, ctx = _simulate(p0, p1, T, seed, per_item, prior1=prior1)
     workers = pd.Index([f"a{k + 1}" for k in range(len(p0))])
     xm = 0.5
     conf = np.array([[[1 - f0(xm), f0(xm)], [1 - f1(xm), f1(xm)]] for f0, f1 in zip(p0, p1)], dtype=float)
@@ -137,6 +141,7 @@ def confusion_crowd(
     n_classes: int = 3,
     seed: int = 0,
     responses_per_item: int | None = None,
+    *,
     swing: float = 0.5,
 ) -> Simulation:
     """Multiclass annotators with context-dependent confusion matrices (spec §9.2 option 2, [EXT]).

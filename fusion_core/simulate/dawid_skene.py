@@ -87,6 +87,7 @@ def dawid_skene(
     n_classes: int = 3,
     responses_per_item: int = 5,
     accuracy: tuple[float, float] = (0.6, 0.9),
+    *,
     spammers: int = 0,
     adversarial: int = 0,
     class_prior: Sequence[float] | None = None,
@@ -131,6 +132,7 @@ def dawid_skene(
         conf[adv_idx] = adv
         role[adv_idx] = "adversarial"
 
+    weight: np.ndarray
     if worker_activity == "uniform":
         weight = np.ones(n_workers)
     elif worker_activity == "zipf":

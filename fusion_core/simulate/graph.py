@@ -20,8 +20,8 @@ def sbm_edges(labels: np.ndarray, avg_degree: float, homophily: float, rng: np.r
     share ``h`` join nodes of the same community (drawn uniformly among such pairs), the rest join different ones."""
     n = len(labels)
     k = int(labels.max()) + 1 if n else 0
-    n_edges = int(round(avg_degree * n / 2))
-    n_in = int(round(homophily * n_edges))
+    n_edges = round(avg_degree * n / 2)
+    n_in = round(homophily * n_edges)
     order = np.argsort(labels, kind="stable")
     sizes = np.bincount(labels, minlength=k)
     offsets = np.r_[0, np.cumsum(sizes)[:-1]]
@@ -59,6 +59,7 @@ def sbm(
     avg_degree: float = 5.0,
     homophily: float = 0.9,
     n_workers: int = 10,
+    *,
     n_good: int | None = None,
     accuracy: tuple[float, float] = (0.3, 0.5),
     class_prior: np.ndarray | None = None,
@@ -78,7 +79,7 @@ def sbm(
     k = n_classes
     prior = np.full(k, 1.0 / k) if class_prior is None else np.asarray(class_prior, float)
     y = rng.choice(k, size=n_items, p=prior)
-    conf = gen_confusions(k, n_workers, n_workers if n_good is None else n_good, accuracy[0], accuracy[1], rng)
+    conf = gen_confusions(k, n_workers, n_workers if n_good is None else n_good, accuracy[0], rng=rng, hi=accuracy[1])
     edges = sbm_edges(y, avg_degree, homophily, rng)
     item, worker, label = sample_responses(y, conf, rng, p_observe)
     tasks = pd.Index([f"n{i}" for i in range(n_items)])

@@ -59,6 +59,7 @@ def multilabel_crowd(
     n_workers: int = 40,
     responses_per_item: int = 5,
     max_degree: int = 2,
+    *,
     include_empty: bool = True,
     noise: str = "annotator_label",
     eps0_range: tuple[float, float] = (0.02, 0.15),

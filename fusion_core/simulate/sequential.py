@@ -17,7 +17,7 @@ CHAINS = ("sticky", "iid", "cyclic", "random")
 
 
 def gen_confusions(
-    n_classes: int, n_workers: int, n_good: int, lo: float, hi: float, rng: np.random.Generator
+    n_classes: int, n_workers: int, n_good: int, lo: float, hi: float, *, rng: np.random.Generator
 ) -> np.ndarray:
     """Spec §5 ``gen_confusions``: learners ``0..n_good-1`` have per true class a diagonal ``d ~ U(lo, hi)``
     and off-diagonal ``(1-d)·Dirichlet(1)``, resampled until every off-diagonal entry is below d; the
@@ -106,6 +106,7 @@ def hmm_chain(
     n_classes: int = 4,
     n_workers: int = 10,
     n_good: int = 6,
+    *,
     accuracy: tuple[float, float] = (0.3, 0.5),
     chain: str = "sticky",
     stickiness: float = 0.7,
@@ -124,7 +125,7 @@ def hmm_chain(
         raise UserInputError("need at least one sequence of length ≥ 1, 2 classes and 1 worker.")
     rng = np.random.default_rng(seed)
     k = n_classes
-    conf = gen_confusions(k, n_workers, n_good, accuracy[0], accuracy[1], rng)
+    conf = gen_confusions(k, n_workers, n_good, accuracy[0], rng=rng, hi=accuracy[1])
     t = (
         transition_matrix(chain, k, stickiness=stickiness, rng=rng)
         if transition is None

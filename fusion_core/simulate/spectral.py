@@ -56,6 +56,7 @@ def _finish(
     y: np.ndarray,
     psi: np.ndarray,
     eta: np.ndarray,
+    *,
     b: float,
     labels: Sequence[Any],
     order: np.ndarray,
@@ -64,14 +65,14 @@ def _finish(
     """Shuffle annotators by ``order``, build the long table and the Simulation."""
     m, n = Z.shape
     Z, mask, psi, eta = Z[order], mask[order], psi[order], eta[order]
-    labels = pd.Index(list(labels))
-    if len(labels) != 2:
+    label_index = pd.Index(list(labels))
+    if len(label_index) != 2:
         raise UserInputError("labels must be (negative, positive).")
     workers = pd.Index([f"w{j}" for j in range(m)])
     tasks = pd.Index([f"t{i}" for i in range(n)])
     w, i = np.nonzero(mask)
     resp = pd.DataFrame(
-        {"task": tasks.take(i), "worker": workers.take(w), "label": labels.take((Z[w, i] > 0).astype(int))}
+        {"task": tasks.take(i), "worker": workers.take(w), "label": label_index.take((Z[w, i] > 0).astype(int))}
     )
     conf = np.empty((m, 2, 2))
     conf[:, 0, 0], conf[:, 0, 1] = eta, 1 - eta
@@ -84,12 +85,12 @@ def _finish(
         eta=pd.Series(eta, index=workers, name="eta"),
         balanced_accuracy=pd.Series((psi + eta) / 2, index=workers, name="balanced_accuracy"),
         b=b,
-        positive_label=labels[1],
+        positive_label=label_index[1],
         dense=Z.astype(float),
     )
     return Simulation(
         responses=resp,
-        truth=pd.Series(labels.take((y > 0).astype(int)), index=pd.Index(tasks, name="task"), name="truth"),
+        truth=pd.Series(label_index.take((y > 0).astype(int)), index=pd.Index(tasks, name="task"), name="truth"),
         confusion=conf,
         class_prior=np.array([(1 - b) / 2, (1 + b) / 2]),
         workers=workers,
@@ -104,6 +105,7 @@ def independent(
     b: float = 0.0,
     pi_range: tuple[float, float] = (0.3, 0.8),
     psi_range: tuple[float, float] | None = None,
+    *,
     eta_range: tuple[float, float] | None = None,
     psi: np.ndarray | None = None,
     eta: np.ndarray | None = None,
@@ -134,7 +136,9 @@ def independent(
     Z = _draw_labels(y, psi, eta, rng)
     mask = _observed_mask(m, n, observed, per_item, rng)
     order = rng.permutation(m)
-    return _finish(Z, mask, y, psi, eta, b, labels, order, {"group": np.array(["honest"] * m, dtype=object)})
+    return _finish(
+        Z, mask, y, psi, eta, b=b, labels=labels, order=order, extras={"group": np.array(["honest"] * m, dtype=object)}
+    )
 
 
 def cartel(
@@ -143,6 +147,7 @@ def cartel(
     r: float | Sequence[float] = 0.33,
     pi_c: float | Sequence[float] = 0.5,
     b: float = 0.0,
+    *,
     pi_range: tuple[float, float] = (0.3, 0.8),
     xi_range: tuple[float, float] = (0.3, 0.8),
     observed: float = 1.0,
@@ -158,11 +163,13 @@ def cartel(
     ``pi`` (balanced accuracy w.r.t. the truth; for members the implied value), ``tau`` (targets, ±1).
     ``confusion``/``psi``/``eta`` are w.r.t. the truth.
     """
-    rs = [float(r)] if np.isscalar(r) else [float(x) for x in r]
-    pcs = [float(pi_c)] * len(rs) if np.isscalar(pi_c) else [float(x) for x in pi_c]
+    rs = [float(x) for x in np.atleast_1d(np.asarray(r, dtype=float))]
+    pcs = [float(x) for x in np.atleast_1d(np.asarray(pi_c, dtype=float))]
+    if len(pcs) == 1:
+        pcs = pcs * len(rs)
     if len(pcs) != len(rs):
         raise UserInputError("give one pi_c per cartel.")
-    sizes = [int(round(x * m)) for x in rs]
+    sizes = [round(x * m) for x in rs]
     n_p = m - sum(sizes)
     if n_p < 1 or min(sizes) < 0:
         raise UserInputError("cartel fractions must leave at least one honest annotator.")
@@ -197,4 +204,4 @@ def cartel(
         "tau": np.array(taus),
         "pi_c": pcs,
     }
-    return _finish(Z, mask, y, psi, eta, b, labels, order, extras)
+    return _finish(Z, mask, y, psi, eta, b=b, labels=labels, order=order, extras=extras)
