@@ -50,7 +50,7 @@ print(json.dumps(dict(impl=impl, seconds=secs, iterations=n_iter, per_iter=(secs
 
 def run(impl: str, items: int, workers: int, iters: int) -> dict | None:
     code = CHILD.format(root=str(ROOT / "benchmarks"), items=items, workers=workers, impl=impl, iters=iters)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         print(f"{impl}: failed\n{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}")
         return None

@@ -26,11 +26,11 @@ def crowdkit_methods() -> dict:
     except ImportError:
         return {}
     return {
-        "ck-mv": lambda: MajorityVote(),
+        "ck-mv": MajorityVote,
         "ck-ds": lambda: DawidSkene(n_iter=100),
         "ck-glad": lambda: GLAD(n_iter=100, silent=True),
         "ck-mace": lambda: MACE(n_iter=100, random_state=0),
-        "ck-wawa": lambda: Wawa(),
+        "ck-wawa": Wawa,
     }
 
 

@@ -8,7 +8,6 @@ import warnings
 import numpy as np
 import pytest
 
-from fusion_core.methods.heldout import compare
 from fusion_core.errors import UserInputError
 from fusion_core.methods import DawidSkene
 from fusion_core.methods.dawid_skene import DawidSkeneModel
@@ -22,6 +21,7 @@ from fusion_core.methods.em.annealing import (
     resolve_schedule,
     tempered_posterior,
 )
+from fusion_core.methods.heldout import compare
 from fusion_core.methods.multilabel import MultiLabelEM
 from fusion_core.simulate.multilabel import multilabel_crowd, sparse_spammer_crowd
 

@@ -11,9 +11,9 @@ import pytest
 from scipy.optimize import minimize
 
 from fusion_core.data.multilabel import MultiLabelResponses, parse_multilabel
-from fusion_core.methods.heldout import compare
 from fusion_core.errors import UserInputError
 from fusion_core.methods import DawidSkene, available
+from fusion_core.methods.heldout import compare
 from fusion_core.methods.multilabel import (
     MultiLabelEM,
     MultiLabelModel,

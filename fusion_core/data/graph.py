@@ -204,7 +204,7 @@ def graph_for_responses(graph: Any, responses: Responses) -> ItemGraph:
         raise UserInputError(f"the graph has {int(loops.sum())} self-loop(s), e.g. on node {ex!r}; remove them.")
     lo, hi = np.minimum(src, dst), np.maximum(src, dst)
     key = lo * n + hi
-    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+    _uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
     if (counts > 1).any():
         d = int(np.flatnonzero(counts > 1)[0])
         i = first[d]
