@@ -9,7 +9,9 @@ Layers, lowest first (a module may import its own layer and the layers below it)
 2. methods: ``fusion_core.methods``
 3. diagnostics: ``fusion_core.diagnostics``
 4. plots: ``fusion_core.plots``
-   evaluation against gold (``fusion_core.metrics``) sits with the diagnostics
+   evaluation against gold (``fusion_core.metrics``) sits with the diagnostics; execution engines
+   (``fusion_core.engines``: methods' kernels on a Dask cluster) sit there too: they use data and methods, and
+   only the front ends use them
 5. front ends in the library: ``fusion_core.cli``, ``fusion_core.report``, ``fusion_core.__main__``
 (the app side, ``app.py``, ``pages/`` and its support package, sits above all of them, outside ``fusion_core``.)
 """
@@ -39,6 +41,7 @@ LAYERS = {
     "fusion_core.report": 5,
     "fusion_core.__main__": 5,
     "fusion_core.metrics": 3,
+    "fusion_core.engines": 3,
 }
 MAX_LINES = 500
 
