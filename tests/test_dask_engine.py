@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import dataset_path
 
 pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
@@ -124,6 +125,18 @@ def test_ingest_once_fit_several_methods_and_cache_in_memory(client, answers):
     summary = on_disk.summary()
     assert summary["engine"] == "dask" and summary["responses"] == len(answers) - 2
     assert len(summary["seconds_per_iteration"]) == on_disk.n_iter  # one pass per E-step
+
+
+def test_one_coin_collapse_guard_as_in_memory(client):
+    """bluebirds: ds1's estimated priors collapse; both engines refit with equal priors, warn, and agree."""
+    path = dataset_path("bluebirds") / "answers.csv"
+    answers = pd.read_csv(path, dtype=str, keep_default_na=False)
+    with pytest.warns(Warning, match="collapsed"):
+        est = create("ds1").fit(str(path), scheduler=client.scheduler.address)  # a scheduler given by address
+    with pytest.warns(Warning, match="collapsed"):
+        mem = create_in_memory("ds1").fit(answers)
+    assert np.allclose(est.priors_.to_numpy(), 0.5) and est.warnings_ == mem.warnings_
+    _compare(est, mem)
 
 
 def test_the_driver_warns_when_em_stops_at_max_iter(client, answers):
