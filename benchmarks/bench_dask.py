@@ -6,8 +6,8 @@ For each size (default 10⁷, 3·10⁷, 10⁸ responses; 5 per item on average, 
    (no process ever holds more than one chunk; items are scattered over all files, as in a label log);
 2. ingests them (census, one shuffle by task, coding) and fits ``ds`` with coded partitions re-read from disk
    every iteration (``cache='disk'``), then writes posteriors and labels as partitioned Parquet;
-3. prints time per EM iteration, total time, peak RSS of every worker process per phase (workers are restarted
-   between phases, so each peak is that phase's), the accuracy against the simulated truth, and the load average.
+3. prints time per EM iteration, total time, worker CPU seconds, peak RSS of every worker process per phase
+   (Linux VmHWM, reset at the start of each phase), the accuracy against the simulated truth and the load average.
 
 The last table is the weak-scaling view: responses grow 10×, memory per worker must stay flat (bounded by the
 partition size) and time per iteration grow linearly.  Run:
@@ -86,14 +86,34 @@ def accuracy_of(path: str) -> float:
 
 
 # ------------------------------------------------------------------------------------------- measuring
+def _peak_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as f:  # Linux: restart the peak-RSS (VmHWM) count
+        f.write("5")
+
+
+def _cpu_s() -> float:
+    return float(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]))
+
+
 def worker_peaks_mb(client) -> list[float]:
-    """Peak RSS (MB) of every worker process since it started."""
-    peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    return [round(v) for v in peaks.values()]
+    """Peak RSS (MB) of every worker process since the last :func:`fresh`."""
+    return [round(v) for v in client.run(_peak_mb).values()]
 
 
-def fresh(client) -> None:
-    client.restart(wait_for_workers=True)  # peaks of the next phase only
+def worker_cpu_s(client) -> float:
+    """CPU seconds (user + system) of all worker processes so far (unlike wall time, robust to other load)."""
+    return float(sum(client.run(_cpu_s).values()))
+
+
+def fresh(client) -> float:
+    """Start a phase: reset every worker's peak RSS; returns the workers' CPU seconds so far."""
+    client.run(_reset_peak)
+    return worker_cpu_s(client)
 
 
 def run_size(client, n: int, args: argparse.Namespace, root: Path) -> dict:
@@ -112,15 +132,16 @@ def run_size(client, n: int, args: argparse.Namespace, root: Path) -> dict:
     row["generate s"] = time.perf_counter() - t0
     row["generate peak MB"] = max(worker_peaks_mb(client))
 
-    fresh(client)
+    cpu0 = fresh(client)
     t0 = time.perf_counter()
     coded = ingest(str(data), scratch=str(scratch), partition_size=args.partition_size)
     row["ingest s"] = time.perf_counter() - t0
+    row["ingest CPU s"] = worker_cpu_s(client) - cpu0
     row["ingest peak MB"] = max(worker_peaks_mb(client))
     row["partitions"] = coded.n_partitions
     shutil.rmtree(data)  # the coded partitions are all the fit needs
 
-    fresh(client)
+    cpu0 = fresh(client)
     t0 = time.perf_counter()
     est = DaskDawidSkene(max_iter=args.max_iter).fit(coded, output=str(out))
     row["fit s"] = time.perf_counter() - t0
@@ -129,6 +150,8 @@ def run_size(client, n: int, args: argparse.Namespace, root: Path) -> dict:
     row["iterations"] = res.n_iter
     row["converged"] = res.converged
     row["s/iter"] = float(np.median(res.iteration_seconds))
+    row["min s/iter"] = float(np.min(res.iteration_seconds))
+    row["CPU s/pass"] = (worker_cpu_s(client) - cpu0) / (res.n_iter + 2)  # start pass + one per E-step + output pass
     row["log-likelihood"] = res.log_likelihood[-1]
     row["accuracy"] = accuracy_of(str(out))
     row["load"] = os.getloadavg()
@@ -139,7 +162,8 @@ def run_size(client, n: int, args: argparse.Namespace, root: Path) -> dict:
         f"\n{n:,} responses ({n_items:,} items, {coded.n_partitions} partitions): "
         f"generate {row['generate s']:.0f} s, ingest {row['ingest s']:.0f} s, "
         f"fit {row['fit s']:.0f} s ({res.n_iter} iterations, converged {res.converged}); "
-        f"per iteration median {row['s/iter']:.2f} s (all: {', '.join(f'{s:.1f}' for s in res.iteration_seconds)})"
+        f"per iteration median {row['s/iter']:.2f} s (all: {', '.join(f'{s:.1f}' for s in res.iteration_seconds)}); "
+        f"worker CPU {row['CPU s/pass']:.2f} s per pass, ingest {row['ingest CPU s']:.0f} s"
     )
     print(
         f"  peak RSS per worker: generate {row['generate peak MB']} MB, ingest {row['ingest peak MB']} MB, "
@@ -189,12 +213,15 @@ def main() -> None:
         if args.cleanup:
             shutil.rmtree(root, ignore_errors=True)
     table = pd.DataFrame(rows).set_index("responses")
-    table["s/iter per 10^7"] = table["s/iter"] / (table.index / 1e7)
+    per = table.index.to_numpy() / 1e7
+    table["CPU s/pass per 10^7"] = table["CPU s/pass"] / per
+    table["ingest CPU s per 10^7"] = table["ingest CPU s"] / per
     table["EM peak MB (max)"] = [max(v) for v in table["EM peak MB"]]
-    cols = ["partitions", "ingest s", "ingest peak MB", "iterations", "s/iter", "s/iter per 10^7"]
-    cols += ["fit s", "EM peak MB (max)", "accuracy"]
+    cols = ["partitions", "ingest s", "ingest CPU s per 10^7", "ingest peak MB", "iterations", "s/iter"]
+    cols += ["min s/iter", "CPU s/pass per 10^7", "fit s", "EM peak MB (max)", "accuracy"]
     print("\nweak scaling (same cluster, data ×10: memory per worker flat, time per iteration linear)")
-    with pd.option_context("display.width", 160, "display.float_format", "{:.3f}".format):
+    print("(wall times depend on the machine's load; worker CPU seconds per 10^7 responses do not)")
+    with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(table[cols].to_string())
     print(f"main process peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 

@@ -40,6 +40,10 @@ class DaskAggregator(Declared):
     method_name: ClassVar[str] = ""
     learns_confusion: ClassVar[bool] = True
 
+    def validated_params(self) -> dict[str, Any]:
+        """Every parameter checked against its declaration; messages name the method as in memory ('ds')."""
+        return self._validated(self.method_name or type(self).__name__)
+
     def fit(
         self,
         data: Any,

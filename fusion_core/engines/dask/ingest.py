@@ -236,7 +236,7 @@ def code_partition(df: pd.DataFrame, i: int, store: Store, workers: pd.Index, cl
     label = classes.get_indexer(df["label"])
     if (worker < 0).any() or (label < 0).any():  # the census saw every value; this would be a bug
         raise RuntimeError("a worker or label was not in the global categories")
-    order = np.lexsort((label, worker, item))
+    order = np.argsort((item * len(workers) + worker) * k + label, kind="stable")  # by item, worker, label
     item, worker, label = item[order], worker[order], label[order]
     dup = int(np.count_nonzero((item[1:] == item[:-1]) & (worker[1:] == worker[:-1])))
     write_coded(store, i, pd.Index(tasks), (item, worker, label))
