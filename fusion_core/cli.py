@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -148,11 +149,15 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         max_bytes=int(args.max_mb * 1024 * 1024),
     )
     fit_kwargs = _side_inputs(args, meta, resp)
-    est = create(args.method, **params).fit(resp, **fit_kwargs)
+    with warnings.catch_warnings(record=True) as caught:  # printed once below, not also by Python
+        warnings.simplefilter("always")
+        est = create(args.method, **params).fit(resp, **fit_kwargs)
     summary = write_outputs(est, Path(args.out))
     for line in resp.report.messages():
         print(line, file=sys.stderr)
-    for w in summary["warnings"]:
+    shown = list(summary["warnings"])
+    shown += [m for m in dict.fromkeys(str(w.message) for w in caught) if m not in shown]
+    for w in shown:
         print(f"warning: {w}", file=sys.stderr)
     ll = summary["log_likelihood"]
     print(
@@ -161,8 +166,16 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         f"log-likelihood={'n/a' if ll is None else f'{ll:.3f}'}, {summary['seconds']:.2f} s -> {args.out}"
     )
     if "chosen_method" in summary:
-        print(f"{args.method} chose {summary['chosen_method']} ({summary['selection_criterion']})")
+        print(f"{args.method} chose {_choice_words(summary)} (criterion: {summary['selection_criterion']})")
     return 0
+
+
+def _choice_words(summary: dict[str, Any]) -> str:
+    """What ``auto`` chose: one method, or the average of several (the best named)."""
+    members = summary.get("combined_methods") or [summary["chosen_method"]]
+    if len(members) <= 1:
+        return str(summary["chosen_method"])
+    return f"the average of {', '.join(members)} (best held-out score: {summary['chosen_method']})"
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
