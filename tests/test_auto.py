@@ -17,7 +17,7 @@ from fusion_core.errors import UserInputError
 from fusion_core.methods import create
 from fusion_core.methods.auto import DEFAULT_CANDIDATES, AutoSelect, default_candidates
 from fusion_core.methods.auto.folds import heldout_masks, response_folds
-from fusion_core.methods.auto.scoring import is_collapsed, one_coin_predictive, plurality_shares, score_candidate
+from fusion_core.methods.auto.scoring import is_collapsed, one_coin_predictive, plurality_shares, score_candidates
 from fusion_core.simulate import dawid_skene
 
 
@@ -85,7 +85,7 @@ def test_voting_rule_is_scored_through_its_one_coin_model_by_hand():
     r = Responses.from_frame(sim.responses)
     hidden = heldout_masks(r, 5, 1)[0]
     beta = 2.0
-    s = score_candidate("mv", lambda: create("mv"), r, [hidden], fit_kwargs={}, prior_strength=beta)
+    (s,) = score_candidates(["mv"], create, r, [hidden], fit_kwargs={}, prior_strength=beta)
     train = r.subset(~hidden)
     q = create("mv").fit(train).result_.posterior
     agree, n = np.zeros(r.n_workers), np.zeros(r.n_workers)
@@ -183,6 +183,15 @@ def test_only_the_chosen_methods_warnings_each_once():
     assert len(a.warnings_) == 1 and "always give the same label" in a.warnings_[0]
     assert [str(w.message) for w in caught] == a.warnings_
     assert "§" not in a.warnings_[0] and "np." not in a.warnings_[0]
+
+
+def test_hopeless_candidates_are_pruned_after_the_first_split():
+    sim = _sparse(1)
+    a = AutoSelect(n_splits=3).fit(sim.responses)
+    table = a.heldout_scores_.set_index("method")
+    pruned = table["status"].str.startswith("not used: far behind")
+    assert pruned.any() and not pruned[list(a.members_)].any()
+    assert (table.loc[pruned, "seconds"] < table.loc[~pruned, "seconds"].max()).all()
 
 
 def test_progress_reports_candidate_stages():

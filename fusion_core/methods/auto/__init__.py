@@ -24,7 +24,7 @@ from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
 from fusion_core.methods.auto.choice import label_free_argmax, plausible, score_table
 from fusion_core.methods.auto.folds import heldout_masks
-from fusion_core.methods.auto.scoring import CandidateScore, score_candidate
+from fusion_core.methods.auto.scoring import CandidateScore, score_candidates
 from fusion_core.methods.base import Aggregator, Gold
 from fusion_core.methods.dawid_skene.core import expected_counts, normalize_confusion
 from fusion_core.methods.params import Choice, Float, Int, Object
@@ -69,8 +69,14 @@ def _check_strength(value: Any) -> Any:
 def canonical_order(resp: Responses) -> Responses:
     """The same responses sorted by (task, annotator, label) codes: every candidate then sees the same arrays
     whatever the row order of the input, so floating-point sums (and near-ties) cannot depend on it."""
-    order = np.lexsort((resp.label, resp.worker, resp.item))
-    return replace(resp, item=resp.item[order], worker=resp.worker[order], label=resp.label[order])
+    keys = (
+        (resp.label, resp.worker, resp.item)
+        if resp.weight is None
+        else (resp.weight, resp.label, resp.worker, resp.item)
+    )
+    order = np.lexsort(keys)
+    weight = None if resp.weight is None else resp.weight[order]
+    return replace(resp, item=resp.item[order], worker=resp.worker[order], label=resp.label[order], weight=weight)
 
 
 @register(
@@ -146,17 +152,14 @@ class AutoSelect(Aggregator):
         if gold is not None:
             fit_kwargs["true_labels"] = pd.Series(resp.classes.take(gold[1]), index=resp.items.take(gold[0]))
         masks = heldout_masks(resp, int(self.n_folds), int(self.n_splits))
-        scores = [
-            score_candidate(
-                name,
-                lambda n=name: _scoring_estimator(n, float(self.scoring_tol)),
-                resp,
-                masks,
-                fit_kwargs=fit_kwargs,
-                prior_strength=self.prior_strength,
-            )
-            for name in names
-        ]
+        scores = score_candidates(
+            names,
+            lambda n: _scoring_estimator(n, float(self.scoring_tol)),
+            resp,
+            masks,
+            fit_kwargs=fit_kwargs,
+            prior_strength=self.prior_strength,
+        )
         members = plausible(scores, float(self.n_se), self.combine)
         fitted, silent = _refit([s.name for s in members], resp, fit_kwargs)
         table = score_table(scores, members, float(self.n_se))
@@ -234,6 +237,7 @@ def _single_fit(r: FitResult, choice: ModelChoice) -> Fit:
         selection=choice,
         annealing=r.annealing,
         restarts=r.restarts,
+        ordinal=r.ordinal,
         details=dict(r.details),
     )
 

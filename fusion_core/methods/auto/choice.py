@@ -16,17 +16,7 @@ import numpy as np
 import pandas as pd
 
 from fusion_core.errors import UserInputError
-from fusion_core.methods.auto.scoring import CandidateScore
-
-
-def paired_gap(best: CandidateScore, other: CandidateScore) -> tuple[float, float]:
-    """(D, SE): difference of ``other`` to ``best`` in nats per hidden response and its standard error."""
-    if other is best:
-        return 0.0, 0.0
-    d = best.item_scores - other.item_scores
-    n = len(d)
-    se = float(d.std(ddof=1) * np.sqrt(n) / best.n_hidden) if n > 1 else 0.0
-    return float(d.sum() / best.n_hidden), se
+from fusion_core.methods.auto.scoring import CandidateScore, paired_gap
 
 
 def plausible(scores: Sequence[CandidateScore], n_se: float, combine: str) -> list[CandidateScore]:
@@ -53,6 +43,8 @@ def _status(s: CandidateScore, members: Sequence[CandidateScore], n_se: float) -
         return f"failed: {s.error}"
     if s.collapsed:
         return "not used: its labelling collapsed (a class most annotators use got almost no items)"
+    if s.pruned:
+        return "not used: far behind the best on the first split (not scored on the others)"
     if s is members[0]:
         return "chosen (best held-out score)" if len(members) == 1 else "chosen (best held-out score), averaged"
     if s in members:

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -39,21 +40,47 @@ from fusion_core.methods.priors import COLLAPSE_RATIO
 from fusion_core.methods.registry import info
 
 MIN_SHARE = 0.01  # classes plurality vote gives to fewer items are not checked for collapse
+PRUNE_SE = 4.0  # after the first of several splits, candidates this many standard errors behind are dropped
 
 
 @dataclass
 class CandidateScore:
-    """One candidate's held-out result: ``item_scores`` S_i of every hidden item of every split (splits in order,
-    items by code), the number of hidden responses, the β that produced the score, whether its labelling
-    collapsed, its fitting time and the error that stopped it (if any)."""
+    """One candidate's held-out result: ``splits`` holds S_i of every hidden item of each split it was scored on
+    (items by code × β values), ``hidden`` the number of hidden responses of each split; ``prior_strength`` is the
+    β with the best pooled score.  ``collapsed``: its labelling collapsed on some split; ``pruned``: dropped after
+    the first split; ``error``: the failure that stopped it."""
 
     name: str
-    item_scores: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    n_hidden: int = 0
-    prior_strength: float | None = None
+    splits: list[np.ndarray] = field(default_factory=list)
+    hidden: list[int] = field(default_factory=list)
+    betas: tuple[float, ...] = (2.0,)
     collapsed: bool = False
+    pruned: bool = False
     seconds: float = 0.0
     error: str | None = None
+
+    @property
+    def beta_index(self) -> int:
+        return int(np.argmax(np.concatenate(self.splits).sum(axis=0))) if self.splits else 0
+
+    @property
+    def prior_strength(self) -> float | None:
+        return float(self.betas[self.beta_index]) if self.splits else None
+
+    def pooled(self, n_splits: int | None = None) -> tuple[np.ndarray, int]:
+        """(S_i at the chosen β over the first ``n_splits`` splits, their number of hidden responses)."""
+        k = len(self.splits) if n_splits is None else n_splits
+        if k == 0:
+            return np.zeros(0), 0
+        return np.concatenate(self.splits[:k])[:, self.beta_index], int(sum(self.hidden[:k]))
+
+    @property
+    def item_scores(self) -> np.ndarray:
+        return self.pooled()[0]
+
+    @property
+    def n_hidden(self) -> int:
+        return int(sum(self.hidden))
 
     @property
     def score(self) -> float:
@@ -64,7 +91,21 @@ class CandidateScore:
 
     @property
     def usable(self) -> bool:
-        return self.error is None and not self.collapsed and bool(np.isfinite(self.score))
+        return self.error is None and not self.collapsed and not self.pruned and bool(np.isfinite(self.score))
+
+
+def paired_gap(best: CandidateScore, other: CandidateScore) -> tuple[float, float]:
+    """(D, SE): difference of ``other`` to ``best`` in nats per hidden response over the splits both were scored on,
+    and its standard error (paired over hidden items)."""
+    if other is best:
+        return 0.0, 0.0
+    k = min(len(best.splits), len(other.splits))
+    a, n_hidden = best.pooled(k)
+    d = a - other.pooled(k)[0]
+    if n_hidden == 0:
+        return float("nan"), float("nan")
+    se = float(d.std(ddof=1) * np.sqrt(len(d)) / n_hidden) if len(d) > 1 else 0.0
+    return float(d.sum() / n_hidden), se
 
 
 def plurality_shares(posterior: np.ndarray) -> np.ndarray:
@@ -133,32 +174,53 @@ def _split_scores(
     return item_scores(post, test, log_pred), collapsed
 
 
-def score_candidate(
-    name: str,
-    make: Any,
+def _score_split(
+    score: CandidateScore, make: Callable[[], Any], resp: Responses, hidden: np.ndarray, fit_kwargs: Mapping[str, Any]
+) -> None:
+    """Add one split to ``score`` (warnings of the fit suppressed; a failure goes to ``error``)."""
+    t0 = time.perf_counter()
+    try:
+        with progress.stage(score.name), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            S, collapsed = _split_scores(make(), resp, hidden, fit_kwargs, score.betas)
+    except Exception as exc:  # a failing candidate is reported, not fatal
+        score.error = f"{type(exc).__name__}: {exc}"
+    else:
+        score.splits.append(S)
+        score.hidden.append(int(hidden.sum()))
+        score.collapsed = score.collapsed or collapsed
+    score.seconds += time.perf_counter() - t0
+
+
+def _prune(scores: Sequence[CandidateScore], n_se: float) -> None:
+    """Drop the candidates more than ``n_se`` standard errors behind the best after the first split."""
+    ok = [s for s in scores if s.usable]
+    if not ok:
+        return
+    best = max(ok, key=lambda s: s.score)
+    for s in ok:
+        gap, se = paired_gap(best, s)
+        s.pruned = bool(gap > n_se * se)
+
+
+def score_candidates(
+    names: Sequence[str],
+    make: Callable[[str], Any],
     resp: Responses,
     masks: Sequence[np.ndarray],
     *,
     fit_kwargs: Mapping[str, Any],
     prior_strength: float | str,
-) -> CandidateScore:
-    """Held-out score of the candidate ``make()`` (a fresh estimator per split); warnings of these fits are
-    suppressed, a failure is reported in ``error``."""
+) -> list[CandidateScore]:
+    """Held-out scores of every candidate (``make(name)``: a fresh estimator), split by split; after the first of
+    several splits, candidates :data:`PRUNE_SE` standard errors behind the best are not fitted again."""
     betas = PRIOR_STRENGTHS if prior_strength == "auto" else (float(prior_strength),)
-    t0 = time.perf_counter()
-    per_split, collapsed = [], False
-    try:
-        for b, hidden in enumerate(masks):
-            with progress.stage(f"held-out split {b + 1}/{len(masks)}: {name}"), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                S, c = _split_scores(make(), resp, hidden, fit_kwargs, betas)
-            per_split.append(S)
-            collapsed = collapsed or c
-    except Exception as exc:  # a failing candidate is reported, not fatal
-        return CandidateScore(name, seconds=time.perf_counter() - t0, error=f"{type(exc).__name__}: {exc}")
-    pooled = np.concatenate(per_split)
-    j = int(np.argmax(pooled.sum(axis=0)))
-    n_hidden = int(sum(int(m.sum()) for m in masks))
-    return CandidateScore(
-        name, pooled[:, j], n_hidden, float(betas[j]), collapsed=collapsed, seconds=time.perf_counter() - t0
-    )
+    scores = [CandidateScore(name, betas=tuple(betas)) for name in names]
+    for b, hidden in enumerate(masks):
+        for s in scores:
+            if s.error is None and not s.pruned and not s.collapsed:
+                with progress.stage(f"held-out split {b + 1}/{len(masks)}"):
+                    _score_split(s, partial(make, s.name), resp, hidden, fit_kwargs)
+        if b == 0 and len(masks) > 1:
+            _prune(scores, PRUNE_SE)
+    return scores
