@@ -141,12 +141,6 @@ class ModelChoice:
     table: pd.DataFrame
     members: tuple[str, ...] = ()
 
-    @property
-    def description(self) -> str:
-        """One line in plain words: what was chosen, by which criterion."""
-        what = self.chosen if len(self.members) <= 1 else f"the average of {', '.join(self.members)}"
-        return f"{what} ({self.criterion})"
-
 
 @dataclass(frozen=True)
 class AnnealingTrace:
