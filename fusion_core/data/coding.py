@@ -1,47 +1,152 @@
-"""Coding a user's table into :class:`~fusion_core.data.responses.Responses`: validation, missing values,
-duplicate (task, worker) pairs, class order, sequences.  Every unusable input raises
-:class:`~fusion_core.errors.UserInputError` with one actionable message."""
+"""Coding a user's table into :class:`~fusion_core.data.responses.Responses`: missing values, duplicate (task, worker)
+pairs, class order, sequences.  Every unusable input raises :class:`~fusion_core.errors.UserInputError` with one
+actionable message.
+
+Each id/label column is factorised once (categorical columns from the readers are already codes); duplicate pairs
+come from the codes, so coding is linear in the number of rows.  Values are kept as given: text exactly (an empty
+string is missing; ``na_values``/``strip_whitespace`` as in ``docs/DATA.md``), numbers and booleans as they are,
+and a column mixing types (e.g. ``3`` and ``"3"``) is mapped to canonical text so equal values are one class.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from numbers import Number
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from fusion_core.data.readers import EncodedTable, ReadOptions, clean_text, read_options
 from fusion_core.data.responses import DUPLICATE_POLICIES, Responses, ValidationReport
+from fusion_core.data.text import (
+    canonical_scalar,
+    explain_unknown,
+    natural_order,
+    parse_numbers,
+    show_value,
+    sorted_index,
+    text_values,
+)
 from fusion_core.errors import UserInputError
 
-
-def _is_missing(values: pd.Series) -> np.ndarray:
-    miss = values.isna().to_numpy().copy()
-    if values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
-        stripped = values.astype("string").str.strip()
-        miss |= (stripped == "").fillna(True).to_numpy(dtype=bool)
-    return miss
+__all__ = ["check_columns", "code_long", "code_table", "code_wide", "role_codes", "sorted_index"]
 
 
-def sorted_index(values: Iterable[Any]) -> pd.Index:
-    """Unique values in a natural order: numeric order when all are numbers, string order otherwise."""
-    uniq = pd.unique(pd.Series(list(values) if not isinstance(values, (pd.Series, pd.Index, np.ndarray)) else values))
-    if all(isinstance(v, (Number, np.number)) and not isinstance(v, bool) for v in uniq):
-        return pd.Index(sorted(uniq))
-    try:
-        return pd.Index(sorted(uniq))
-    except TypeError:
-        return pd.Index(sorted(uniq, key=str))
+@dataclass
+class Coded:
+    """Integer ``codes`` (int64, −1 = missing) into the distinct ``values`` of one column."""
+
+    codes: np.ndarray
+    values: pd.Index
+
+    def take(self, mask: np.ndarray) -> Coded:
+        return Coded(self.codes[mask], self.values)
+
+    def compact(self) -> Coded:
+        """Only the values used, in their natural order (codes remapped; linear in the rows)."""
+        used = np.bincount(self.codes, minlength=len(self.values)) > 0
+        kept = self.values[used]
+        order = natural_order(kept)
+        new = np.full(len(self.values), -1, dtype=np.int64)
+        new[np.flatnonzero(used)[order]] = np.arange(len(kept))
+        return Coded(new[self.codes], kept.take(order))
 
 
-def _factorize(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
-    try:
-        codes, uniques = pd.factorize(values, sort=True)
-    except TypeError:  # mixed types that do not sort: order by their text
-        codes, uniques = pd.factorize(values.astype(str), sort=True)
-        first = pd.Series(values.to_numpy()).groupby(codes).first()
-        uniques = pd.Index(first.to_numpy(), dtype=object)
-    return codes.astype(np.int64), pd.Index(uniques)
+def _is_text_index(values: pd.Index) -> bool:
+    if values.dtype == object:
+        return bool(len(values)) and all(isinstance(v, str) for v in values)
+    return pd.api.types.is_string_dtype(values.dtype)
+
+
+def _kind(values: pd.Index) -> str:
+    """'text', 'number', 'bool' or 'mixed' for the distinct values of a column."""
+    if _is_text_index(values) or len(values) == 0:
+        return "text"
+    if pd.api.types.is_bool_dtype(values.dtype):
+        return "bool"
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        return "number"
+    if values.dtype == object:
+        if all(isinstance(v, (bool, np.bool_)) for v in values):
+            return "bool"
+        if all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) for v in values
+        ):
+            return "number"
+    return "mixed"
+
+
+def _first_row(codes: np.ndarray, j: int) -> int:
+    return int(np.argmax(codes == j)) + 1
+
+
+def _as_text(values: pd.Index, codes: np.ndarray, column: str) -> pd.Index:
+    """Canonical text of distinct values (row numbers in messages from ``codes``)."""
+    out = []
+    for j, v in enumerate(values):
+        try:
+            out.append(canonical_scalar(v, column=column))
+        except UserInputError:
+            canonical_scalar(v, column=column, row=_first_row(codes, j))
+    return pd.Index(out, dtype="str")
+
+
+def _refactor(codes: np.ndarray, values: pd.Index) -> Coded:
+    """Codes into ``values`` re-coded after values changed (merged or made missing)."""
+    new_codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    remap = np.append(new_codes.astype(np.int64), -1)
+    return Coded(remap[codes], pd.Index(uniques))
+
+
+def role_codes(values: pd.Series, *, column: str, options: ReadOptions | None = None) -> Coded:
+    """One id/label column as codes into its distinct values (see the module docs for the value rules)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy().astype(np.int64)
+        uniques = pd.Index(values.cat.categories)
+    else:
+        try:
+            raw, found = pd.factorize(values, use_na_sentinel=True)
+        except TypeError:  # unhashable cells (lists, dicts)
+            for i, v in enumerate(values):
+                canonical_scalar(v, column=column, row=i + 1)
+            raise
+        codes, uniques = raw.astype(np.int64), pd.Index(found)
+    kind = _kind(uniques)
+    if kind == "mixed" or uniques.dtype.kind in "mM":
+        uniques, kind = _as_text(uniques, codes, column), "text"
+    if kind != "text":
+        return Coded(codes, uniques)
+    if uniques.dtype == object:
+        uniques = pd.Index(uniques, dtype="str")
+    opts = options or ReadOptions()
+    if not opts.strip_whitespace and not opts.na_values and not (uniques == "").any():
+        return Coded(codes, uniques)
+    cleaned = clean_text(pa.array(uniques, pa.large_string()), opts)
+    return _refactor(codes, pd.Index(cleaned.to_pandas(), dtype="str"))
+
+
+def check_columns(wanted: Mapping[str, Any], available: Sequence[Any]) -> None:
+    """Refuse role columns that are not in the table, naming the roles, the table's columns and near misses."""
+    names = [str(c) for c in available]
+    missing = [(role, col) for role, col in wanted.items() if col not in available]
+    if not missing:
+        return
+    listed = ", ".join(f"{role} column {show_value(col)}" for role, col in missing)
+    near = [
+        n
+        for role, col in missing
+        for n in names
+        if n.strip() == str(col).strip() or n.casefold() == str(col).casefold()
+    ]
+    hint = (
+        f" (the table has {show_value(near[0])}: check spaces and case, or use strip_whitespace=True)" if near else ""
+    )
+    raise UserInputError(
+        f"missing {listed}{hint}; the table has columns {names}. Map the columns (e.g. --task-col/--worker-col/"
+        "--label-col) or rename them."
+    )
 
 
 def code_long(
@@ -55,16 +160,18 @@ def code_long(
     classes: Sequence[Any] | None = None,
     duplicates: str = "keep",
     min_workers: int = 2,
+    na_values: Sequence[str] | str | None = None,
+    strip_whitespace: bool = False,
 ) -> Responses:
     """Validate and code a long-format table (crowd-kit columns by default).
 
-    ``sequence``/``position`` default to the columns of those names when both are present.
-    Raises :class:`UserInputError` with one actionable message for any unusable input.
+    ``sequence``/``position`` default to the columns of those names when both are present.  ``na_values`` and
+    ``strip_whitespace`` apply to text cells as when reading a file.
     """
     if not isinstance(df, pd.DataFrame):
         raise UserInputError(f"expected a table (pandas DataFrame) of responses, got {type(df).__name__}.")
     if duplicates not in DUPLICATE_POLICIES:
-        raise UserInputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {duplicates!r}.")
+        raise UserInputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {show_value(duplicates)}.")
     if sequence is None and position is None and {"sequence", "position"} <= set(df.columns):
         sequence, position = "sequence", "position"
     if (sequence is None) != (position is None):
@@ -72,80 +179,180 @@ def code_long(
     wanted = {"task": task, "worker": worker, "label": label}
     if sequence is not None:
         wanted.update(sequence=sequence, position=str(position))
-    missing = [f"{role} column '{col}'" for role, col in wanted.items() if col not in df.columns]
-    if missing:
-        raise UserInputError(
-            f"missing {', '.join(missing)}; the table has columns {[str(c) for c in df.columns]}. "
-            "Map the columns (e.g. --task-col/--worker-col/--label-col) or rename them."
-        )
+    check_columns(wanted, list(df.columns))
+    if df.columns.duplicated().any():
+        dup = df.columns[df.columns.duplicated()][0]
+        raise UserInputError(f"the table repeats the column name {show_value(dup)}; column names must be unique.")
     if len(df) == 0:
         raise UserInputError("the responses table is empty: it has a header but no rows.")
-    report = ValidationReport(rows_read=len(df), duplicate_policy=duplicates)
-    cols = list(dict.fromkeys(wanted.values()))
-    work = df[cols].copy()
-
-    id_missing = _is_missing(work[task]) | _is_missing(work[worker])
-    label_missing = _is_missing(work[label]) & ~id_missing
+    opts = read_options(na_values, strip_whitespace)
+    cols = {role: role_codes(df[col], column=str(col), options=opts) for role, col in wanted.items()}
+    seq = None
     if sequence is not None:
-        id_missing |= _is_missing(work[sequence]) | work[position].isna().to_numpy()
+        seq = (cols["sequence"], cols["position"], str(sequence), str(position))
+    return assemble(
+        cols["task"],
+        cols["worker"],
+        cols["label"],
+        report=ValidationReport(rows_read=len(df), duplicate_policy=duplicates),
+        classes=classes,
+        duplicates=duplicates,
+        min_workers=min_workers,
+        sequence=seq,
+    )
+
+
+def code_table(
+    table: EncodedTable,
+    *,
+    task: str = "task",
+    worker: str = "worker",
+    label: str = "label",
+    sequence: str | None = None,
+    position: str | None = None,
+    classes: Sequence[Any] | None = None,
+    duplicates: str = "keep",
+    min_workers: int = 2,
+) -> Responses:
+    """Code a long-format table read by :mod:`fusion_core.data.readers` (its columns are already codes into
+    cleaned text values; they are handed over, not copied, and removed from ``table``)."""
+    if duplicates not in DUPLICATE_POLICIES:
+        raise UserInputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {show_value(duplicates)}.")
+    if sequence is None and position is None and {"sequence", "position"} <= set(table.columns):
+        sequence, position = "sequence", "position"
+    if (sequence is None) != (position is None):
+        raise UserInputError("sequential data needs both a sequence column and a position column.")
+    wanted = {"task": task, "worker": worker, "label": label}
+    if sequence is not None:
+        wanted.update(sequence=sequence, position=str(position))
+    check_columns(wanted, table.names)
+    if table.n_rows == 0:
+        raise UserInputError(f"{table.name} has a header but no rows.")
+    cols = {role: Coded(table.columns[col].codes, table.columns[col].values) for role, col in wanted.items()}
+    table.columns.clear()
+    seq = (cols["sequence"], cols["position"], str(sequence), str(position)) if sequence is not None else None
+    return assemble(
+        cols.pop("task"),
+        cols.pop("worker"),
+        cols.pop("label"),
+        report=ValidationReport(rows_read=table.n_rows, duplicate_policy=duplicates),
+        classes=classes,
+        duplicates=duplicates,
+        min_workers=min_workers,
+        sequence=seq,
+    )
+
+
+def _class_index(label: Coded, classes: Sequence[Any] | None) -> Coded:
+    """Label codes into the declared ``classes`` (matched exactly, then by canonical text), or the labels used in
+    their natural order."""
+    if classes is None:
+        return label.compact()
+    declared = pd.Index(list(classes))
+    if declared.has_duplicates:
+        raise UserInputError(f"the declared classes repeat a value: {list(declared)}.")
+    pos = declared.get_indexer(label.values)
+    if (pos < 0).any():
+        text = text_values(declared)
+        if not text.has_duplicates:
+            retry = text.get_indexer(text_values(label.values))
+            pos = np.where(pos < 0, retry, pos)
+    used = np.zeros(len(label.values), dtype=bool)
+    used[label.codes] = True
+    bad = label.values[used & (pos < 0)]
+    if len(bad):
+        raise UserInputError(explain_unknown(list(bad), list(declared), what="labels", among="the declared classes"))
+    return Coded(pos.astype(np.int64)[label.codes], declared)
+
+
+def _drop_duplicates(
+    item: np.ndarray, worker: np.ndarray, n_workers: int, report: ValidationReport, describe: Any
+) -> np.ndarray | None:
+    """Rows to keep under the duplicate policy (None = all), from the (item, worker) codes (one pair key per row;
+    no second factorisation of the ids)."""
+    key = item.astype(np.int64)
+    key *= max(n_workers, 1)
+    key += worker
+    if report.duplicate_policy == "keep":  # only the count is needed: sort the keys in place (8 bytes a row)
+        key.sort()
+        report.duplicate_rows = int(len(key) - 1 - np.count_nonzero(key[1:] != key[:-1])) if len(key) else 0
+        return None
+    dup = pd.Series(key).duplicated(keep="first").to_numpy()
+    report.duplicate_rows = int(dup.sum())
+    if not report.duplicate_rows:
+        return None
+    if report.duplicate_policy == "error":
+        raise UserInputError(
+            f"{report.duplicate_rows:,} rows repeat a (task, worker) pair, e.g. {describe(int(np.argmax(dup)))}; "
+            "choose duplicates='keep', 'first' or 'last'."
+        )
+    keep = ~pd.Series(key).duplicated(keep=report.duplicate_policy).to_numpy()
+    report.duplicates_removed = int((~keep).sum())
+    return keep
+
+
+def assemble(
+    task: Coded,
+    worker: Coded,
+    label: Coded,
+    *,
+    report: ValidationReport,
+    classes: Sequence[Any] | None = None,
+    duplicates: str = "keep",
+    min_workers: int = 2,
+    sequence: tuple[Coded, Coded, str, str] | None = None,
+) -> Responses:
+    """Responses from coded columns: drop rows with a missing id or label, apply the duplicate policy, order the
+    items, annotators and classes naturally and check the sequences."""
+    id_missing = (task.codes < 0) | (worker.codes < 0)
+    if sequence is not None:
+        id_missing |= (sequence[0].codes < 0) | (sequence[1].codes < 0)
+    label_missing = (label.codes < 0) & ~id_missing
     report.dropped_missing_id = int(id_missing.sum())
     report.dropped_missing_label = int(label_missing.sum())
-    work = work[~(id_missing | label_missing)]
-    if len(work) == 0:
+    keep = ~(id_missing | label_missing)
+    if not keep.all():
+        task, worker, label = task.take(keep), worker.take(keep), label.take(keep)
+        if sequence is not None:
+            sequence = (sequence[0].take(keep), sequence[1].take(keep), sequence[2], sequence[3])
+    if len(task.codes) == 0:
         raise UserInputError("no usable responses: every row has a missing task, worker or label.")
 
-    pair_dup = work.duplicated(subset=[task, worker], keep="first").to_numpy()
-    report.duplicate_rows = int(pair_dup.sum())
-    if report.duplicate_rows:
-        if duplicates == "error":
-            ex = work[pair_dup].iloc[0]
-            raise UserInputError(
-                f"{report.duplicate_rows:,} rows repeat a (task, worker) pair, e.g. task {ex[task]!r} by worker "
-                f"{ex[worker]!r}; choose duplicates='keep', 'first' or 'last'."
-            )
-        if duplicates in ("first", "last"):
-            keep = ~work.duplicated(subset=[task, worker], keep=duplicates).to_numpy()
-            report.duplicates_removed = int((~keep).sum())
-            work = work[keep]
+    def describe(i: int) -> str:
+        return f"task {show_value(task.values[task.codes[i]])} by worker {show_value(worker.values[worker.codes[i]])}"
 
-    labels = work[label]
-    if classes is None:
-        class_index = sorted_index(labels.to_numpy())
-    else:
-        class_index = pd.Index(list(classes))
-        if class_index.has_duplicates:
-            raise UserInputError(f"the declared classes repeat a value: {list(class_index)}.")
-    label_code = class_index.get_indexer(labels.to_numpy())
-    if (label_code < 0).any():
-        bad = sorted({str(v) for v in labels.to_numpy()[label_code < 0]})[:5]
-        raise UserInputError(f"labels {bad} are not among the declared classes {list(class_index)}.")
-    if len(class_index) < 2:
+    rows = _drop_duplicates(task.codes, worker.codes, len(worker.values), report, describe)
+    if rows is not None:
+        task, worker, label = task.take(rows), worker.take(rows), label.take(rows)
+        if sequence is not None:
+            sequence = (sequence[0].take(rows), sequence[1].take(rows), sequence[2], sequence[3])
+    cls = _class_index(label, classes)
+    del label
+    if len(cls.values) < 2:
         raise UserInputError(
-            f"only one label value ({class_index[0]!r}) occurs, so there is nothing to aggregate; "
-            "pass the full list of classes if the others exist but were never chosen."
+            f"only one label value ({show_value(cls.values[0])}) occurs, so there is nothing to aggregate; pass the "
+            "full list of classes if the others exist but were never chosen."
         )
-    item_code, item_index = _factorize(work[task])
-    worker_code, worker_index = _factorize(work[worker])
-    if len(worker_index) < min_workers:
+    items = task.compact()
+    del task
+    workers = worker.compact()
+    del worker
+    if len(workers.values) < min_workers:
         raise UserInputError(
-            f"only {len(worker_index)} annotator ({worker_index[0]!r}) gave responses; estimating reliability "
-            f"needs at least {min_workers} annotators."
+            f"only {len(workers.values)} annotator ({show_value(workers.values[0])}) gave responses; estimating "
+            f"reliability needs at least {min_workers} annotators."
         )
-
     seq_codes = pos = seq_index = None
     if sequence is not None:
-        seq_codes, seq_index, pos = _code_sequences(
-            work, item_code, len(item_index), columns=(sequence, str(position), worker), report=report
-        )
-
-    report.responses = len(work)
+        seq_codes, seq_index, pos = _code_sequences(items, workers.codes, sequence, report)
+    report.responses = len(items.codes)
     return Responses(
-        item=item_code,
-        worker=worker_code,
-        label=label_code.astype(np.int64),
-        items=item_index,
-        workers=worker_index,
-        classes=class_index,
+        item=items.codes,
+        worker=workers.codes,
+        label=cls.codes,
+        items=items.values,
+        workers=workers.values,
+        classes=cls.values,
         report=report,
         sequence=seq_codes,
         position=pos,
@@ -159,69 +366,97 @@ def code_wide(
     task: str | None = None,
     classes: Sequence[Any] | None = None,
     min_workers: int = 2,
+    na_values: Sequence[str] | str | None = None,
+    strip_whitespace: bool = False,
 ) -> Responses:
-    """Wide format: one row per item, one column per annotator, blanks = no response.
+    """Wide format: one row per item, one column per annotator, empty cells = no response.
 
-    ``task`` names the item-id column; without it the index is the item id.
+    ``task`` names the item-id column; without it the index is the item id.  Labels of every annotator column
+    share one set of classes (a column of numbers and a column of text are compared by canonical text).
     """
     if not isinstance(df, pd.DataFrame):
         raise UserInputError(f"expected a table (pandas DataFrame), got {type(df).__name__}.")
     if len(df) == 0:
         raise UserInputError("the responses table is empty: it has a header but no rows.")
+    if df.columns.duplicated().any():
+        dup = df.columns[df.columns.duplicated()][0]
+        raise UserInputError(f"the table repeats the column name {show_value(dup)}; column names must be unique.")
+    opts = read_options(na_values, strip_whitespace)
     if task is not None:
-        if task not in df.columns:
-            raise UserInputError(f"missing task column '{task}'; the table has columns {[str(c) for c in df.columns]}.")
-        df = df.set_index(task)
-    if df.shape[1] == 0:
+        check_columns({"task": task}, list(df.columns))
+        ids, annot = df[task], df.drop(columns=[task])
+    else:
+        ids, annot = pd.Series(df.index, index=df.index), df
+    if annot.shape[1] == 0:
         raise UserInputError("the wide table has no annotator columns.")
-    wide = df.copy()
-    wide.index = wide.index.rename("task")
-    wide.columns = pd.Index(wide.columns, name="worker")
-    long = wide.stack(future_stack=True).rename("label").reset_index()
-    blank = _is_missing(long["label"])
-    report_blank = int(blank.sum())
-    resp = code_long(long[~blank], classes=classes, min_workers=min_workers)
-    resp.report.rows_read = len(wide)
+    item = role_codes(ids.reset_index(drop=True), column=str(task or "index"), options=opts)
+    per_column = [
+        role_codes(annot.iloc[:, j].reset_index(drop=True), column=str(c), options=opts)
+        for j, c in enumerate(annot.columns)
+    ]
+    label = _shared_classes(per_column)
+    n, m = len(df), annot.shape[1]
+    matrix = np.column_stack([c.codes for c in label])  # n × m label codes, −1 = no response
+    blank = matrix < 0
+    present = ~blank.reshape(-1)
+    rows = np.repeat(np.arange(n), m)[present]
+    cols = np.tile(np.arange(m), n)[present]
+    resp = assemble(
+        Coded(item.codes[rows], item.values),
+        Coded(cols.astype(np.int64), pd.Index(annot.columns)),
+        Coded(matrix.reshape(-1)[present], label[0].values if label else pd.Index([])),
+        report=ValidationReport(rows_read=n, duplicate_policy="keep"),
+        classes=classes,
+        min_workers=min_workers,
+    )
     resp.report.notes.append(
-        f"Wide table: {len(wide):,} items × {wide.shape[1]:,} annotators; {report_blank:,} blank cells = no response."
+        f"Wide table: {n:,} items × {m:,} annotators; {int(blank.sum()):,} blank cells = no response."
     )
     return resp
 
 
+def _shared_classes(columns: list[Coded]) -> list[Coded]:
+    """The label columns of a wide table re-coded into one shared set of values."""
+    kinds = {_kind(c.values) for c in columns if len(c.values)}
+    if len(kinds) > 1:
+        columns = [Coded(c.codes, _as_text(c.values, c.codes, "label")) for c in columns]
+    sizes = np.cumsum([0] + [len(c.values) for c in columns])
+    allv = columns[0].values.append([c.values for c in columns[1:]])
+    ids, uniques = pd.factorize(allv)
+    uniques = pd.Index(uniques)
+    out = []
+    for j, c in enumerate(columns):
+        remap = np.append(ids[sizes[j] : sizes[j + 1]].astype(np.int64), -1)
+        out.append(Coded(remap[c.codes], uniques))
+    return out
+
+
 def _code_sequences(
-    work: pd.DataFrame,
-    item_code: np.ndarray,
-    n_items: int,
-    *,
-    columns: tuple[str, str, str],
-    report: ValidationReport,
+    items: Coded, worker_codes: np.ndarray, sequence: tuple[Coded, Coded, str, str], report: ValidationReport
 ) -> tuple[np.ndarray, pd.Index, np.ndarray]:
-    """Per-item sequence code and position, with the checks sequential models rely on (``columns``: the sequence,
-    position and worker columns)."""
-    sequence, position, worker_col = columns
-    pos_raw = pd.to_numeric(work[position], errors="coerce")
-    if pos_raw.isna().any() or (pos_raw % 1 != 0).any():
-        bad = work[position][pos_raw.isna() | (pos_raw % 1 != 0)].iloc[0]
-        raise UserInputError(f"position column '{position}' must hold whole numbers; found {bad!r}.")
-    seq_code_rows, seq_index = _factorize(work[sequence])
-    pos_rows = pos_raw.to_numpy().astype(np.int64)
+    """Per-item sequence code and position, with the checks sequential models rely on."""
+    seq, pos_col, seq_name, pos_name = sequence
+    numbers = parse_numbers(pd.Series(pos_col.values), what=f"position column {show_value(pos_name)}", whole=True)
+    pos_rows = numbers.astype(np.int64)[pos_col.codes]
+    seqs = seq.compact()
+    seq_rows, n_items = seqs.codes, len(items.values)
     seq_of_item = np.full(n_items, -1, dtype=np.int64)
     pos_of_item = np.full(n_items, -1, dtype=np.int64)
-    seq_of_item[item_code] = seq_code_rows
-    pos_of_item[item_code] = pos_rows
-    conflict = (seq_of_item[item_code] != seq_code_rows) | (pos_of_item[item_code] != pos_rows)
+    seq_of_item[items.codes] = seq_rows
+    pos_of_item[items.codes] = pos_rows
+    conflict = (seq_of_item[items.codes] != seq_rows) | (pos_of_item[items.codes] != pos_rows)
     if conflict.any():
-        row = work.iloc[int(np.flatnonzero(conflict)[0])]
+        t = items.values[items.codes[int(np.argmax(conflict))]]
         raise UserInputError(
-            f"task {row.iloc[0]!r} appears at more than one (sequence, position); each task must sit at one place."
+            f"task {show_value(t)} appears at more than one (sequence, position); each task must sit at one place."
         )
     key = pd.DataFrame({"s": seq_of_item, "p": pos_of_item})
     clash = key.duplicated(keep=False).to_numpy()
     if clash.any():
-        i = int(np.flatnonzero(clash)[0])
+        i = int(np.argmax(clash))
         raise UserInputError(
-            f"two different tasks share sequence {seq_index[seq_of_item[i]]!r} position {pos_of_item[i]}; "
-            "positions must be unique within a sequence."
+            f"two different tasks share sequence {show_value(seqs.values[seq_of_item[i]])} position "
+            f"{int(pos_of_item[i])}; positions must be unique within a sequence ({seq_name!s})."
         )
     order = np.lexsort((pos_of_item, seq_of_item))
     s_sorted, p_sorted = seq_of_item[order], pos_of_item[order]
@@ -232,14 +467,12 @@ def _code_sequences(
             f"{gaps:,} gaps in sequence positions (e.g. a missing token); the tokens on either side are "
             "treated as neighbours."
         )
-    # within each annotator's pass over a sequence, rows should come in position order
-    worker_rows = pd.factorize(work[worker_col])[0]
-    grp = np.lexsort((seq_code_rows, worker_rows))  # stable: keeps row order inside a group
-    same_grp = (worker_rows[grp][1:] == worker_rows[grp][:-1]) & (seq_code_rows[grp][1:] == seq_code_rows[grp][:-1])
+    grp = np.lexsort((seq_rows, worker_codes))  # stable: keeps row order inside a group
+    same_grp = (worker_codes[grp][1:] == worker_codes[grp][:-1]) & (seq_rows[grp][1:] == seq_rows[grp][:-1])
     unsorted = int((np.diff(pos_rows[grp]) < 0)[same_grp].sum())
     if unsorted:
         report.notes.append(
             f"{unsorted:,} rows came before an earlier position of the same sequence and annotator; "
             "order never matters here: tokens are placed by their position."
         )
-    return seq_of_item, seq_index, pos_of_item
+    return seq_of_item, seqs.values, pos_of_item
