@@ -62,7 +62,7 @@ def context_benchmarks() -> None:
     A = np.concatenate([(rng.uniform(size=U) < 0.3 + 0.4 * x).astype(float) for _ in range(nch)])
     h = np.concatenate([np.r_[2.0 * np.diff(x), 0.0] for _ in range(nch)])
     t0, c0 = time.perf_counter(), time.process_time()
-    p, info = lipschitz_chain_mstep(A, 1 - A, h, np.arange(nch) * U)
+    _, info = lipschitz_chain_mstep(A, 1 - A, h, np.arange(nch) * U)
     print(
         f"  wall {time.perf_counter() - t0:.2f} s  CPU {time.process_time() - c0:.2f} s  interior-point iterations {info.iterations}  relative gap {info.gap:.1e}  fallbacks {info.n_fallback}"
     )
@@ -71,9 +71,8 @@ def context_benchmarks() -> None:
 
 def confusion_benchmarks() -> None:
     """§9.2 option 2 (per-class confusion curves): the simplex-chain M-step alone and full fits (report only)."""
-    from fusion_core.context_solver import lipschitz_simplex_mstep
     from fusion_core.methods import DawidSkene, MajorityVote
-    from fusion_core.methods.context import ContextEM
+    from fusion_core.methods.context import ContextEM, lipschitz_simplex_mstep
     from fusion_core.simulate.context import confusion_crowd, table1
 
     print("== confusion curves (spec §9.2 option 2): simplex-chain M-step alone ==")
@@ -114,22 +113,26 @@ def confusion_benchmarks() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ovr = ContextEM(swing=1.0).fit(sim.responses, context=sim.extras["context"])
-        e = lambda mod: float((mod.labels_.reindex(sim.truth.index) != sim.truth).mean())
         true = np.stack([f(m.context_grid_) for f in sim.extras["confusion_fn"]])
         mae = float(np.abs(m.confusion_curves_ - true).mean())
         mae_ds = float(np.abs(ds.confusion_[:, None] - true).mean())
         dens = "dense" if rpi is None else f"{rpi} per item"
         print(
-            f"  J = 3, T = {T}, K = {K} ({dens}): wall {dt:.2f} s  CPU {ct:.2f} s  EM iterations {m.n_iter_}  error confusion {e(m):.3f} / one-vs-rest {e(ovr):.3f} / DS {e(ds):.3f} / MV {e(mv):.3f}"
+            f"  J = 3, T = {T}, K = {K} ({dens}): wall {dt:.2f} s  CPU {ct:.2f} s  EM iterations {m.n_iter_}  error confusion {_error(m, sim):.3f} / one-vs-rest {_error(ovr, sim):.3f} / DS {_error(ds, sim):.3f} / MV {_error(mv, sim):.3f}"
             f"  curve MAE {mae:.4f} (DS {mae_ds:.4f})  gap {m.mstep_gap_:.1e}  fallbacks {m.n_mstep_fallbacks_}"
         )
+
+
+def _error(model, sim) -> float:
+    return float((model.labels_.reindex(sim.truth.index) != sim.truth).mean())
 
 
 CHILD = r"""
 import json, resource, time, warnings
 warnings.simplefilter("ignore")
 from fusion_core.simulate.multilabel import multilabel_crowd
-from fusion_core.methods.multilabel import MultiLabelEM, parse_multilabel
+from fusion_core.data.multilabel import parse_multilabel
+from fusion_core.methods.multilabel import MultiLabelEM
 sim = multilabel_crowd(n_items=100_000, n_labels=10, n_workers=500, responses_per_item=5, max_degree=2, seed=0)
 rss_data = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t0, c0 = time.perf_counter(), time.process_time()
@@ -149,7 +152,8 @@ CHILD_MEM = r"""
 import json, tracemalloc, warnings
 warnings.simplefilter("ignore")
 from fusion_core.simulate.multilabel import multilabel_crowd
-from fusion_core.methods.multilabel import MultiLabelEM, parse_multilabel
+from fusion_core.data.multilabel import parse_multilabel
+from fusion_core.methods.multilabel import MultiLabelEM
 sim = multilabel_crowd(n_items=100_000, n_labels=10, n_workers=500, responses_per_item=5, max_degree=2, seed=0)
 tracemalloc.start()
 d = parse_multilabel(sim.responses)

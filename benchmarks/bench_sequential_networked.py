@@ -43,7 +43,7 @@ def main() -> None:
     conll = DATASETS / "conll_ner"
     if conll.is_dir():
         answers = pd.read_csv(conll / "answers.csv").drop(columns=["token"])
-        resp, w_load, _ = timed(lambda: Responses.from_frame(answers))
+        resp, _, _ = timed(lambda: Responses.from_frame(answers))
         est, wall, cpu = timed(lambda: create("hmm-em").fit(resp))
         report("hmm-em on conll_ner (78k tokens, M=47, K=9)", wall, cpu, 15, f"EM iterations {est.n_iter_}")
         est, wall, cpu = timed(lambda: create("hmm-mv").fit(resp))

@@ -8,7 +8,7 @@
    and relevance (766 workers, 98k responses), both recoded to "label 0" vs "any other label" (cartel
    detection is binary), B = 200, α = 0.01; and a simulated sparse crowd of 400 annotators (10% observed).
    Prints the analysed core, the p-value of the 2nd component, the groups, and the bootstrap replicates
-   drawn per test (sequential stopping, ``_Analysis.test``).
+   drawn per test (sequential stopping, ``GroupAnalysis.test``).
 
 Timings are the median of ``--repeat`` runs of the fit alone (data simulated and coded beforehand), with
 BLAS limited to one thread (``--threads``), since the target machine has 2 cores shared with other work.
@@ -67,12 +67,12 @@ def main() -> None:
     print(f"   data: {resp.n_responses:,} responses, {resp.n_workers} annotators, {resp.n_items:,} items")
     truth = sim.truth
     for name, params in (("sml", {}), ("sml", {"b_method": "none"}), ("isml", {}), ("sml-ds", {})):
-        secs, cpu, est = median_time(lambda: create(name, **params).fit(resp), args.repeat)
+        secs, cpu, est = median_time(lambda name=name, params=params: create(name, **params).fit(resp), args.repeat)
         acc = float((est.labels_.reindex(truth.index) == truth).mean())
         label = name + (f" {params}" if params else "")
         print(
             f"   {label:<28} wall {secs:6.3f} s  cpu {cpu:6.3f} s   accuracy {acc:.4f}   "
-            f"completion {est.result_.extras['diagnostics'].get('completion')}"
+            f"completion {est.diagnostics_.get('completion')}"
         )
     secs, cpu, _ = median_time(lambda: create("sml").fit(sim.responses), 1)
     print(f"   {'sml from the DataFrame':<28} wall {secs:6.3f} s  cpu {cpu:6.3f} s   (includes coding the table)")
@@ -83,7 +83,7 @@ def main() -> None:
         ("independent annotators", independent(m=100, n=600, seed=0)),
     ):
         secs, cpu, rep = median_time(
-            lambda: detect_cartels(s.responses, n_bootstrap=200, alpha=0.01, random_state=0), args.repeat
+            lambda s=s: detect_cartels(s.responses, n_bootstrap=200, alpha=0.01, random_state=0), args.repeat
         )
         sizes = [len(g) for g in rep.groups]
         print(
@@ -93,19 +93,19 @@ def main() -> None:
     print("3) detect_cartels on large sparse crowds, n_bootstrap=200, alpha=0.01 (target < 10 s)")
     import pandas as pd
 
-    import fusion_core.diagnostics.cartels as cartels_mod
+    from fusion_core.diagnostics.cartels.analysis import GroupAnalysis
 
     drawn: list[int] = []
-    test_fn = cartels_mod._Analysis.test
+    test_fn = GroupAnalysis.test
 
     def counting_test(self, g, *a, **k):  # record the replicates each new bootstrap test draws
         known = frozenset(int(i) for i in g) in self.cache
         out = test_fn(self, g, *a, **k)
         if not known:
-            drawn.append(int(out["n_drawn"]))
+            drawn.append(int(out.n_drawn))
         return out
 
-    cartels_mod._Analysis.test = counting_test
+    GroupAnalysis.test = counting_test
     crowds = []
     for name in ("adult", "relevance"):
         path = DATASETS / name / "answers.csv"
@@ -119,14 +119,16 @@ def main() -> None:
     crowds.append(("simulated 400 x 3000, 10%", sim.responses))
     for label, answers in crowds:
         drawn.clear()
-        secs, cpu, rep = median_time(lambda: detect_cartels(answers, n_bootstrap=200, alpha=0.01, random_state=0), 1)
+        secs, cpu, rep = median_time(
+            lambda answers=answers: detect_cartels(answers, n_bootstrap=200, alpha=0.01, random_state=0), 1
+        )
         print(
             f"   {label:<26} wall {secs:6.2f} s  cpu {cpu:6.2f} s   {answers['worker'].nunique()} workers, "
             f"{len(answers):,} responses, core {len(rep.workers)}   p(2nd) {rep.p_value[0]:.4f}   "
             f"groups {[len(g) for g in rep.groups]}   undetermined {len(rep.undetermined)}   "
             f"replicates per test {drawn}"
         )
-    cartels_mod._Analysis.test = test_fn
+    GroupAnalysis.test = test_fn
     print()
     print(f"peak RSS {peak_rss_mb():.0f} MB; load average (1 min) at end: {os.getloadavg()[0]:.2f}")
 

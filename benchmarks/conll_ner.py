@@ -9,7 +9,7 @@ posterior-marginal decoding.  Printed: token accuracy, pooled macro-F1, the pape
 macro-F (P8 zero-division policy), entity-level precision / recall / F1 (exact BIO span and type, conlleval
 style), EM iterations, seconds, the start and emission hmm-em chose, and its held-out log-likelihoods.
 
-Then the diagnosis of "hmm-mv < ds" (see ``fusion_core/methods/hmm.py``): the observed log-likelihood of
+Then the diagnosis of "hmm-mv < ds" (see ``fusion_core/methods/sequential/emission.py``): the observed log-likelihood of
 the paper's HMM at the parameters estimated FROM THE GOLD labels vs at the Baum–Welch optimum, and how
 often an annotator's error at token n is followed by an error at n+1 (truth O, O) vs independence.
 
@@ -49,7 +49,7 @@ def diagnose(resp, truth) -> None:
     import numpy as np
 
     from fusion_core.methods.dawid_skene import expected_counts, normalize_confusion
-    from fusion_core.methods.hmm import HMMState, baum_welch, hmm_e_step, layout_from_responses
+    from fusion_core.methods.sequential import HMMState, baum_welch, hmm_e_step, layout_from_responses
 
     lay = layout_from_responses(resp)
     k = resp.n_classes
@@ -62,12 +62,13 @@ def diagnose(resp, truth) -> None:
         counts / counts.sum(axis=0),
         onehot[lay.index[:, 0]].mean(axis=0),
     )
-    ll_gold = hmm_e_step(resp, lay, gold_state)[2]
-    fitted, post, trace, it, _ = baum_welch(resp, lay, gold_state, start_mode="estimate")
+    at_gold = hmm_e_step(resp, lay, gold_state)
+    run = baum_welch(resp, lay, gold_state, start_mode="estimate")
     print(
-        f"paper's HMM (independent emission): log-lik at gold-estimated parameters {ll_gold:,.0f}; Baum–Welch started "
-        f"THERE climbs to {fitted.log_likelihood:,.0f} in {it} iterations while token accuracy drops "
-        f"{np.mean(hmm_e_step(resp, lay, gold_state)[0].argmax(1) == y):.4f} -> {np.mean(post.argmax(1) == y):.4f}"
+        f"paper's HMM (independent emission): log-lik at gold-estimated parameters {at_gold.log_evidence:,.0f}; "
+        f"Baum–Welch started THERE climbs to {run.estep.stats.log_evidence:,.0f} in {run.n_iter} iterations while "
+        f"token accuracy drops {np.mean(at_gold.posterior.argmax(1) == y):.4f} -> "
+        f"{np.mean(run.posterior.argmax(1) == y):.4f}"
     )
     o = list(resp.classes).index("O") if "O" in list(resp.classes) else None
     if o is None:
@@ -87,6 +88,13 @@ def diagnose(resp, truth) -> None:
         f"annotator errors on consecutive gold-O tokens: Pr(error) = {e1.mean():.4f}, Pr(error at n+1 | error at n) = "
         f"{(e1 & e2).sum() / e1.sum():.3f} ({(e1 & e2).mean() / (e1.mean() * e2.mean()):.0f}x independence)"
     )
+
+
+def start_used(name: str, res) -> str:
+    """The EM start an HMM method used: the best of several starts, else its only one."""
+    if res.restarts is not None:
+        return res.restarts.labels[res.restarts.best]
+    return {"hmm-em": str(res.params.get("init", "")), "hmm-mm": "mm", "hmm-mv": "mv"}.get(name, "")
 
 
 def main() -> None:
@@ -114,8 +122,9 @@ def main() -> None:
             est = create(name, **params).fit(resp)
         seconds = time.perf_counter() - t0
         ent = entity_scores(est.labels_, truth, seq, pos)
+        res = est.result_
         if label == "hmm-em":
-            chosen = est.result_.extras
+            chosen = res
         rows.append(
             {
                 "method": label,
@@ -128,18 +137,20 @@ def main() -> None:
                 "iters": est.n_iter_,
                 "seconds": seconds,
                 "warnings": len(caught),
-                "init": est.result_.extras.get("init_used", ""),
-                "emission": est.result_.extras.get("emission", ""),
+                "init": start_used(name, res),
+                "emission": res.sequence.emission if res.sequence is not None else "",
             }
         )
     table = pd.DataFrame(rows).set_index("method")
     pd.set_option("display.width", 250)
     print(table.round(4).to_string())
+    starts = chosen.restarts
+    heldout = chosen.details.get("emission_heldout_log_likelihood", {})  # the family's own diagnostic
     print(
         "hmm-em start log-likelihoods (after 20 Baum–Welch iterations): "
-        + ", ".join(f"{k} {v:,.1f}" for k, v in chosen["init_log_likelihoods"].items())
+        + ", ".join(f"{k} {v:,.1f}" for k, v in zip(starts.labels, starts.log_likelihoods))
         + "; held-out (annotator, sentence) block log-likelihood by emission: "
-        + ", ".join(f"{k} {v:,.1f}" for k, v in chosen.get("emission_heldout_log_likelihood", {}).items())
+        + ", ".join(f"{k} {v:,.1f}" for k, v in heldout.items())
     )
     h = table.loc["hmm-em"]
     print(

@@ -100,7 +100,7 @@ def run(name: str, seeds=range(5)) -> pd.DataFrame:
             rec[method] = macro_f1(est.labels_, truth)
             rec[f"{method}_s"] = time.perf_counter() - t0
             if method == "mrf-em":
-                rec["edge_agreement"] = est.result_.extras["edge_agreement"]
+                rec["edge_agreement"] = est.result_.graph.edge_agreement
         records.append(rec)
     return pd.DataFrame(records)
 

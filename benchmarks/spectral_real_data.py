@@ -28,7 +28,7 @@ from scipy.stats import spearmanr
 from fusion_core.diagnostics.cartels import detect_cartels
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods import create
-from fusion_core.spectral import balanced_accuracy
+from fusion_core.metrics import balanced_accuracy
 
 DATASETS_USED = ["magic_ensemble", "rte", "temp", "bluebirds", "product", "possent"]
 METHODS = {
@@ -45,6 +45,12 @@ def empirical_ba(answers: pd.DataFrame, truth: pd.Series) -> pd.Series:
     classes = sorted(truth.unique())
     rec = [df[df.y == c].groupby("worker")["label"].apply(lambda s, c=c: (s == c).mean()) for c in classes]
     return pd.concat(rec, axis=1).mean(axis=1)
+
+
+def _em_start(est) -> str | None:
+    """The start of the EM run sml-ds kept (its restarts record every start and the one kept)."""
+    rs = est.result_.restarts
+    return rs.labels[rs.best] if rs is not None else None
 
 
 def main() -> None:
@@ -91,7 +97,7 @@ def main() -> None:
                 "explained": round(float(d.get("explained", np.nan)), 3),
                 "eigen_gap": round(float(d.get("eigen_gap", np.nan)), 1),
                 "spearman(v,BA)": round(float(rho), 3),
-                "em_start": fitted["sml-ds"].result_.extras.get("em_start"),
+                "em_start": _em_start(fitted["sml-ds"]),
                 "out_of_range": d.get("out_of_range_count"),
             }
         )

@@ -13,6 +13,13 @@ def accuracy(labels: pd.Series, truth: pd.Series) -> float:
     return float((pred.to_numpy() == truth.to_numpy()).mean()) if len(truth) else float("nan")
 
 
+def balanced_accuracy(labels: np.ndarray, truth: np.ndarray) -> float:
+    """Mean over the gold classes of the share of their items labelled correctly (P14 Eq. 1 for two classes);
+    ``labels`` and ``truth`` are aligned arrays (one entry per item)."""
+    pred, gold = np.asarray(labels), np.asarray(truth)
+    return float(np.mean([np.mean(pred[gold == c] == c) for c in np.unique(gold)]))
+
+
 def macro_f1(labels: pd.Series, truth: pd.Series, classes=None) -> float:
     """Unweighted mean over classes of the per-class F1 score (classes present in gold or predictions)."""
     truth = pd.Series(truth).dropna()

@@ -82,9 +82,10 @@ def test_schedule_resolution_and_auto_t0():
 def test_ml7_free_energy_monotone_within_levels():
     sim = multilabel_crowd(seed=0)
     m = quiet(MultiLabelEM(granularity="annotator_label", max_degree=2, anneal={"T0": 4.0}), sim.responses)
-    tr = m.anneal_info_["trace"]
-    for T in sorted({r["T"] for r in tr}):
-        F = np.array([r["F"] for r in tr if r["T"] == T])
+    ann = m.result_.annealing
+    assert len(ann.free_energy) == len(ann.temperatures) > 0 and ann.T0 == 4.0
+    for T in np.unique(ann.temperatures):
+        F = ann.free_energy[ann.temperatures == T]
         assert np.all(np.diff(F) <= 1e-9 * np.abs(F[1:])), T
     ds = quiet(DawidSkene(anneal={"T0": 2.0}), sparse_spammer_crowd(seed=0).responses)
     temps = ds.result_.annealing.temperatures

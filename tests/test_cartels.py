@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fusion_core.diagnostics.cartels import CartelReport, detect_cartels
@@ -57,6 +58,7 @@ def test_no_cartel_among_independent_annotators(seed):
     sim = independent(m=100, n=600, seed=seed)
     rep = _detect(sim, random_state=seed)
     assert rep.p_value[0] >= ALPHA and rep.groups == []
+    assert rep.status == "no_evidence" and rep.reason.startswith("no extra covariance component")
     assert (rep.membership == "honest").all() and (rep.scores == 0).all()
     assert (rep.labels == rep.labels_without_cartel).all()
 
@@ -65,6 +67,7 @@ def test_report_contract():
     sim = cartel(m=40, n=500, r=0.3, pi_c=0.5, xi_range=(0.7, 0.9), pi_range=(0.6, 0.85), seed=11)
     rep = _detect(sim, n_bootstrap=50, random_state=1, alpha=0.05)
     assert isinstance(rep, CartelReport)
+    assert rep.status == "groups_found" and rep.significant and "1 group(s)" in rep.reason
     assert rep.workers.equals(rep.membership.index) and rep.workers.equals(rep.scores.index)
     assert list(rep.loadings.columns[:2]) == ["v1", "v2"] and rep.loadings.index.equals(rep.workers)
     assert rep.eigenvalues.shape == (10,) and np.all(np.diff(rep.eigenvalues) <= 1e-12)
@@ -93,7 +96,7 @@ def test_reproducible_given_seed():
 def test_sparse_cartel_detected(sparse_path, monkeypatch):
     """Missing data [EXT]: each entry observed with probability 0.3; the observed mask is copied in the null
     (dense batched bootstrap and the sparse-product bootstrap used for large matrices)."""
-    import fusion_core.diagnostics.cartels as mod
+    import fusion_core.diagnostics.cartels.bootstrap as mod
 
     if sparse_path:
         monkeypatch.setattr(mod, "SPARSE_BOOTSTRAP_CELLS", 0)
@@ -114,43 +117,63 @@ def test_input_problems():
     with pytest.warns(AggregationWarning, match="not applicable"):
         rep = detect_cartels(sim.responses, n_bootstrap=10)
     assert rep.groups == [] and len(rep.workers) == 0 and rep.warnings
+    assert rep.status == "could_not_run" and "share" in rep.reason
     with pytest.raises(UserInputError):
         detect_cartels(sim.responses, n_bootstrap=0)
+
+
+def test_status_could_not_run_and_groups_found():
+    """The report says in plain words whether the test could run: annotators who never share an item give
+    'could_not_run' (every array empty, labels still given); a simulated cartel gives 'groups_found'."""
+    rng = np.random.default_rng(0)
+    rows = [
+        pd.DataFrame({"task": [f"t{w}_{i}" for i in range(30)], "worker": f"w{w}", "label": rng.integers(0, 2, 30)})
+        for w in range(12)
+    ]
+    disjoint = pd.concat(rows, ignore_index=True)  # each annotator labels its own 30 items
+    with pytest.warns(AggregationWarning, match="not applicable"):
+        rep = detect_cartels(disjoint, n_bootstrap=10)
+    assert rep.status == "could_not_run"
+    assert rep.reason == "only 0 annotators share ≥ 10 items with ≥ 3 others"
+    assert rep.p_value.size == 0 and rep.eigenvalues.size == 0 and len(rep.membership) == 0
+    assert rep.labels.index.equals(rep.labels_without_cartel.index) and len(rep.labels) == 360
+    sim = cartel(m=60, n=500, r=0.3, pi_c=0.5, seed=5)
+    found = _detect(sim, n_bootstrap=50, random_state=0, alpha=0.05)
+    assert found.status == "groups_found" and found.groups and found.p_value[0] < 0.05
 
 
 # ----------------------------------------------------------------------- fast paths (large sparse crowds)
 def _analysis(sim, n_bootstrap=200, alpha=ALPHA, seed=0):
     """The detector's internal state on the core annotators of ``sim`` (as ``detect_cartels`` builds it)."""
     from fusion_core.data.responses import as_responses
-    from fusion_core.diagnostics.cartels import _Analysis
-    from fusion_core.spectral import BinaryMatrix, pairwise_moments, spectral_core
+    from fusion_core.diagnostics.cartels.analysis import GroupAnalysis
+    from fusion_core.methods.spectral import BinaryMatrix, pairwise_moments, spectral_core
 
     resp = as_responses(sim.responses)
     z = np.where(resp.label == 1, 1.0, -1.0)
     B = BinaryMatrix.from_codes(resp.worker, resp.item, z, resp.n_workers, resp.n_items)
     core = spectral_core(B, pairwise_moments(B, n_min=10), d_min=3)
-    return _Analysis(
-        resp,
+    return GroupAnalysis(
         B,
         np.flatnonzero(core.mask),
         n_bootstrap=n_bootstrap,
         alpha=alpha,
         n_min=10,
         rng=np.random.default_rng(seed),
-        pos=1,
     )
 
 
 def test_pair_pattern_matches_dense_products():
     """The pair-list statistics equal the dense-product ones (same residual eigenvalues and spectrum) on a
     sparse crowd, for the observed labels and for relabellings with the same missingness pattern."""
-    from fusion_core.diagnostics.cartels import _PairPattern, _stats_from_products
+    from fusion_core.diagnostics.cartels.pair_pattern import PairPattern
+    from fusion_core.diagnostics.cartels.statistic import stats_from_products
 
     sim = cartel(m=70, n=900, r=0.3, observed=0.15, seed=3)
     an = _analysis(sim)
     Z, O = an.Z, an.O
     w, i = np.nonzero(O)
-    pat = _PairPattern(w, i, O.shape[0], O.shape[1], 10)
+    pat = PairPattern(w, i, O.shape[0], O.shape[1], 10)
     np.testing.assert_array_equal(pat.N, O.astype(float) @ O.T.astype(float))
     rng = np.random.default_rng(0)
     zs = np.vstack([Z[w, i], np.where(rng.random((4, len(w))) < 0.5, 1.0, -1.0)])
@@ -158,8 +181,8 @@ def test_pair_pattern_matches_dense_products():
     dense[:, w, i] = zs
     x0 = np.ones(O.shape[0])
     S1, S12 = dense @ O.T.astype(float), dense @ dense.transpose(0, 2, 1)
-    s_ref, spec_ref = _stats_from_products(pat.N, S1, S12, 10, 5, x0, 4)
-    s, spec = pat.stats(zs, 10, 5, x0, 4)
+    s_ref, spec_ref = stats_from_products(pat.N, S1, S12, n_min=10, n_extra=5, x0=x0, n_spec=4)
+    s, spec = pat.stats(zs, 10, 5, x0, n_spec=4)
     np.testing.assert_allclose(s, s_ref, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(spec, spec_ref, rtol=1e-9, atol=1e-9)
     assert s_ref[0, 0] > s_ref[1:, 0].max()  # the cartel makes the observed statistic stand out
@@ -172,34 +195,34 @@ def test_sequential_bootstrap_same_decision_as_full():
         g = np.arange(len(_analysis(sim).idx))
         full = _analysis(sim, seed=1).test(g)
         seq = _analysis(sim, seed=1).test(g, sequential=True)
-        assert (full["p"][0] < ALPHA) == (seq["p"][0] < ALPHA) == expect_reject
-        n = seq["n_drawn"]
-        np.testing.assert_allclose(seq["s_null"], full["s_null"][:n])  # same stream, prefix of the full null
+        assert (full.p[0] < ALPHA) == (seq.p[0] < ALPHA) == expect_reject
+        n = seq.n_drawn
+        np.testing.assert_allclose(seq.s_null, full.s_null[:n])  # same stream, prefix of the full null
         if n < 200:
-            h = int((seq["s_null"][:, 0] >= seq["s"][0]).sum())
-            assert h == 10 and seq["p"][0] == pytest.approx(h / n)
-            assert seq["s_null"][-1, 0] >= seq["s"][0]  # stopped at the h-th exceedance
+            h = int((seq.s_null[:, 0] >= seq.s[0]).sum())
+            assert h == 10 and seq.p[0] == pytest.approx(h / n)
+            assert seq.s_null[-1, 0] >= seq.s[0]  # stopped at the h-th exceedance
         else:
-            assert seq["p"][0] == full["p"][0]
+            assert seq.p[0] == full.p[0]
     assert n < 200  # under the null (here p ≈ 0.09 ≫ 10/200) the bootstrap stops early
 
 
 def test_sequential_stop_count_never_changes_the_decision():
     """For every B and α: once h replicates exceed s, the full-B test cannot reject, and the stopped p = h/n
     (n ≤ B) is not below α either."""
-    from fusion_core.diagnostics.cartels import _stop_count
+    from fusion_core.diagnostics.cartels.bootstrap import stop_count
 
     for B in range(1, 801):
         for alpha in (0.001, 0.01, 0.02, 0.05, 0.1, 0.2):
-            h = _stop_count(alpha, B)
+            h = stop_count(alpha, B)
             assert (1 + h) / (B + 1) >= alpha and h / B >= alpha and h >= 10
 
 
 def test_warm_rank_fits_match_lapack_iterations():
     """The warm-started eigen-solvers reproduce the LAPACK-only iterations (rank-one completion, rank-two
     principal axes) on a sparse covariance."""
-    from fusion_core.diagnostics.cartels import _top_eigenpair_warm
-    from fusion_core.spectral import top_eigenpair
+    from fusion_core.diagnostics.cartels.eigen import top_eigenpair_warm
+    from fusion_core.methods.spectral import top_eigenpair
 
     sim = cartel(m=90, n=1500, r=0.3, observed=0.2, seed=1)
     an = _analysis(sim)
@@ -210,7 +233,7 @@ def test_warm_rank_fits_match_lapack_iterations():
     Q, valid = an.mom.Q[np.ix_(g, g)], an.mom.valid[np.ix_(g, g)]
     R = np.where(valid, Q, 0.0)
     np.fill_diagonal(R, np.max(np.abs(R), axis=1))
-    lam, e = _top_eigenpair_warm(R, valid)
+    lam, e = top_eigenpair_warm(R, valid)
     spec, e_ref, _ = top_eigenpair(R, valid, spectrum=False)
     assert lam == pytest.approx(spec[0], rel=1e-9) and abs(e @ e_ref) == pytest.approx(1, abs=1e-9)
 
@@ -220,7 +243,7 @@ def test_lanczos_top_matches_eigvalsh():
     block with a planted spike) equals LAPACK's; unconverged blocks are flagged, never returned wrong."""
     import scipy.sparse as sp
 
-    from fusion_core.diagnostics.cartels import _lanczos_top
+    from fusion_core.diagnostics.cartels.eigen import lanczos_top
 
     rng = np.random.default_rng(0)
     m, nb = 150, 5
@@ -232,18 +255,18 @@ def test_lanczos_top_matches_eigvalsh():
             u = rng.standard_normal(m)
             A += 0.2 * np.outer(u, u)
         blocks.append(A)
-    theta, ok = _lanczos_top(sp.block_diag(blocks, format="csr"), nb, m)
+    theta, ok = lanczos_top(sp.block_diag(blocks, format="csr"), nb, m)
     ref = np.array([np.linalg.eigvalsh(A)[-1] for A in blocks])
     assert ok.all()
     np.testing.assert_allclose(theta[:, 0], ref, rtol=1e-9)
-    theta2, ok2 = _lanczos_top(sp.block_diag(blocks, format="csr"), nb, m, max_steps=3)
+    theta2, ok2 = lanczos_top(sp.block_diag(blocks, format="csr"), nb, m, max_steps=3)
     assert not ok2.all()  # three steps cannot resolve a noise edge: reported as not converged
 
 
 def test_large_sparse_crowd():
     """200 annotators each labelling 15% of 2,000 items (large-crowd regime, sparse path): the cartel is found
     (identifiable-member F1 ≥ 0.85, the threshold of the sparse test above); without a cartel, none is."""
-    kw = dict(m=200, n=2000, observed=0.15, pi_range=(0.6, 0.85))
+    kw = {"m": 200, "n": 2000, "observed": 0.15, "pi_range": (0.6, 0.85)}
     sim = cartel(r=0.25, xi_range=(0.6, 0.85), seed=1, **kw)
     rep = _detect(sim, n_bootstrap=100, random_state=0)
     assert rep.p_value[0] < ALPHA and len(rep.groups) >= 1

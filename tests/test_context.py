@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from functools import cache
 
@@ -12,15 +13,9 @@ from scipy.optimize import minimize
 
 from fusion_core.errors import UserInputError
 from fusion_core.methods import DawidSkene, MajorityVote
-from fusion_core.methods.context import (
-    ContextEM,
-    _BinaryData,
-    _e_step,
-    dp_metric,
-    lipschitz_chain_mstep,
-    lipschitz_interpolate,
-)
-from fusion_core.simulate.context import flat, oracle_posterior, random_smooth, table1
+from fusion_core.methods.context import ContextEM, dp_metric, lipschitz_chain_mstep, lipschitz_interpolate
+from fusion_core.methods.context.em import BinaryResponses, binary_e_step
+from fusion_core.simulate.context import confusion_crowd, flat, oracle_posterior, random_smooth, table1
 
 EPS = 1e-6
 
@@ -69,16 +64,16 @@ def _random_binary(rng, K, T, p_fill=1.0):
     y = rng.integers(0, 2, len(item)).astype(np.int8)
     pid = worker * T + item  # one pair per response (every item its own level)
     uniq, pid = np.unique(pid, return_inverse=True)
-    return _BinaryData(item, worker, y, pid, uniq // T, uniq % T, T, K)
+    return BinaryResponses(item, y, pid, T), len(uniq)
 
 
 def test_o1_estep_matches_brute_force_bayes():
     rng = np.random.default_rng(1)
     K, T = 3, 5
-    data = _random_binary(rng, K, T)
-    P = rng.uniform(0.05, 0.95, size=(2, len(data.pair_worker)))
+    data, npair = _random_binary(rng, K, T)
+    P = rng.uniform(0.05, 0.95, size=(2, npair))
     phi1 = rng.uniform(0.1, 0.9, T)
-    post, _ = _e_step(data, P, np.log(np.column_stack([1 - phi1, phi1])))
+    post, _ = binary_e_step(data, P, np.log(np.column_stack([1 - phi1, phi1])))
     for t in range(T):
         sel = data.item == t
         lik = []
@@ -87,9 +82,9 @@ def test_o1_estep_matches_brute_force_bayes():
             lik.append(np.prod(np.where(data.y[sel] == 1, p, 1 - p)) * (phi1[t] if i else 1 - phi1[t]))
         assert abs(post[t, 1] - lik[1] / (lik[0] + lik[1])) < 1e-12
     # no underflow at the floor and with K = 200
-    big = _random_binary(rng, 200, 4)
-    Pb = np.vstack([np.full(len(big.pid), EPS), np.full(len(big.pid), 1 - EPS)])
-    pb, lz = _e_step(big, Pb, np.log([0.5, 0.5]))
+    big, npair = _random_binary(rng, 200, 4)
+    Pb = np.vstack([np.full(npair, EPS), np.full(npair, 1 - EPS)])
+    pb, lz = binary_e_step(big, Pb, np.log([0.5, 0.5]))
     assert np.all(np.isfinite(pb)) and np.all(np.isfinite(lz))
 
 
@@ -242,7 +237,6 @@ def test_o7_em_monotone(seeds):
 
 # ------------------------------------------------------------------ O8: interpolation
 def test_o8_interpolation_properties():
-    rng = np.random.default_rng(8)
     sim = table1(4, 100, seed=1001)
     m = _fit(sim, lipschitz=sim.extras["lipschitz"])
     cur = m.curves_
@@ -403,7 +397,7 @@ def test_o19_posterior_sharpening_paper_variant(seeds):
             sat.append(np.mean((phi <= 0.01) | (phi >= 0.99)))
         res[N] = (np.mean(sharp), np.mean(sat))
     s = [res[N][0] for N in (1, 5, 10, 20)]
-    assert all(b >= a - 1e-12 for a, b in zip(s, s[1:]))
+    assert all(b >= a - 1e-12 for a, b in itertools.pairwise(s))
     assert res[1][1] <= 0.5 and res[5][1] >= 0.9 and res[20][1] >= 0.99
 
 
@@ -508,9 +502,10 @@ def test_context_column_and_datetime():
     days = pd.Timestamp("2024-01-01") + pd.to_timedelta(sim.extras["context"] * 30, unit="D")
     c = ContextEM(swing=1.0).fit(sim.responses, context=days)
     assert np.max(np.abs(c.probas_.to_numpy() - b.probas_.to_numpy())) < 1e-8
-    ex = b.result_.extras
-    assert ex["detection_curves"].shape == (4, len(ex["context_grid"]))
-    assert ex["false_alarm_curves"].shape == (4, len(ex["context_grid"]))
+    curves = b.result_.context
+    assert curves.detection.shape == (4, len(curves.grid)) and not curves.categorical
+    assert curves.false_alarm.shape == (4, len(curves.grid))
+    assert curves.positive_label == 1 and curves.coverage.shape == (4, len(curves.grid))
 
 
 def test_multiclass_one_vs_rest_beats_majority():
@@ -568,7 +563,6 @@ def test_discrete_mstep_matches_pairwise_reference():
         c = [0.0, 0.1, 0.3, 1.0][k % 4]
         p = discrete_mstep(A, B, c)
         assert p.max() - p.min() <= c + 1e-9 and np.all((p >= EPS) & (p <= 1 - EPS))
-        x = np.arange(U, dtype=float)
         # all pairs at distance 1 = the pairwise program with rho = c: reuse the reference on a unit-spaced line
         # with a Lipschitz constant large enough that only |p_a − p_b| ≤ c binds
         li, lj = np.triu_indices(U, 1)
@@ -616,7 +610,7 @@ def test_categorical_context():
     acc_m = (m.labels_.to_numpy() == y).mean()
     acc_b = (b.labels_.to_numpy() == y).mean()
     assert acc_m >= acc_b + 0.02
-    assert list(m.result_.extras["context_grid"]) == ["phone", "scan", "web"]
+    assert list(m.result_.context.grid) == ["phone", "scan", "web"] and m.result_.context.categorical
     cur = m.curves_.set_index(["worker", "context"])["detection"]
     assert cur[("a2", "scan")] > cur[("a2", "phone")] + 0.15
     p0, p1 = m.interpolate(["scan", "unseen"], worker="a2")
@@ -627,3 +621,38 @@ def test_categorical_context():
         s = ContextEM(swing=0.1).fit(df, context=ctx)
     spread = s.curves_.groupby("worker")["detection"].agg(lambda v: v.max() - v.min())
     assert (spread <= 0.1 + 1e-9).all()
+
+
+# ------------------------------------------------------------------ gold labels (issue 10: clamped, never ignored)
+def test_gold_labels_are_clamped():
+    sim = table1(4, 200, seed=12)
+    ctx = sim.extras["context"]
+    gold = sim.truth.iloc[:60]
+    flipped = 1 - gold  # gold that contradicts the crowd must still win
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for variant in ("shared_prior", "paper"):
+            m = ContextEM(swing=1.0, variant=variant, tol=0.0, max_iter=30).fit(
+                sim.responses, context=ctx, true_labels=flipped
+            )
+            post = m.probas_.loc[flipped.index]
+            assert (post.to_numpy() == np.eye(2)[flipped.to_numpy()]).all(), variant
+            tr = np.asarray(m.loss_history_)
+            assert np.all(np.diff(tr) >= -1e-8 * np.abs(tr[1:])), variant  # still EM with the gold items observed
+        # every item gold and c = 0: the curves are the supervised per-annotator rates
+        full = ContextEM(lipschitz=0.0).fit(sim.responses, context=ctx, true_labels=sim.truth)
+    df = sim.responses.assign(y=sim.truth.reindex(sim.responses["task"]).to_numpy())
+    for w, g in df.groupby("worker"):
+        sel = full.curves_[full.curves_["worker"] == w]
+        assert abs(sel["detection"].iloc[0] - (g.loc[g.y == 1, "label"] == 1).mean()) < 1e-9
+        assert abs(sel["false_alarm"].iloc[0] - (g.loc[g.y == 0, "label"] == 1).mean()) < 1e-9
+    # both multiclass modes clamp too
+    cc = confusion_crowd(4, 150, 3, seed=1)
+    gold3 = cc.truth.iloc[:40]
+    for kw in ({}, {"multiclass": "confusion"}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m3 = ContextEM(swing=1.0, **kw).fit(cc.responses, context=cc.extras["context"], true_labels=gold3)
+        assert (m3.probas_.loc[gold3.index].to_numpy() == np.eye(3)[gold3.to_numpy()]).all(), kw
+    with pytest.raises(UserInputError, match="gold label"):
+        ContextEM().fit(sim.responses, context=ctx, true_labels=pd.Series([7], index=[sim.truth.index[0]]))

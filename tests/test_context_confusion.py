@@ -10,10 +10,16 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize
 
-from fusion_core.context_solver import floored_simplex, lipschitz_simplex_mstep
 from fusion_core.errors import UserInputError
 from fusion_core.methods import DawidSkene, MajorityVote
-from fusion_core.methods.context import ContextEM, dp_metric, lipschitz_chain_mstep
+from fusion_core.methods.context import (
+    ContextEM,
+    categorical_simplex_mstep,
+    dp_metric,
+    floored_simplex,
+    lipschitz_chain_mstep,
+    lipschitz_simplex_mstep,
+)
 from fusion_core.simulate.context import confusion_crowd, table1
 
 EPS = 1e-6
@@ -30,6 +36,26 @@ def _err(model, truth) -> float:
 
 
 # ------------------------------------------------------------------ the simplex-chain M-step
+def _slsqp_reference(N, ineq):
+    """Objective −Σ N log π and the best SLSQP solution (two starts) of a simplex-rows program with the pairwise
+    inequalities ``ineq`` (rows on the simplex, floor ε)."""
+    U, J = N.shape
+    obj = lambda q: -(N * np.log(q.reshape(U, J))).sum()
+    cons = [{"type": "ineq", "fun": ineq}, {"type": "eq", "fun": lambda q: q.reshape(U, J).sum(axis=1) - 1}]
+    runs = (
+        minimize(
+            obj,
+            s0,
+            bounds=[(EPS, 1)] * (U * J),
+            constraints=cons,
+            method="SLSQP",
+            options={"ftol": 1e-14, "maxiter": 1000},
+        )
+        for s0 in (np.full(U * J, 1 / J), np.tile([0.5, 0.3, 0.2], U))
+    )
+    return obj, min(runs, key=lambda r: r.fun)
+
+
 def test_floored_simplex_is_the_per_level_optimum():
     N = np.array([[3.0, 0.0, 1.0], [0.0, 0.0, 5.0], [1e-9, 2.0, 2.0]])
     P = floored_simplex(N, 1e-3)
@@ -58,22 +84,7 @@ def test_simplex_mstep_matches_pairwise_reference(n_programs):
             d = Q[lj] - Q[li]
             return np.concatenate([(rho - d).ravel(), (rho + d).ravel()])
 
-        obj = lambda q: -(N * np.log(q.reshape(U, J))).sum()
-        cons = [{"type": "ineq", "fun": ineq}, {"type": "eq", "fun": lambda q: q.reshape(U, J).sum(axis=1) - 1}]
-        best = min(
-            (
-                minimize(
-                    obj,
-                    s0,
-                    bounds=[(EPS, 1)] * (U * J),
-                    constraints=cons,
-                    method="SLSQP",
-                    options={"ftol": 1e-14, "maxiter": 1000},
-                )
-                for s0 in (np.full(U * J, 1 / J), np.tile([0.5, 0.3, 0.2], U))
-            ),
-            key=lambda r: r.fun,
-        )
+        obj, best = _slsqp_reference(N, ineq)
         assert np.abs(P.sum(axis=1) - 1).max() <= 1e-12 and P.min() >= EPS - 1e-15
         assert -ineq(P.ravel()).max() <= 1e-9  # feasible
         assert obj(P.ravel()) <= best.fun + 1e-8 * abs(best.fun)
@@ -113,8 +124,6 @@ def test_simplex_mstep_near_duplicate_contexts_certified():
 
 
 def test_categorical_simplex_mstep_matches_pairwise_reference():
-    from fusion_core.context_solver import categorical_simplex_mstep
-
     rng = np.random.default_rng(2)
     J = 3
     for trial in range(5):
@@ -129,22 +138,7 @@ def test_categorical_simplex_mstep_matches_pairwise_reference():
             d = q.reshape(U, J)[lj] - q.reshape(U, J)[li]
             return np.concatenate([(c - d).ravel(), (c + d).ravel()])
 
-        obj = lambda q: -(N * np.log(q.reshape(U, J))).sum()
-        cons = [{"type": "ineq", "fun": ineq}, {"type": "eq", "fun": lambda q: q.reshape(U, J).sum(axis=1) - 1}]
-        best = min(
-            (
-                minimize(
-                    obj,
-                    s0,
-                    bounds=[(EPS, 1)] * (U * J),
-                    constraints=cons,
-                    method="SLSQP",
-                    options={"ftol": 1e-14, "maxiter": 1000},
-                )
-                for s0 in (np.full(U * J, 1 / J), np.tile([0.5, 0.3, 0.2], U))
-            ),
-            key=lambda r: r.fun,
-        )
+        obj, best = _slsqp_reference(N, ineq)
         assert -ineq(P.ravel()).max() <= 1e-9 and np.allclose(P.sum(axis=1), 1.0)
         assert obj(P.ravel()) <= best.fun + 1e-8 * abs(best.fun)
 
@@ -160,20 +154,21 @@ def test_confusion_mode_with_two_labels_reproduces_binary_model(variant):
         assert np.max(np.abs(a.probas_.to_numpy() - b.probas_.to_numpy())) <= 1e-4
         assert (a.labels_ == b.labels_).all()
         assert a.n_iter_ == b.n_iter_
-        ea, eb = a.result_.extras, b.result_.extras
+        ea, eb = a.result_.context, b.result_.context
         tol = 1e-4 if variant == "shared_prior" else 1e-2  # paper variant: γ ≈ 1e-14 weights leave flat directions
-        assert np.nanmax(np.abs(ea["detection_curves"] - eb["detection_curves"])) <= tol
-        assert np.nanmax(np.abs(ea["false_alarm_curves"] - eb["false_alarm_curves"])) <= tol
+        assert np.nanmax(np.abs(ea.detection - eb.detection)) <= tol
+        assert np.nanmax(np.abs(ea.false_alarm - eb.false_alarm)) <= tol
         assert (
             abs(dp_metric(a, sim.extras["p0"], sim.extras["p1"]) - dp_metric(b, sim.extras["p0"], sim.extras["p1"]))
             <= 1e-3
         )
-        cc = eb["confusion_curves"]
-        assert cc.shape == (4, len(eb["context_grid"]), 2, 2)
+        cc = eb.confusion
+        assert cc.shape == (4, len(eb.grid), 2, 2)
         assert np.allclose(cc.sum(axis=3), 1.0)
         pos = 0 if "positive_label" in kw else 1
-        assert np.allclose(cc[:, :, pos, pos], eb["detection_curves"])
-        assert np.allclose(cc[:, :, 1 - pos, pos], eb["false_alarm_curves"])
+        assert ea.positive_label == eb.positive_label == pos
+        assert np.allclose(cc[:, :, pos, pos], eb.detection)
+        assert np.allclose(cc[:, :, 1 - pos, pos], eb.false_alarm)
 
 
 # ------------------------------------------------------------------ three classes
@@ -185,7 +180,7 @@ def test_confusion_curves_recovered_on_three_class_context_crowd():
     mv = MajorityVote(tie_break="random", random_state=0).fit(sim.responses)
     grid = m.context_grid_
     truth_curves = np.stack([f(grid) for f in sim.extras["confusion_fn"]])  # workers × grid × true × reported
-    cc = m.result_.extras["confusion_curves"]
+    cc = m.result_.context.confusion
     assert cc.shape == truth_curves.shape
     assert np.allclose(cc.sum(axis=3), 1.0)
     mae_ctx = float(np.abs(cc - truth_curves).mean())
@@ -195,12 +190,12 @@ def test_confusion_curves_recovered_on_three_class_context_crowd():
     assert e_ctx <= e_ds and e_ctx <= e_mv, (e_ctx, e_ds, e_mv)
     # Lipschitz bound at the fitted levels (every entry, every worker); the grid curves are interpolated entry by
     # entry and renormalised onto the simplex, so they are only approximately Lipschitz between levels
-    pw, pl = m._pairs_
-    xl = m._x_levels[pl]
+    fc = m.fitted_curves_
+    pw, xl = fc.pair_worker, fc.levels[fc.pair_level]
     c = float(m.lipschitz_.max())
     for w in range(6):
         s = pw == w
-        slopes = np.abs(np.diff(m._conf_fit.Pi[s], axis=0)) / np.diff(xl[s])[:, None, None]
+        slopes = np.abs(np.diff(fc.confusion[s], axis=0)) / np.diff(xl[s])[:, None, None]
         assert slopes.max() <= c * (1 + 1e-6) + 1e-9
     assert m.detection_curves_.shape == (6, 3, len(grid)) and m.false_alarm_curves_.shape == (6, 3, len(grid))
     assert np.allclose(m.detection_curves_[:, 1], cc[:, :, 1, 1])
@@ -220,7 +215,7 @@ def test_confusion_mode_parameters():
     with pytest.raises(UserInputError, match="3 × 4"):
         _quiet_fit(ContextEM(multiclass="confusion", lipschitz=np.ones((2, 4))), sim.responses, ctx)
     m = _quiet_fit(ContextEM(multiclass="confusion", lipschitz=np.array([0.0, 5.0, 5.0])), sim.responses, ctx)
-    cc = m.result_.extras["confusion_curves"]
+    cc = m.result_.context.confusion
     assert np.abs(np.diff(cc[:, :, 0, :], axis=1)).max() <= 1e-12  # c = 0 row: constant (Dawid–Skene row)
     assert m.lipschitz_.shape == (3, 4)
 
@@ -237,7 +232,7 @@ def test_coverage_warning_and_extras():
     assert not any("fewer than 3 annotators have responses" in w for w in dense.warnings_)
     msgs = [w for w in sparse.warnings_ if "fewer than 3 annotators have responses" in w]
     assert len(msgs) == 1 and "2 annotators" in msgs[0]
-    cov = sparse.result_.extras["context_coverage"]
+    cov = sparse.result_.context.coverage
     grid = sparse.context_grid_
     assert cov.shape == (4, len(grid))
     counts = (
@@ -258,13 +253,11 @@ def test_categorical_context_limits():
     sim = confusion_crowd(4, 300, 3, seed=2)
     cats = pd.Series(rng.choice(["a", "b", "c"], 300), index=sim.truth.index)
     m = _quiet_fit(ContextEM(multiclass="confusion", swing=1.0), sim.responses, cats)
-    assert m.result_.extras["confusion_curves"].shape == (4, 3, 3, 3)
+    assert m.result_.context.confusion.shape == (4, 3, 3, 3)
     capped = _quiet_fit(ContextEM(multiclass="confusion", swing=0.05), sim.responses, cats)
-    cc = capped.result_.extras["confusion_curves"]  # workers × categories × true × reported
+    cc = capped.result_.context.confusion  # workers × categories × true × reported
     assert (cc.max(axis=1) - cc.min(axis=1)).max() <= 0.05 + 1e-6
-    assert (
-        m.result_.extras["confusion_curves"].max(axis=1) - m.result_.extras["confusion_curves"].min(axis=1)
-    ).max() > 0.05
+    assert (m.result_.context.confusion.max(axis=1) - m.result_.context.confusion.min(axis=1)).max() > 0.05
     many = pd.Series([f"id{i}" for i in range(300)], index=sim.truth.index)
     many.iloc[:5] = "x"
     many2 = pd.Series([f"v{i}" for i in range(301)][:300], index=sim.truth.index)

@@ -13,7 +13,7 @@ from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
 from fusion_core.methods import create
 from fusion_core.methods.dawid_skene import e_step, m_step, unary_log_likelihood
-from fusion_core.methods.hmm import (
+from fusion_core.methods.sequential import (
     HMMState,
     baum_welch,
     estimate_transition_mm,
@@ -115,7 +115,7 @@ def test_t2_hmm_with_iid_chain_reduces_to_dawid_skene():
     path = viterbi(log_e, lay.lengths, t, pi)
     map_labels = np.argmax(unary_log_likelihood(resp, conf) + np.log(pi), axis=1)
     np.testing.assert_array_equal(path[v], map_labels[lay.index[v]])
-    state, _, _, _, _ = baum_welch(resp, lay, HMMState(conf, t, pi), smoothing=0.0, max_iter=1)
+    state = baum_welch(resp, lay, HMMState(conf, t, pi), smoothing=0.0, max_iter=1).state
     conf_ds, _ = m_step(resp, q_ds, 0.0, False)
     np.testing.assert_allclose(state.confusion, conf_ds, atol=1e-10)
 
@@ -201,9 +201,12 @@ def test_t6_sequential_benefit_sticky_chain(seed):
     assert est.transition_.index.name == "next" and est.transition_.columns.name == "previous"
     np.testing.assert_allclose(est.transition_.sum(axis=0), 1.0, atol=1e-9)
     assert est.viterbi_.equals(est.labels_)
-    assert set(est.result_.extras) >= {"transition", "start_prob", "viterbi"}
+    seq = est.result_.sequence
+    np.testing.assert_array_equal(seq.transition, est.transition_.to_numpy())
+    np.testing.assert_array_equal(seq.start_prob, est.start_prob_.to_numpy())
+    np.testing.assert_array_equal(seq.viterbi, est.result_.label_codes)
     tr = est.loss_history_
-    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(tr, tr[1:]))  # Baum–Welch never decreases
+    assert all(b >= a - 1e-9 * abs(a) for a, b in itertools.pairwise(tr))  # Baum–Welch never decreases
 
 
 def test_t6_model_level_viterbi_beats_iid_map():
@@ -304,12 +307,15 @@ def test_hmm_em_best_init_keeps_the_higher_likelihood():
         warnings.simplefilter("ignore")
         for init in ("mm", "mv", "ds", "best"):
             fits[init] = create("hmm-em", init=init, emission="independent").fit(sim.responses)
-    ex = fits["best"].result_.extras
-    scores = ex["init_log_likelihoods"]  # observed log Pr(F) after the short runs from every start
+    restarts = fits["best"].result_.restarts  # observed log Pr(F) after the short runs from every start
+    scores = dict(zip(restarts.labels, restarts.log_likelihoods))
     assert set(scores) == {"mm", "mv", "ds"}
-    assert ex["init_used"] == max(scores, key=scores.get)
+    used = restarts.labels[restarts.best]
+    assert used == max(scores, key=scores.get) == fits["best"].result_.details["init_used"]
+    for init in ("mm", "mv", "ds"):  # one start: no restarts to report
+        assert fits[init].result_.restarts is None
     # the winner is then run to convergence: the same optimum as a full run from that start
-    single = fits[ex["init_used"]]
+    single = fits[used]
     assert fits["best"].loss_history_[-1] == pytest.approx(single.loss_history_[-1], rel=1e-6)
     with pytest.raises(UserInputError):
         create("hmm-em", init="random").fit(sim.responses)
@@ -363,11 +369,11 @@ def test_markov_emission_with_context_free_tables_is_the_papers_model():
     t, p0 = sim.extras["transition"], sim.extras["start_prob"]
     plain = HMMState(sim.confusion, t, p0)
     tables = HMMState(sim.confusion, t, p0, np.repeat(sim.confusion[:, None], resp.n_classes + 1, axis=1))
-    q1, xi1, ll1, _ = hmm_e_step(resp, lay, plain)
-    q2, xi2, ll2, _ = hmm_e_step(resp, lay, tables, ctx)
-    np.testing.assert_allclose(q2, q1, atol=1e-12)
-    np.testing.assert_allclose(xi2, xi1, atol=1e-9)
-    assert ll2 == pytest.approx(ll1, rel=1e-12)
+    one = hmm_e_step(resp, lay, plain)
+    two = hmm_e_step(resp, lay, tables, ctx)
+    np.testing.assert_allclose(two.posterior, one.posterior, atol=1e-12)
+    np.testing.assert_allclose(two.xi_sum, one.xi_sum, atol=1e-9)
+    assert two.log_evidence == pytest.approx(one.log_evidence, rel=1e-12)
 
 
 def _copying_annotators(seed, rho, n_seq=100, length=30, k=4, m=8, p_obs=0.5):
@@ -405,15 +411,16 @@ def test_auto_emission_follows_held_out_likelihood():
     """emission='auto' keeps the paper's emission when errors are independent given the truth (T6 data) and
     the annotator-Markov emission when annotators' errors persist along the sequence."""
     indep = create("hmm-em", init="ds").fit(hmm_chain(chain="sticky", seed=0).responses)
-    ex = indep.result_.extras
-    assert ex["emission"] == "independent", ex["emission_heldout_log_likelihood"]
+    res = indep.result_
+    assert res.sequence.emission == "independent", res.details["emission_heldout_log_likelihood"]
+    assert "context_confusion" not in res.details
     copying = create("hmm-em", init="ds").fit(_copying_annotators(0, rho=0.6))
-    ex = copying.result_.extras
-    assert ex["emission"] == "markov", ex["emission_heldout_log_likelihood"]
-    assert ex["context_confusion"].shape == (8, 5, 4, 4)
-    np.testing.assert_allclose(ex["context_confusion"].sum(axis=-1), 1.0, atol=1e-9)
+    res = copying.result_
+    assert res.sequence.emission == "markov", res.details["emission_heldout_log_likelihood"]
+    assert res.details["context_confusion"].shape == (8, 5, 4, 4)
+    np.testing.assert_allclose(res.details["context_confusion"].sum(axis=-1), 1.0, atol=1e-9)
     tr = copying.loss_history_
-    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(tr, tr[1:]))  # MAP-EM with a fixed Dirichlet prior
+    assert all(b >= a - 1e-9 * abs(a) for a, b in itertools.pairwise(tr))  # MAP-EM with a fixed Dirichlet prior
 
 
 def _span_error_bio(seed, n_seq=150, length=20, m=8, p_obs=0.5):
@@ -482,7 +489,7 @@ def test_span_level_errors_default_hmm_em_no_worse_than_ds(seed):
     df, truth = _span_error_bio(seed)
     fits = _run_frame(df, {"ds": {}, "hmm-em": {}, "indep": {"emission": "independent"}})
     acc = {k: accuracy(v.labels_, truth.reindex(v.labels_.index)) for k, v in fits.items()}
-    assert fits["hmm-em"].result_.extras["emission"] == "markov"
+    assert fits["hmm-em"].result_.sequence.emission == "markov"
     assert acc["hmm-em"] >= acc["ds"] - 0.01, acc
     assert acc["indep"] >= acc["ds"] - 0.01, acc
 
@@ -499,13 +506,16 @@ def _run_frame(df, specs):
 def test_hard_labels_are_the_decoded_labels():
     sim = hmm_chain(n_sequences=30, chain="sticky", p_observe=0.7, seed=2)
     vit = create("hmm-em", init="mv").fit(sim.responses)
-    hard = vit.result_.extras["hard_labels"]
+    hard = vit.result_.hard_labels
     assert hard.shape == (len(vit.result_.items),) and hard.dtype.kind == "i"
-    np.testing.assert_array_equal(hard, vit.result_.extras["viterbi"])
+    np.testing.assert_array_equal(hard, vit.result_.sequence.viterbi)
+    np.testing.assert_array_equal(vit.result_.label_codes, hard)
     assert vit.labels_.equals(vit.viterbi_) and vit.result_.labels.equals(vit.labels_)
     post = create("hmm-em", init="mv", decode="posterior").fit(sim.responses)
-    np.testing.assert_array_equal(post.result_.extras["hard_labels"], post.probas_.to_numpy().argmax(axis=1))
+    np.testing.assert_array_equal(post.result_.hard_labels, post.probas_.to_numpy().argmax(axis=1))
+    np.testing.assert_array_equal(post.result_.label_codes, post.result_.hard_labels)
     assert post.result_.labels.equals(post.labels_)
+    assert (post.result_.sequence.viterbi != post.result_.hard_labels).any()  # the two decodings differ here
 
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -539,3 +549,96 @@ def test_random_sequences_fit_or_explain(data, method):
     assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1)
     np.testing.assert_allclose(est.transition_.sum(axis=0), 1.0, atol=1e-9)
     assert set(est.labels_) <= set(df["label"])
+
+
+def test_clamped_gold_token_conditions_forward_backward_and_viterbi():
+    """A gold token in the emission table gives exactly the posteriors of the paths through its label."""
+    from fusion_core.methods.sequential.model import clamp_emission
+
+    conf, t, p0, f, log_e = _random_problem(5)
+    n, k = log_e.shape
+    gold = (np.array([2]), np.array([1]))
+    clamped = clamp_emission(log_e, gold)
+    fb = forward_backward(clamped[None], np.array([n]), t, p0, return_xi=True)
+    paths = np.array(list(itertools.product(range(k), repeat=n)))
+    logp = np.log(p0[paths[:, 0]]) + log_e[np.arange(n), paths].sum(axis=1)
+    logp += np.log(t[paths[:, 1:], paths[:, :-1]]).sum(axis=1)
+    ok = paths[:, 2] == 1
+    p = np.where(ok, np.exp(logp), 0.0)
+    q = np.zeros((n, k))
+    for i in range(n):
+        np.add.at(q[i], paths[:, i], p / p.sum())
+    np.testing.assert_allclose(fb.posterior[0], q, atol=1e-10)
+    assert fb.log_likelihood[0] == pytest.approx(np.log(p.sum()), rel=1e-12)  # log Pr(F, y_2 = 1)
+    np.testing.assert_array_equal(viterbi(clamped[None], np.array([n]), t, p0)[0], paths[ok][np.argmax(logp[ok])])
+
+
+@pytest.mark.parametrize("name", ["hmm-em", "hmm-mm", "hmm-mv"])
+def test_gold_labels_are_clamped_and_inform_their_neighbours(name):
+    sim = hmm_chain(n_sequences=40, length=25, chain="sticky", p_observe=0.4, seed=7)
+    truth = sim.truth
+    gold = truth.iloc[::3]
+    rest = truth.index.difference(gold.index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        free = create(name).fit(sim.responses)
+        est = create(name).fit(sim.responses, true_labels=gold)
+    p = est.probas_.loc[gold.index]
+    np.testing.assert_array_equal(p.to_numpy().max(axis=1), 1.0)
+    assert (est.labels_.loc[gold.index] == gold).all() and (est.viterbi_.loc[gold.index] == gold).all()
+    np.testing.assert_array_equal(est.result_.label_codes, est.result_.hard_labels)
+    # forward–backward carries the gold information to the other tokens of the sentence
+    assert not np.allclose(free.probas_.loc[rest].to_numpy(), est.probas_.loc[rest].to_numpy(), atol=1e-3)
+    assert accuracy(est.labels_.loc[rest], truth) >= accuracy(free.labels_.loc[rest], truth)
+
+
+@pytest.mark.parametrize(
+    "name,params",
+    [
+        ("hmm-em", {"em_max_iter": 0}),
+        ("hmm-em", {"init": "random"}),
+        ("hmm-em", {"lag_pairs": "lower"}),
+        ("hmm-em", {"context_prior": -1.0}),
+        ("hmm-em", {"min_pair_support": 0}),
+        ("hmm-mv", {"emission": "semi-markov"}),
+        ("hmm-mv", {"smoothing": -0.1}),
+        ("hmm-mm", {"start_prob": "first"}),
+        ("hmm-mm", {"item_weights": pd.Series([-1.0], index=["0/0"])}),
+    ],
+)
+def test_out_of_range_parameters_are_refused(name, params):
+    with pytest.raises(UserInputError, match=next(iter(params))):
+        create(name, **params)
+
+
+def test_parameters_that_do_nothing_are_not_offered():
+    from fusion_core.methods import info
+
+    assert {"smoothing", "em_max_iter", "emission"}.isdisjoint(p.name for p in info("hmm-mm").params)
+    assert {"lag_pairs", "n_restarts", "min_pair_support"}.isdisjoint(p.name for p in info("hmm-mv").params)
+
+
+def test_baum_welch_warns_at_its_iteration_limit():
+    from fusion_core.errors import ConvergenceWarning
+
+    sim = hmm_chain(n_sequences=20, length=15, seed=1)
+    with pytest.warns(ConvergenceWarning, match="Baum–Welch"):
+        est = create("hmm-mv", em_max_iter=2, tol=0.0).fit(sim.responses)
+    assert not est.converged_ and est.n_iter_ == 2
+
+
+def test_sequence_strip_marks_the_viterbi_path():
+    from fusion_core.plots import sequence_strip
+
+    sim = hmm_chain(n_sequences=10, length=12, chain="sticky", p_observe=0.5, seed=3)
+    resp = Responses.from_frame(sim.responses)
+    est = create("hmm-mv").fit(resp)
+    seq = resp.sequences[1]
+    fig = sequence_strip(est, resp, seq)
+    items = np.flatnonzero(resp.sequence == 1)
+    items = items[np.argsort(resp.position[items])]
+    marks = fig.data[1]
+    assert marks.name == "Viterbi path"
+    np.testing.assert_array_equal(
+        np.asarray(marks.y), resp.classes.take(est.result_.sequence.viterbi[items]).astype(str)
+    )

@@ -12,20 +12,20 @@ import pytest
 
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods import create
-from fusion_core.methods import moment_matching as mmod
 from fusion_core.methods.moment_matching import (
-    _colour_plans,
-    _qp_columns,
-    _qp_columns_batch,
     block_quadratic,
     block_quadratics,
     colour_learners,
+    colour_plans,
     compute_moments,
     fix_permutation_as2,
     moment_terms,
     objective,
+    qp_columns,
+    qp_columns_batch,
     solve_moments,
 )
+from fusion_core.methods.moment_matching import moments as mmod
 from fusion_core.metrics import accuracy
 
 
@@ -100,7 +100,7 @@ def test_colour_batches_are_independent_and_equal_per_learner_blocks():
     linked = [mom.pair] + [mom.triple[:, list(c)] for c in ((0, 1), (0, 2), (1, 2))]
     for a, b in np.concatenate(linked):
         assert colour[a] != colour[b]  # learners of a colour share no kept moment
-    plans = _colour_plans(mom)
+    plans = colour_plans(mom)
     assert sum(len(pl.members) for pl in plans) == mom.n_learners
     assert max(len(pl.members) for pl in plans) > 1  # the sparse crowd really is batched
     for pl in plans:
@@ -120,9 +120,9 @@ def test_batched_block_qp_equals_single_block_solver():
     start = rng.dirichlet(np.ones(k), size=(nb, k)).transpose(0, 2, 1)
     start[::3, 0, :] = 0.0
     start[::3] /= start[::3].sum(axis=1, keepdims=True)
-    out = _qp_columns_batch(gram, lin, start, 50)
+    out = qp_columns_batch(gram, lin, start, 50)
     for b in range(nb):
-        ref = _qp_columns(gram[b], lin[b], start[b], 50)
+        ref = qp_columns(gram[b], lin[b], start[b], 50)
         np.testing.assert_allclose(out[b], ref, atol=1e-9)
     np.testing.assert_allclose(out.sum(axis=1), 1.0, atol=1e-12)
     assert out.min() >= 0 and (out == 0).any()
@@ -152,11 +152,11 @@ def test_exact_recovery_with_batched_colours():
         F[list(grp), g_i * 27 : (g_i + 1) * 27] = pats
     mom = compute_moments(F, k, weights=prob.ravel(), min_pair_support=1, min_triple_support=1)
     assert len(mom.triple) == len(groups) and len(mom.pair) == 15
-    assert max(len(pl.members) for pl in _colour_plans(mom)) >= 2
+    assert max(len(pl.members) for pl in colour_plans(mom)) >= 2
     g0 = rng.dirichlet(np.ones(k), size=(m, k)).transpose(0, 2, 1)
     p0 = rng.dirichlet(np.ones(k))
     g, p, trace, _, _ = solve_moments(mom, g0, p0, max_iter=4000, tol=1e-13, obj_tol=0.0)
-    assert all(b <= a + 1e-12 for a, b in zip(trace, trace[1:]))  # still a block-coordinate descent
+    assert all(b <= a + 1e-12 for a, b in itertools.pairwise(trace))  # still a block-coordinate descent
     g, p, _ = fix_permutation_as2(g, p)
     assert objective(mom, g, p) < 1e-11
     assert np.abs(g - gamma).sum(axis=1).max() < 1e-5 and np.abs(p - pi).sum() < 1e-5
@@ -185,7 +185,10 @@ def test_sparse_crowd_fits_and_names_the_unidentified_annotators():
     df, truth, acc = _sparse_crowd(0)
     with pytest.warns(AggregationWarning, match=r"annotators share no pair with at least 20") as rec:
         mm = create("mm").fit(df)
-    terms = mm.result_.extras["moment_terms"]
+    column = mm.result_.column("moment_terms")
+    assert column is not None and "moment_terms" not in column.title  # plain words for the annotator table
+    terms = column.values.astype(int)
+    np.testing.assert_array_equal(terms, mm.result_.details["moment_terms"])
     workers = mm.responses_.workers.to_numpy()
     heavy = workers < 12
     assert (terms[heavy] > 0).all()
@@ -236,7 +239,7 @@ def test_extrapolation_keeps_the_descent_and_the_fixed_point():
     fast = solve_moments(mom, g0, p0, extrapolate=True)
     plain = solve_moments(mom, g0, p0, extrapolate=False)
     for _, _, trace, _, conv in (fast, plain):
-        assert conv and all(b <= a + 1e-12 for a, b in zip(trace, trace[1:]))
+        assert conv and all(b <= a + 1e-12 for a, b in itertools.pairwise(trace))
     assert abs(fast[2][-1] - plain[2][-1]) <= 1e-6 * plain[2][-1]
     heavy = resp.workers.to_numpy() < 12  # well-identified annotators: same estimate
     assert np.abs(fast[0][heavy] - plain[0][heavy]).max() < 0.01

@@ -54,7 +54,7 @@ def test_t3_exact_moment_recovery_from_weighted_patterns():
         g, p, _ = fix_permutation_as2(g, p)
         eps = np.abs(g - gamma).sum(axis=1).max(axis=1).mean()
         assert eps < 1e-6 and np.abs(p - pi).sum() < 1e-6
-        assert all(b <= a + 1e-12 for a, b in zip(trace, trace[1:]))  # block-coordinate descent is monotone
+        assert all(b <= a + 1e-12 for a, b in itertools.pairwise(trace))  # block-coordinate descent is monotone
 
 
 def test_t3_estimator_accepts_item_weights():
@@ -143,7 +143,7 @@ def _check_t4(seed):
             assert confusion_error(conf, ds.confusion_) <= errs[n] + 0.01  # T5
             assert accuracy(ds.labels_, truth) >= acc - 0.005
             tr = ds.loss_history_
-            assert all(b >= a - 1e-9 * abs(a) for a, b in zip(tr, tr[1:]))
+            assert all(b >= a - 1e-9 * abs(a) for a, b in itertools.pairwise(tr))
     return errs
 
 
@@ -195,7 +195,7 @@ def test_missing_responses_and_fallback():
     tiny = pd.DataFrame({"task": [0, 0, 1, 1, 2, 2], "worker": ["a", "b"] * 3, "label": [0, 0, 1, 1, 0, 1]})
     with pytest.warns(AggregationWarning, match="not identifiable"):
         est = create("mm").fit(tiny)
-    assert est.result_.extras["mm_fallback"] is True
+    assert est.result_.details["mm_fallback"] is True
 
 
 def test_sparse_moments_use_their_own_support():
@@ -271,3 +271,36 @@ def test_as1_pair_residual_flags_copying_annotators():
     res = pair_residuals(bad.moments, bad.gamma, bad.class_prior)
     assert res[0] > 10 * np.nanmax(base) and res[4] > 10 * np.nanmax(base)
     # (the fit spreads the misfit over other pairs, so this flags that As1 fails, not always which pair)
+
+
+def test_gold_labels_are_clamped():
+    df, truth, conf, pi = _t4_data(5, 1500)
+    gold = truth.iloc[::5]
+    rest = truth.index.difference(gold.index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AggregationWarning)
+        for name in ("mm", "mm-ds"):
+            free = create(name).fit(df)
+            est = create(name).fit(df, true_labels=gold)
+            np.testing.assert_array_equal(est.probas_.loc[gold.index].to_numpy().max(axis=1), 1.0)
+            assert (est.labels_.loc[gold.index] == gold).all()
+            assert accuracy(est.labels_.loc[rest], truth) >= accuracy(free.labels_.loc[rest], truth) - 0.005
+
+
+def test_out_of_range_parameters_are_refused():
+    from fusion_core.errors import UserInputError
+
+    bad = [
+        ("mm", {"min_pair_support": 0}),
+        ("mm", {"min_triple_support": 2.5}),
+        ("mm", {"max_iter": 0}),
+        ("mm", {"n_restarts": -1}),
+        ("mm", {"item_weights": [1.0, 2.0]}),
+        ("mm", {"item_weights": {0: float("nan")}}),
+        ("mm-ds", {"em_max_iter": 0}),
+        ("mm-ds", {"em_tol": -1e-3}),
+    ]
+    for name, params in bad:
+        with pytest.raises(UserInputError, match=next(iter(params))):
+            create(name, **params)
+    assert create("mm", min_pair_support=None, min_triple_support=5).min_triple_support == 5

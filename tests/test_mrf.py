@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
@@ -13,7 +14,7 @@ from fusion_core.data.responses import Responses
 from fusion_core.errors import AggregationWarning, UserInputError
 from fusion_core.methods import create
 from fusion_core.methods.dawid_skene import e_step, m_step
-from fusion_core.methods.mrf import icm, icm_energy, network_em, node_delta
+from fusion_core.methods.networked import icm, icm_energy, network_em, node_delta
 from fusion_core.metrics import confusion_error, macro_f1
 from fusion_core.simulate.graph import sbm
 
@@ -35,9 +36,10 @@ def test_t10_empty_graph_equals_dawid_skene_without_priors():
     conf0 = normalize_confusion(expected_counts(resp, np.eye(k)[mv]), 0.01)
     delta = node_delta("M", resp)
     n_iter = 7
-    post, labels, conf, _, _, _, _ = network_em(
-        resp, empty_graph(resp.n_items), conf0, mv, delta, smoothing=0.01, max_iter=n_iter, tol=0.0
+    run, _ = network_em(
+        resp, empty_graph(resp.n_items), conf0, mv, delta, smoothing=0.01, max_iter=n_iter, tol=0.0, warn=False
     )
+    post, labels, conf = run.posterior, run.estep.stats.labels, run.state.confusion
     # DS EM without priors from the same Γ⁽⁰⁾: n_iter E/M rounds
     c = conf0
     for _ in range(n_iter):
@@ -53,10 +55,12 @@ def test_t10_empty_graph_equals_dawid_skene_without_priors():
     resp2 = Responses.from_frame(sim2.responses)
     mv2 = np.argmax(resp2.vote_counts(), axis=1)
     conf02 = normalize_confusion(expected_counts(resp2, np.eye(k)[mv2]), 0.01)
-    a = network_em(resp2, g, conf02, mv2, np.zeros(resp2.n_items), max_iter=5, tol=0.0)
-    b = network_em(resp2, empty_graph(resp2.n_items), conf02, mv2, np.zeros(resp2.n_items), max_iter=5, tol=0.0)
-    np.testing.assert_allclose(a[2], b[2], atol=1e-12)
-    np.testing.assert_array_equal(a[1], b[1])
+    a, _ = network_em(resp2, g, conf02, mv2, np.zeros(resp2.n_items), max_iter=5, tol=0.0, warn=False)
+    b, _ = network_em(
+        resp2, empty_graph(resp2.n_items), conf02, mv2, np.zeros(resp2.n_items), max_iter=5, tol=0.0, warn=False
+    )
+    np.testing.assert_allclose(a.state.confusion, b.state.confusion, atol=1e-12)
+    np.testing.assert_array_equal(a.estep.stats.labels, b.estep.stats.labels)
 
 
 def _check_t11(seed):
@@ -117,7 +121,7 @@ def test_t13_gauss_seidel_icm_is_monotone_and_terminates(seed):
         if done:
             break
     assert done
-    assert all(b <= a + 1e-9 for a, b in zip(energies, energies[1:]))
+    assert all(b <= a + 1e-9 for a, b in itertools.pairwise(energies))
     y_j, sweeps_j, _ = icm(
         unary, g, rng.integers(0, 4, size=resp.n_items), np.full(resp.n_items, delta), mode="jacobi", t_max=7
     )
@@ -176,3 +180,59 @@ def test_random_graphs_fit_or_explain(data, pairs, method, mode):
     p = est.probas_.to_numpy()
     assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1)
     assert set(est.labels_.index) == tasks
+
+
+def test_icm_keeps_fixed_nodes():
+    sim = sbm(n_items=500, avg_degree=6, homophily=0.9, seed=2)
+    resp = Responses.from_frame(sim.responses)
+    g = graph_for_responses(sim.extras["edges"], resp)
+    rng = np.random.default_rng(0)
+    unary = np.log(rng.dirichlet(np.ones(4), size=resp.n_items))
+    y0 = rng.integers(0, 4, size=resp.n_items)
+    fixed = rng.random(resp.n_items) < 0.2
+    for mode in ("gauss_seidel", "jacobi"):
+        y, _, _ = icm(unary, g, y0, np.full(resp.n_items, 5.0), mode=mode, fixed=fixed)
+        np.testing.assert_array_equal(y[fixed], y0[fixed])
+        assert (y[~fixed] != y0[~fixed]).any()
+
+
+@pytest.mark.parametrize("name", ["mrf-em", "mrf-mv"])
+def test_gold_nodes_are_clamped_and_inform_their_neighbours(name):
+    sim = sbm(n_items=800, avg_degree=4, homophily=0.9, p_observe=0.3, seed=6)
+    truth = sim.truth
+    gold = truth.iloc[::4]
+    rest = truth.index.difference(gold.index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AggregationWarning)
+        free = create(name).fit(sim.responses, graph=sim.extras["edges"])
+        est = create(name).fit(sim.responses, graph=sim.extras["edges"], true_labels=gold)
+    np.testing.assert_array_equal(est.probas_.loc[gold.index].to_numpy().max(axis=1), 1.0)
+    assert (est.labels_.loc[gold.index] == gold).all()
+    assert macro_f1(est.labels_.loc[rest], truth) >= macro_f1(free.labels_.loc[rest], truth)
+
+
+def test_typed_graph_summary_and_parameters():
+    sim = sbm(n_items=600, avg_degree=5, homophily=0.9, seed=3)
+    est = _fit("mrf-em", sim, delta="half_answered")
+    g = est.result_.graph
+    resp = Responses.from_frame(sim.responses)
+    assert g.n_edges == graph_for_responses(sim.extras["edges"], resp).n_edges
+    assert g.delta == pytest.approx(resp.responses_per_item.mean() / 2)
+    assert g.edge_agreement == est.edge_agreement_ and 0.5 < g.edge_agreement <= 1
+    np.testing.assert_array_equal(est.result_.label_codes, est.result_.hard_labels)
+    for bad in ({"delta": 0}, {"delta": -2.0}, {"delta": True}, {"delta": "strong"}, {"em_max_iter": 0}, {"t_max": 0}):
+        with pytest.raises(UserInputError, match=next(iter(bad))):
+            create("mrf-em", **bad)
+    assert create("mrf-mv", delta=2.5).fit(sim.responses, graph=sim.extras["edges"]).result_.graph.delta == 2.5
+    from fusion_core.methods import info
+
+    assert "min_pair_support" not in {p.name for p in info("mrf-mv").params}  # no moment matching in mrf-mv
+
+
+def test_potts_em_warns_at_its_iteration_limit():
+    from fusion_core.errors import ConvergenceWarning
+
+    sim = sbm(n_items=600, avg_degree=5, homophily=0.7, seed=4)
+    with pytest.warns(ConvergenceWarning, match="mrf-mv EM"):
+        est = create("mrf-mv", em_max_iter=2, em_tol=0.0).fit(sim.responses, graph=sim.extras["edges"])
+    assert not est.converged_ and est.n_iter_ == 2

@@ -10,18 +10,18 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize
 
+from fusion_core.data.multilabel import MultiLabelResponses, parse_multilabel
 from fusion_core.methods.heldout import compare
 from fusion_core.errors import UserInputError
 from fusion_core.methods import DawidSkene, available
 from fusion_core.methods.multilabel import (
     MultiLabelEM,
-    _Model,
-    _State,
+    MultiLabelModel,
+    NoiseState,
     admissible_sets,
     flip_to_mixture,
     mixture_to_flip,
     multilabel_metrics,
-    parse_multilabel,
     q_flip,
     q_mixture,
 )
@@ -141,14 +141,14 @@ def test_ml4_efficient_likelihood_equals_direct_product():
     worker = rng.integers(0, J, R)
     X = rng.uniform(size=(R, C)) < 0.4
     O = rng.uniform(size=(R, C)) > 0.3
-    from fusion_core.methods.multilabel import MultiLabelData
-
-    d = MultiLabelData(item, worker, X, O, pd.Index(range(N)), pd.Index(range(J)), pd.Index(list("abcd")))
+    d = MultiLabelResponses(item, worker, X, O, pd.Index(range(N)), pd.Index(range(J)), pd.Index(list("abcd")))
     Z = admissible_sets(C, C, True)
-    model = _Model(
+    model = MultiLabelModel(
         d, granularity="annotator_label", noise="flip", Z=Z, prior="uniform", alpha=0.01, kappa=0.0, factorised=False
     )
-    st = _State(rng.uniform(0.01, 0.4, J * C), rng.uniform(0.01, 0.4, J * C), np.full(len(Z), -np.log(len(Z))), None)
+    st = NoiseState(
+        rng.uniform(0.01, 0.4, J * C), rng.uniform(0.01, 0.4, J * C), np.full(len(Z), -np.log(len(Z))), None
+    )
     B, D = model.scatter(st)
     fast = B[:, None] + D @ Z.T.astype(float)
     e0, e1 = st.eps0.reshape(J, C), st.eps1.reshape(J, C)
@@ -192,13 +192,11 @@ def test_ml8_mstep_optimality():
         )
         assert q([e0, e1]) <= res.fun + 1e-8
     # mixture boundary: a 'pure guesser' cell (ε0 + ε1 > 1) gets ε = 1 and r = its report rate
-    from fusion_core.methods.multilabel import MultiLabelData
-
     X = np.array([[True], [False], [True], [True]])
-    d = MultiLabelData(
+    d = MultiLabelResponses(
         np.array([0, 1, 2, 3]), np.zeros(4, int), X, None, pd.Index(range(4)), pd.Index(["w"]), pd.Index(["c"])
     )
-    model = _Model(
+    model = MultiLabelModel(
         d,
         granularity="global",
         noise="mixture",
@@ -245,8 +243,6 @@ def test_ml9_binary_special_case_equals_ds():
 
 
 def test_ml10_factorisation():
-    rng = np.random.default_rng(10)
-    frames, ds_post = [], []
     sets = [_binary_crowd(seed=s) for s in (1, 2, 3)]
     item, wk, _ = sets[0]
     labs = ["a", "b", "c"]
@@ -260,7 +256,7 @@ def test_ml10_factorisation():
         bits.append(np.where(y[item], u >= e1[wk], u < e0[wk]))
     bits = np.column_stack(bits)
     ml_df = pd.DataFrame({"task": item, "worker": wk, "label": ["|".join(np.array(labs)[row]) for row in bits]})
-    kw = dict(granularity="annotator_label", admissible="all", prior="product", tol=0.0, max_iter=40)
+    kw = {"granularity": "annotator_label", "admissible": "all", "prior": "product", "tol": 0.0, "max_iter": 40}
     fac = quiet_fit(MultiLabelEM(**kw), ml_df)
     enum = quiet_fit(MultiLabelEM(factorize=False, **kw), ml_df)
     assert np.max(np.abs(fac.probas_.to_numpy() - enum.probas_.to_numpy())) < 1e-10
@@ -312,8 +308,8 @@ def test_ml13_annealing_equals_em_on_easy_data(seeds):
         da = quiet_fit(MultiLabelEM(granularity="annotator_label", max_degree=2, anneal="default"), sim.responses)
         assert (em.labels_ == da.labels_).mean() >= 0.995
         assert abs(em.log_likelihood_ - da.log_likelihood_) <= 1e-6 * abs(em.log_likelihood_)
-        assert da.anneal_info_["T0"] in (2.0, 4.0, 8.0)
-        assert max(da.temperatures_) == da.anneal_info_["T0"] and da.temperatures_[-1] == 1.0
+        assert da.result_.annealing.T0 in (2.0, 4.0, 8.0) and em.result_.annealing is None
+        assert max(da.temperatures_) == da.result_.annealing.T0 and da.temperatures_[-1] == 1.0
 
 
 # ------------------------------------------------------------------ ML14, ML15 held-out selection
@@ -403,7 +399,7 @@ def test_outputs_and_registry():
     m = quiet_fit(MultiLabelEM(max_degree=2), sim.responses)
     assert m.probas_.shape == (400, 4) and list(m.probas_.columns) == list(m.classes_)
     assert all(isinstance(v, tuple) for v in m.labels_)
-    assert m.result_.extras["flip_rates"].shape == (12, 4, 2)
+    assert m.result_.details["flip_rates"].shape == (12, 4, 2)
     assert m.flip_rates_.index.names == ["worker", "label"]
     assert abs(m.set_prior_.sum() - 1) < 1e-9
     assert (m.top_sets_.groupby("task")["probability"].sum() <= 1 + 1e-9).all()
@@ -414,3 +410,30 @@ def test_outputs_and_registry():
         MultiLabelEM(granularity="bogus").fit(sim.responses)
     with pytest.raises(UserInputError, match="product"):
         MultiLabelEM(prior="product").fit(sim.responses)
+
+
+# ------------------------------------------------------------------ gold label sets (issue 10: clamped, never ignored)
+def test_gold_label_sets_are_clamped():
+    sim = multilabel_crowd(n_items=300, n_labels=4, n_workers=8, seed=5)
+    df = sim.responses
+    gold = sim.truth.iloc[:60]
+    wrong = pd.Series([("L0", "L2")] * len(gold), index=gold.index)  # contradicts the crowd: must still win
+    m = quiet_fit(MultiLabelEM(max_degree=2, tol=0.0, max_iter=40), df, true_labels=wrong)
+    assert (m.labels_.loc[wrong.index] == ("L0", "L2")).all()
+    assert (m.probas_.loc[wrong.index].to_numpy() == [1.0, 0.0, 1.0, 0.0]).all()
+    assert (m.top_sets_.query("rank == 1").set_index("task").loc[wrong.index, "probability"] == 1.0).all()
+    tr = np.asarray(m.loss_history_)
+    assert np.all(np.diff(tr) >= -1e-9 * np.abs(tr[1:]))  # still (MAP-)EM with the gold items observed
+    plain = quiet_fit(MultiLabelEM(max_degree=2), df)
+    honest = quiet_fit(MultiLabelEM(max_degree=2), df, true_labels=gold.map(lambda s: "|".join(s)))  # format A text
+    rest = sim.truth.index[60:]
+    acc = lambda model: (model.labels_.reindex(rest) == sim.truth.reindex(rest)).mean()
+    assert acc(honest) >= acc(plain) - 0.01
+    # the factorised path clamps the label bits
+    kw = {"admissible": "all", "prior": "product", "granularity": "annotator_label"}
+    f = quiet_fit(MultiLabelEM(**kw), df, true_labels=wrong)
+    assert (f.probas_.loc[wrong.index].to_numpy() == [1.0, 0.0, 1.0, 0.0]).all()
+    with pytest.raises(UserInputError, match="not admissible"):
+        MultiLabelEM(max_degree=1).fit(df, true_labels=pd.Series([("L0", "L1")], index=[gold.index[0]]))
+    with pytest.raises(UserInputError, match="not in the responses"):
+        MultiLabelEM(max_degree=1).fit(df, true_labels=pd.Series([("zzz",)], index=[gold.index[0]]))

@@ -104,14 +104,32 @@ def test_skill_ranking_sorted_with_error_bars(ds):
 
 
 def test_eigenvector_bar(ds):
+    import dataclasses
+
+    from fusion_core.methods.results import SpectralSummary
+
     res = ds.result_
-    assert "eigenvector" not in res.extras
-    assert len(eigenvector_bar(res).data) == 0
+    assert res.spectral is None
+    assert len(eigenvector_bar(res).data) == 0  # not a spectral method: nothing to show
     vec = np.linspace(-0.2, 0.5, len(res.workers))
-    res2 = type(res)(**{**res.__dict__, "extras": {**res.extras, "eigenvector": vec}})
+    res2 = dataclasses.replace(res, spectral=SpectralSummary(eigenvector=vec, eigenvalues=np.array([2.0, 0.5])))
     fig = eigenvector_bar(res2)
     np.testing.assert_allclose(sorted(fig.data[0].y, reverse=True), np.sort(vec)[::-1])
+    np.testing.assert_allclose(fig.data[0].y, np.sort(vec)[::-1])  # sorted best first
     assert fig.data[0].marker.color[-1] != fig.data[0].marker.color[0]  # negative entries coloured apart
+    assert "balanced accuracy" in fig.layout.yaxis.title.text  # the axis says what the entries measure
+    vec[:2] = np.nan  # annotators outside the spectral core have no entry and are left out
+    fig = eigenvector_bar(dataclasses.replace(res, spectral=SpectralSummary(eigenvector=vec, eigenvalues=np.array([]))))
+    assert len(fig.data[0].y) == len(vec) - 2 and "2 outside the spectral core" in fig.layout.xaxis.title.text
+    ova = np.linspace(-0.2, 0.5, 3 * len(res.workers)).reshape(len(res.workers), 3)  # one-vs-all: one series per class
+    fig = eigenvector_bar(dataclasses.replace(res, spectral=SpectralSummary(eigenvector=ova, eigenvalues=np.array([]))))
+    assert len(fig.data) == 3 and all(len(t.y) == len(res.workers) for t in fig.data)
+    np.testing.assert_allclose(fig.data[1].y, ova[::-1, 1])
+    empty = np.full(len(res.workers), np.nan)  # the EM fallback: no eigenvector was computed
+    fig = eigenvector_bar(
+        dataclasses.replace(res, spectral=SpectralSummary(eigenvector=empty, eigenvalues=np.array([])))
+    )
+    assert len(fig.data) == 0
 
 
 def _fake_report():
@@ -263,13 +281,13 @@ def test_context_reliability_curves_and_interpolated_regions():
         est = create("context-em").fit(df, context=ctx)
     res = est.result_
     fig = context_reliability(est, [w0])
-    grid = res.extras["context_grid"]
+    grid = res.context.grid
     w = list(res.workers).index(w0)
-    solid = [t for t in fig.data if t.name == w0 and t.xaxis == "x"][0]
-    dotted = [t for t in fig.data if t.name == f"{w0} (interpolated)" and t.xaxis == "x"][0]
+    solid = next(t for t in fig.data if t.name == w0 and t.xaxis == "x")
+    dotted = next(t for t in fig.data if t.name == f"{w0} (interpolated)" and t.xaxis == "x")
     y_s, y_d = np.asarray(solid.y, float), np.asarray(dotted.y, float)
     np.testing.assert_allclose(
-        np.where(np.isfinite(y_s), y_s, 0), np.where(np.isfinite(y_s), res.extras["detection_curves"][w], 0)
+        np.where(np.isfinite(y_s), y_s, 0), np.where(np.isfinite(y_s), res.context.detection[w], 0)
     )
     assert np.isfinite(y_d[grid > 0.75]).all() and np.isnan(y_s[grid > 0.75]).all()  # beyond its data: dotted only
     assert np.isfinite(y_s[grid < 0.6]).all()

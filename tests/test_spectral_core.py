@@ -1,4 +1,4 @@
-"""Deterministic checks of fusion_core.spectral (spec spectral.md §8.1, §8.12, §3.2, §3.8, §5.1, §5.2)."""
+"""Deterministic checks of fusion_core.methods.spectral (spec spectral.md §8.1, §8.12, §3.2, §3.8, §5.1, §5.2)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fusion_core.spectral import (
+from fusion_core.methods.spectral import (
     BinaryMatrix,
-    _pattern_design,
     als_rank_one,
     estimate_b_tensor,
     fit_spectral,
@@ -18,6 +17,7 @@ from fusion_core.spectral import (
     loglinear_diagonal,
     pair_weights,
     pairwise_moments,
+    pattern_design,
     principal_axis,
     psi_eta_from_v,
     resolve_sign,
@@ -128,10 +128,11 @@ def test_likelihood_pattern_compression_keeps_counts():
     mu = np.nanmean(Z, axis=1)
     v = np.full(5, 0.4)
     use = np.ones(5, dtype=bool)
-    P, M, counts = _pattern_design(B, use)
+    design = pattern_design(B, use)
+    P, M, counts = design
     assert P.shape[0] < 400 and counts.sum() == 400
     grid = np.array([-0.5, 0.0, 0.4])
-    G = restricted_log_likelihood(P, M, counts, mu, v, grid)
+    G = restricted_log_likelihood(design, mu, v, grid)
     # direct per-item evaluation
     psi, eta = [np.clip(x, 1e-3, 1 - 1e-3) for x in psi_eta_from_v(mu, v, 0.4)]
     obs = ~np.isnan(Z)

@@ -11,15 +11,18 @@ from conftest import load_dataset
 
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods import InformedSML, SpectralDawidSkene, SpectralMetaLearner, available, create, info
-from fusion_core.metrics import accuracy
-from fusion_core.simulate.spectral import independent
-from fusion_core.spectral import (
+from fusion_core.methods.results import SpectralSummary
+from fusion_core.methods.spectral import (
+    METHOD_FALLBACK,
+    METHOD_SPECTRAL,
     ClassImbalanceWarning,
     DegenerateSpectrumWarning,
     FewAnnotatorsWarning,
     SparseOverlapWarning,
-    balanced_accuracy,
 )
+from fusion_core.methods.spectral.outputs import RANKING_BY_EIGENVECTOR, RANKING_BY_EM
+from fusion_core.metrics import accuracy, balanced_accuracy
+from fusion_core.simulate.spectral import independent
 
 NAMES = ("sml", "isml", "sml-ds")
 
@@ -53,9 +56,21 @@ def test_fitted_attributes_binary(sim, name):
         assert isinstance(s, pd.Series) and s.index.equals(workers)
     assert isinstance(est.class_imbalance_, float)
     assert est.eigenvalues_[0] == est.eigenvalues_.max()
-    ex = est.result_.extras
-    for key in ("eigenvector", "eigenvalues", "balanced_accuracy", "sensitivity", "specificity", "class_imbalance"):
-        assert key in ex
+    res = est.result_
+    assert isinstance(res.spectral, SpectralSummary) and res.spectral.method_used == METHOD_SPECTRAL
+    np.testing.assert_array_equal(res.spectral.eigenvector, est.eigenvector_.to_numpy())
+    np.testing.assert_array_equal(res.spectral.eigenvalues, est.eigenvalues_)
+    assert res.spectral.class_imbalance == est.class_imbalance_ and res.spectral.positive_label == 1
+    # annotator columns: exactly one value per annotator, plain titles; never eigenvalues or a ranking
+    cols = {c.key: c for c in res.annotator_columns}
+    assert list(cols) == ["sensitivity", "specificity", "balanced_accuracy"]
+    assert (
+        cols["sensitivity"].title == "sensitivity (detects 1)"
+        and cols["specificity"].title == "specificity (detects 0)"
+    )
+    for key, col in cols.items():
+        assert col.values.shape == (len(workers),)
+        np.testing.assert_allclose(col.values, getattr(est, key + "_").to_numpy())
     assert est.confusion_.shape == (15, 2, 2)
     np.testing.assert_allclose(est.confusion_.sum(axis=2), 1.0)
     assert est.errors_.shape == (30, 2) and est.skills_.index.equals(workers)
@@ -74,9 +89,10 @@ def test_fitted_attributes_binary(sim, name):
         assert len(order) == len(workers)
         ba = est.balanced_accuracy_.reindex(order).to_numpy()
         assert np.all(np.diff(ba) <= 0)
-        assert est.result_.extras["ranking_source"] == "em_balanced_accuracy"
+        assert est.result_.ranking.source == RANKING_BY_EM
     else:
         assert np.all(np.diff(est.eigenvector_.reindex(order).to_numpy()) <= 0)
+        assert est.result_.ranking.source == RANKING_BY_EIGENVECTOR
     assert pd.Series(np.arange(len(order)), index=order).corr(-ba_true.reindex(order), method="spearman") > 0.8
 
 
@@ -84,7 +100,7 @@ def test_sml_posterior_is_hard_and_score_kept(sim):
     est = _fit("sml", sim.responses)
     p = est.probas_.to_numpy()
     assert set(np.unique(p)) <= {0.0, 1.0}
-    score = est.result_.extras["score"]
+    score = est.result_.details["score"]
     assert np.array_equal(est.labels_.to_numpy() == 1, score > 0)
 
 
@@ -144,6 +160,11 @@ def test_multiclass_attributes():
         assert est.sensitivity_.shape == (8, 3) and est.eigenvector_.shape == (8, 3)
         assert isinstance(est.class_imbalance_, pd.Series) and len(est.class_imbalance_) == 3
         assert est.balanced_accuracy_.shape == (8,)
+        cols = est.result_.annotator_columns
+        assert [c.title for c in cols] == ["balanced accuracy"] + [f"accuracy on class {c}" for c in range(3)]
+        assert all(c.values.shape == (8,) for c in cols)
+        np.testing.assert_allclose(cols[1].values, est.sensitivity_[0].to_numpy())
+        assert est.result_.spectral.positive_label is None and est.result_.ranking is None
         np.testing.assert_allclose(est.confusion_.sum(axis=2), 1.0, atol=1e-9)
         assert accuracy(est.labels_, s.truth) > 0.9
 
@@ -156,7 +177,7 @@ def test_few_annotators_warn():
     s2 = independent(m=2, n=500, b=0.0, psi_range=(0.7, 0.9), seed=1)
     with pytest.warns(SparseOverlapWarning):
         est2 = create("sml").fit(s2.responses)
-    assert est2.result_.extras["method_used"] == "em_mv_fallback"
+    assert est2.result_.spectral.method_used == METHOD_FALLBACK
 
 
 def test_random_annotators_warn_degenerate():
@@ -232,3 +253,43 @@ def test_random_small_data_fit_or_explain(data, name, binary):
     assert np.isfinite(est.probas_.to_numpy()).all()
     np.testing.assert_allclose(est.probas_.sum(axis=1), 1.0)
     assert est.labels_.index.equals(est.probas_.index)
+
+
+@pytest.mark.parametrize(
+    "name,params",
+    [
+        ("isml", {"b_method": "none"}),
+        ("sml", {"n_min": 1}),
+        ("sml", {"completion": "svd"}),
+        ("isml", {"b": 1.0}),
+        ("isml", {"b": "half"}),
+        ("isml", {"positive_label": [0, 1]}),
+        ("sml-ds", {"max_iter": 0}),
+        ("sml-ds", {"init": "ds"}),
+        ("sml-ds", {"smoothing": -1.0}),
+    ],
+)
+def test_out_of_range_parameters_refused(name, params):
+    """Declared parameters (fusion_core.methods.params): each bad value names the parameter and what it accepts."""
+    with pytest.raises(UserInputError, match=next(iter(params))):
+        create(name, **params)
+
+
+def test_multiclass_needs_class_imbalance():
+    """One-vs-all needs b for every class: sml with b_method='none' is refused with a sentence (it used to crash
+    with a TypeError), as is a known b."""
+    from fusion_core.simulate.dawid_skene import dawid_skene
+
+    s = dawid_skene(n_items=300, n_workers=6, n_classes=3, seed=0)
+    with pytest.raises(UserInputError, match="b_method"):
+        create("sml", b_method="none").fit(s.responses)
+    with pytest.raises(UserInputError, match="binary data only"):
+        create("isml", b=0.2).fit(s.responses)
+
+
+def test_annotator_column_must_be_one_value_per_annotator():
+    """A matrix (e.g. eigenvalues of one-vs-all, or per-class sensitivities) can never become an annotator column."""
+    from fusion_core.methods.results import AnnotatorColumn
+
+    with pytest.raises(ValueError, match="one value per annotator"):
+        AnnotatorColumn("sensitivity", "sensitivity", np.zeros((8, 3)))

@@ -16,9 +16,10 @@ from scipy.stats import spearmanr
 from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
 from fusion_core.methods import create
+from fusion_core.methods.spectral import METHOD_FALLBACK, BinaryMatrix, SparseOverlapWarning, fit_binary, fit_spectral
+from fusion_core.metrics import balanced_accuracy
 from fusion_core.simulate.dawid_skene import dawid_skene
 from fusion_core.simulate.spectral import cartel, independent, split_balanced_accuracy
-from fusion_core.spectral import BinaryMatrix, SparseOverlapWarning, balanced_accuracy, fit_binary, fit_spectral
 
 FAST = range(3)
 FULL = range(20)
@@ -248,7 +249,7 @@ def _ova(seed, k, prior, symmetric):
     diag_true = np.einsum("wkk->wk", sim.confusion)[order]
     mae_p = np.mean(np.abs(est.priors_.to_numpy() - np.asarray(sim.class_prior)))
     mae_d = np.mean(np.abs(est.sensitivity_.to_numpy() - diag_true))
-    return mae_p, mae_d, est.result_.extras["class_prior_sum"]
+    return mae_p, mae_d, est.result_.details["class_prior_sum"]
 
 
 CASES = [(3, [0.5, 0.3, 0.2], True), (3, [0.5, 0.3, 0.2], False), (4, None, True), (4, None, False)]
@@ -280,7 +281,7 @@ def _mcar(seed):
     ba_sml = _ba(_quiet_fit("sml", resp).labels_, sim.truth)
     ba_mv = _ba(_quiet_fit("mv", resp, tie_break="random", random_state=seed).labels_, sim.truth)
     # likelihood ranking: balanced accuracy ψ+η−1 of the EM started from i-SML (sml-ds, §3.11)
-    em_ba = _quiet_fit("sml-ds", resp).result_.extras["balanced_accuracy"]
+    em_ba = _quiet_fit("sml-ds", resp).result_.column("balanced_accuracy").values
     sp_em = spearmanr(em_ba, psi + eta - 1).statistic
     return sp, mae, abs(fit.b_likelihood - 0.3), abs(fit.b_tensor - 0.3), ba_sml, ba_mv, sp_em
 
@@ -355,7 +356,7 @@ def test_too_sparse_falls_back(seed):
     for name in ("sml", "isml", "sml-ds"):
         with pytest.warns(SparseOverlapWarning):
             est = create(name).fit(sim.responses)
-        assert est.result_.extras["method_used"] == "em_mv_fallback"
+        assert est.result_.spectral.method_used == METHOD_FALLBACK
         assert any("spectral stage not possible" in w for w in est.warnings_)
         assert est.labels_.notna().all()
         with pytest.raises(UserInputError):

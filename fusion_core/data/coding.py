@@ -10,20 +10,25 @@ and a column mixing types (e.g. ``3`` and ``"3"``) is mapped to canonical text s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from fusion_core.data.readers import EncodedTable, ReadOptions, clean_text, read_options
+from fusion_core.data.columns import (
+    Coded,
+    _as_text,
+    _kind,
+    check_columns,
+    confidence_values,
+    role_codes,
+    row_numbers,
+)
+from fusion_core.data.readers import EncodedTable, read_options
 from fusion_core.data.responses import DUPLICATE_POLICIES, Responses, ValidationReport
 from fusion_core.data.text import (
-    canonical_scalar,
     explain_unknown,
-    natural_order,
     parse_numbers,
     show_value,
     sorted_index,
@@ -31,122 +36,16 @@ from fusion_core.data.text import (
 )
 from fusion_core.errors import UserInputError
 
-__all__ = ["check_columns", "code_long", "code_table", "code_wide", "role_codes", "sorted_index"]
-
-
-@dataclass
-class Coded:
-    """Integer ``codes`` (int64, −1 = missing) into the distinct ``values`` of one column."""
-
-    codes: np.ndarray
-    values: pd.Index
-
-    def take(self, mask: np.ndarray) -> Coded:
-        return Coded(self.codes[mask], self.values)
-
-    def compact(self) -> Coded:
-        """Only the values used, in their natural order (codes remapped; linear in the rows)."""
-        used = np.bincount(self.codes, minlength=len(self.values)) > 0
-        kept = self.values[used]
-        order = natural_order(kept)
-        new = np.full(len(self.values), -1, dtype=np.int64)
-        new[np.flatnonzero(used)[order]] = np.arange(len(kept))
-        return Coded(new[self.codes], kept.take(order))
-
-
-def _is_text_index(values: pd.Index) -> bool:
-    if values.dtype == object:
-        return bool(len(values)) and all(isinstance(v, str) for v in values)
-    return pd.api.types.is_string_dtype(values.dtype)
-
-
-def _kind(values: pd.Index) -> str:
-    """'text', 'number', 'bool' or 'mixed' for the distinct values of a column."""
-    if _is_text_index(values) or len(values) == 0:
-        return "text"
-    if pd.api.types.is_bool_dtype(values.dtype):
-        return "bool"
-    if pd.api.types.is_numeric_dtype(values.dtype):
-        return "number"
-    if values.dtype == object:
-        if all(isinstance(v, (bool, np.bool_)) for v in values):
-            return "bool"
-        if all(
-            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) for v in values
-        ):
-            return "number"
-    return "mixed"
-
-
-def _first_row(codes: np.ndarray, j: int) -> int:
-    return int(np.argmax(codes == j)) + 1
-
-
-def _as_text(values: pd.Index, codes: np.ndarray, column: str) -> pd.Index:
-    """Canonical text of distinct values (row numbers in messages from ``codes``)."""
-    out = []
-    for j, v in enumerate(values):
-        try:
-            out.append(canonical_scalar(v, column=column))
-        except UserInputError:
-            canonical_scalar(v, column=column, row=_first_row(codes, j))
-    return pd.Index(out, dtype="str")
-
-
-def _refactor(codes: np.ndarray, values: pd.Index) -> Coded:
-    """Codes into ``values`` re-coded after values changed (merged or made missing)."""
-    new_codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    remap = np.append(new_codes.astype(np.int64), -1)
-    return Coded(remap[codes], pd.Index(uniques))
-
-
-def role_codes(values: pd.Series, *, column: str, options: ReadOptions | None = None) -> Coded:
-    """One id/label column as codes into its distinct values (see the module docs for the value rules)."""
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        codes = values.cat.codes.to_numpy().astype(np.int64)
-        uniques = pd.Index(values.cat.categories)
-    else:
-        try:
-            raw, found = pd.factorize(values, use_na_sentinel=True)
-        except TypeError:  # unhashable cells (lists, dicts)
-            for i, v in enumerate(values):
-                canonical_scalar(v, column=column, row=i + 1)
-            raise
-        codes, uniques = raw.astype(np.int64), pd.Index(found)
-    kind = _kind(uniques)
-    if kind == "mixed" or uniques.dtype.kind in "mM":
-        uniques, kind = _as_text(uniques, codes, column), "text"
-    if kind != "text":
-        return Coded(codes, uniques)
-    if uniques.dtype == object:
-        uniques = pd.Index(uniques, dtype="str")
-    opts = options or ReadOptions()
-    if not opts.strip_whitespace and not opts.na_values and not (uniques == "").any():
-        return Coded(codes, uniques)
-    cleaned = clean_text(pa.array(uniques, pa.large_string()), opts)
-    return _refactor(codes, pd.Index(cleaned.to_pandas(), dtype="str"))
-
-
-def check_columns(wanted: Mapping[str, Any], available: Sequence[Any]) -> None:
-    """Refuse role columns that are not in the table, naming the roles, the table's columns and near misses."""
-    names = [str(c) for c in available]
-    missing = [(role, col) for role, col in wanted.items() if col not in available]
-    if not missing:
-        return
-    listed = ", ".join(f"{role} column {show_value(col)}" for role, col in missing)
-    near = [
-        n
-        for role, col in missing
-        for n in names
-        if n.strip() == str(col).strip() or n.casefold() == str(col).casefold()
-    ]
-    hint = (
-        f" (the table has {show_value(near[0])}: check spaces and case, or use strip_whitespace=True)" if near else ""
-    )
-    raise UserInputError(
-        f"missing {listed}{hint}; the table has columns {names}. Map the columns (e.g. --task-col/--worker-col/"
-        "--label-col) or rename them."
-    )
+__all__ = [
+    "check_columns",
+    "code_long",
+    "code_table",
+    "code_wide",
+    "confidence_values",
+    "role_codes",
+    "row_numbers",
+    "sorted_index",
+]
 
 
 def code_long(
@@ -162,11 +61,13 @@ def code_long(
     min_workers: int = 2,
     na_values: Sequence[str] | str | None = None,
     strip_whitespace: bool = False,
+    confidence: str | None = None,
 ) -> Responses:
     """Validate and code a long-format table (crowd-kit columns by default).
 
     ``sequence``/``position`` default to the columns of those names when both are present.  ``na_values`` and
-    ``strip_whitespace`` apply to text cells as when reading a file.
+    ``strip_whitespace`` apply to text cells as when reading a file.  ``confidence`` names an optional column with
+    each response's confidence in [0, 1] (kept as :attr:`Responses.weight`).
     """
     if not isinstance(df, pd.DataFrame):
         raise UserInputError(f"expected a table (pandas DataFrame) of responses, got {type(df).__name__}.")
@@ -179,6 +80,8 @@ def code_long(
     wanted = {"task": task, "worker": worker, "label": label}
     if sequence is not None:
         wanted.update(sequence=sequence, position=str(position))
+    if confidence is not None:
+        wanted["confidence"] = confidence
     check_columns(wanted, list(df.columns))
     if df.columns.duplicated().any():
         dup = df.columns[df.columns.duplicated()][0]
@@ -199,6 +102,7 @@ def code_long(
         duplicates=duplicates,
         min_workers=min_workers,
         sequence=seq,
+        confidence=(cols["confidence"], str(confidence)) if confidence is not None else None,
     )
 
 
@@ -213,6 +117,7 @@ def code_table(
     classes: Sequence[Any] | None = None,
     duplicates: str = "keep",
     min_workers: int = 2,
+    confidence: str | None = None,
 ) -> Responses:
     """Code a long-format table read by :mod:`fusion_core.data.readers` (its columns are already codes into
     cleaned text values; they are handed over, not copied, and removed from ``table``)."""
@@ -225,6 +130,8 @@ def code_table(
     wanted = {"task": task, "worker": worker, "label": label}
     if sequence is not None:
         wanted.update(sequence=sequence, position=str(position))
+    if confidence is not None:
+        wanted["confidence"] = confidence
     check_columns(wanted, table.names)
     if table.n_rows == 0:
         raise UserInputError(f"{table.name} has a header but no rows.")
@@ -240,6 +147,7 @@ def code_table(
         duplicates=duplicates,
         min_workers=min_workers,
         sequence=seq,
+        confidence=(cols["confidence"], str(confidence)) if confidence is not None else None,
     )
 
 
@@ -265,14 +173,13 @@ def _class_index(label: Coded, classes: Sequence[Any] | None) -> Coded:
     return Coded(pos.astype(np.int64)[label.codes], declared)
 
 
-def _drop_duplicates(
-    item: np.ndarray, worker: np.ndarray, n_workers: int, report: ValidationReport, describe: Any
-) -> np.ndarray | None:
+def _drop_duplicates(task: Coded, worker: Coded, report: ValidationReport) -> np.ndarray | None:
     """Rows to keep under the duplicate policy (None = all), from the (item, worker) codes (one pair key per row;
     no second factorisation of the ids)."""
+    item, n_workers = task.codes, len(worker.values)
     key = item.astype(np.int64)
     key *= max(n_workers, 1)
-    key += worker
+    key += worker.codes
     if report.duplicate_policy == "keep":  # only the count is needed: sort the keys in place (8 bytes a row)
         key.sort()
         report.duplicate_rows = int(len(key) - 1 - np.count_nonzero(key[1:] != key[:-1])) if len(key) else 0
@@ -282,9 +189,11 @@ def _drop_duplicates(
     if not report.duplicate_rows:
         return None
     if report.duplicate_policy == "error":
+        i = int(np.argmax(dup))
+        t, w = task.values[task.codes[i]], worker.values[worker.codes[i]]
         raise UserInputError(
-            f"{report.duplicate_rows:,} rows repeat a (task, worker) pair, e.g. {describe(int(np.argmax(dup)))}; "
-            "choose duplicates='keep', 'first' or 'last'."
+            f"{report.duplicate_rows:,} rows repeat a (task, worker) pair, e.g. task {show_value(t)} by worker "
+            f"{show_value(w)}; choose duplicates='keep', 'first' or 'last'."
         )
     keep = ~pd.Series(key).duplicated(keep=report.duplicate_policy).to_numpy()
     report.duplicates_removed = int((~keep).sum())
@@ -301,9 +210,11 @@ def assemble(
     duplicates: str = "keep",
     min_workers: int = 2,
     sequence: tuple[Coded, Coded, str, str] | None = None,
+    confidence: tuple[Coded, str] | None = None,
 ) -> Responses:
     """Responses from coded columns: drop rows with a missing id or label, apply the duplicate policy, order the
-    items, annotators and classes naturally and check the sequences."""
+    items, annotators and classes naturally, check the sequences and read the confidence column."""
+    rows = np.arange(len(task.codes)) if confidence is not None else None  # table positions, for messages
     id_missing = (task.codes < 0) | (worker.codes < 0)
     if sequence is not None:
         id_missing |= (sequence[0].codes < 0) | (sequence[1].codes < 0)
@@ -315,17 +226,17 @@ def assemble(
         task, worker, label = task.take(keep), worker.take(keep), label.take(keep)
         if sequence is not None:
             sequence = (sequence[0].take(keep), sequence[1].take(keep), sequence[2], sequence[3])
+        if confidence is not None and rows is not None:
+            confidence, rows = (confidence[0].take(keep), confidence[1]), rows[keep]
     if len(task.codes) == 0:
         raise UserInputError("no usable responses: every row has a missing task, worker or label.")
-
-    def describe(i: int) -> str:
-        return f"task {show_value(task.values[task.codes[i]])} by worker {show_value(worker.values[worker.codes[i]])}"
-
-    rows = _drop_duplicates(task.codes, worker.codes, len(worker.values), report, describe)
-    if rows is not None:
-        task, worker, label = task.take(rows), worker.take(rows), label.take(rows)
+    weight = confidence_values(confidence[0], rows, confidence[1]) if confidence is not None else None
+    kept = _drop_duplicates(task, worker, report)
+    if kept is not None:
+        task, worker, label = task.take(kept), worker.take(kept), label.take(kept)
         if sequence is not None:
-            sequence = (sequence[0].take(rows), sequence[1].take(rows), sequence[2], sequence[3])
+            sequence = (sequence[0].take(kept), sequence[1].take(kept), sequence[2], sequence[3])
+        weight = None if weight is None else weight[kept]
     cls = _class_index(label, classes)
     del label
     if len(cls.values) < 2:
@@ -357,6 +268,7 @@ def assemble(
         sequence=seq_codes,
         position=pos,
         sequences=seq_index,
+        weight=weight,
     )
 
 

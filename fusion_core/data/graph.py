@@ -240,7 +240,7 @@ def graph_for_responses(graph: Any, responses: Responses) -> ItemGraph:
         )
     lo, hi = np.minimum(src, dst), np.maximum(src, dst)
     key = lo * n + hi
-    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+    _, first, counts = np.unique(key, return_index=True, return_counts=True)
     if (counts > 1).any():
         d = int(np.flatnonzero(counts > 1)[0])
         i = first[d]

@@ -74,13 +74,17 @@ def load_responses(
     max_bytes: int | None = None,
     na_values: Sequence[str] | str | None = None,
     strip_whitespace: bool = False,
+    confidence: str | None = None,
 ) -> Responses:
     """Read and validate responses.  ``layout='long'`` (one row per response; crowd-kit columns by default) or
     ``'wide'`` (one row per item, one column per annotator, empty cells = no response; ``task`` names the item-id
     column, or the first column is used when ``task`` is not a column).  ``na_values``/``strip_whitespace``: see
-    :func:`read_table`."""
+    :func:`read_table`.  ``confidence`` names an optional per-response confidence column (long layout only; see
+    :attr:`Responses.weight`)."""
     if layout not in ("long", "wide"):
         raise UserInputError(f"layout must be 'long' or 'wide', got {show_value(layout)}.")
+    if layout == "wide" and confidence is not None:
+        raise UserInputError("a confidence column needs the long layout (one row per response); use layout='long'.")
     opts = read_options(na_values, strip_whitespace, max_bytes)
     clean: dict[str, Any] = {}
     if isinstance(source, pd.DataFrame):
@@ -89,7 +93,7 @@ def load_responses(
         wanted = None
         if layout == "long":
             extra = [c for c in (sequence, position) if c] or ["sequence", "position"]
-            wanted = [task, worker, label, *extra]
+            wanted = [task, worker, label, *extra, *([confidence] if confidence else [])]
         table = read_encoded(source, name=name, format=format, columns=wanted, options=opts)
         if layout == "long":
             return code_table(
@@ -101,6 +105,7 @@ def load_responses(
                 position=position,
                 classes=classes,
                 duplicates=duplicates,
+                confidence=confidence,
             )
         df = table.frame()
     if layout == "wide":
@@ -115,6 +120,7 @@ def load_responses(
         position=position,
         classes=classes,
         duplicates=duplicates,
+        confidence=confidence,
         **clean,
     )
 

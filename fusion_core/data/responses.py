@@ -82,6 +82,12 @@ class Responses:
     items, workers, classes : the user's ids / label values in code order.
     sequence, position : optional int arrays of length ``n_items`` (sequence code and position of each item).
     sequences : the user's sequence ids in code order (or ``None``).
+    weight : optional float array of length ``n_responses``: each response's confidence in [0, 1] (e.g. an LLM
+        judge's stated probability), read with ``Responses.from_frame(df, confidence="col")``.  ``None`` means
+        every response weighs 1.  Methods that can weigh responses read it as a *fractional vote*: majority
+        vote adds ``c`` instead of 1, and every model built on :attr:`counts` (Dawid–Skene, ``ordinal-em``)
+        multiplies the response's log-likelihood term by ``c`` (a tempered, weighted likelihood; ``c = 0``
+        drops the response).  Agreement statistics ignore it.
     report : what validation did.
     """
 
@@ -95,6 +101,7 @@ class Responses:
     sequence: np.ndarray | None = None
     position: np.ndarray | None = None
     sequences: pd.Index | None = None
+    weight: np.ndarray | None = None
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -126,8 +133,9 @@ class Responses:
         two sparse-dense products per iteration, no Python loop over responses.
         """
         k = self.n_classes
+        values = np.ones(self.n_responses) if self.weight is None else np.asarray(self.weight, dtype=float)
         mat = sp.csr_matrix(
-            (np.ones(self.n_responses), (self.item, self.worker * k + self.label)),
+            (values, (self.item, self.worker * k + self.label)),
             shape=(self.n_items, self.n_workers * k),
         )
         mat.sum_duplicates()
@@ -138,9 +146,12 @@ class Responses:
         """Transpose of :attr:`counts` in CSR form (fast ``counts.T @ dense``)."""
         return self.counts.T.tocsr()
 
-    def vote_counts(self, weights: np.ndarray | None = None) -> np.ndarray:
-        """``n_items × K`` (weighted) vote counts; ``weights`` is one weight per worker."""
+    def vote_counts(self, weights: np.ndarray | None = None, *, use_confidence: bool = True) -> np.ndarray:
+        """``n_items × K`` (weighted) vote counts; ``weights`` is one weight per worker.  Each response also counts
+        its confidence (:attr:`weight`) unless ``use_confidence=False`` (plain counts, e.g. for agreement)."""
         w = None if weights is None else np.asarray(weights, dtype=float)[self.worker]
+        if use_confidence and self.weight is not None:
+            w = np.asarray(self.weight, dtype=float) if w is None else w * self.weight
         flat = np.bincount(self.item * self.n_classes + self.label, weights=w, minlength=self.n_items * self.n_classes)
         return flat.reshape(self.n_items, self.n_classes).astype(float)
 
@@ -185,6 +196,8 @@ class Responses:
                 "label": self.classes.take(self.label),
             }
         )
+        if self.weight is not None:
+            df["confidence"] = self.weight
         if self.sequence is not None and self.sequences is not None and self.position is not None:
             df["sequence"] = self.sequences.take(self.sequence[self.item])
             df["position"] = self.position[self.item]
@@ -224,7 +237,10 @@ class Responses:
         """The responses selected by a boolean mask, with the same item/worker/class coding."""
         mask = np.asarray(mask, dtype=bool)
         rep = replace(self.report, responses=int(mask.sum()), notes=list(self.report.notes))
-        return replace(self, item=self.item[mask], worker=self.worker[mask], label=self.label[mask], report=rep)
+        weight = None if self.weight is None else self.weight[mask]
+        return replace(
+            self, item=self.item[mask], worker=self.worker[mask], label=self.label[mask], report=rep, weight=weight
+        )
 
     def with_items_resampled(self, item_draw: np.ndarray) -> Responses:
         """Bootstrap copy: items ``item_draw`` (codes, with repeats) become new items 0..len-1, with unique
@@ -245,6 +261,7 @@ class Responses:
             workers=self.workers,
             classes=self.classes,
             report=ValidationReport(rows_read=len(src), responses=len(src)),
+            weight=None if self.weight is None else self.weight[src],
         )
 
     def one_vs_rest(self, label: Any) -> Responses:

@@ -37,7 +37,7 @@ class AgreementSummary:
 
 
 def _counts(data: Responses | pd.DataFrame) -> np.ndarray:
-    return as_responses(data).vote_counts()
+    return as_responses(data).vote_counts(use_confidence=False)
 
 
 def fleiss_kappa(data: Responses | pd.DataFrame | np.ndarray) -> float:
@@ -155,7 +155,7 @@ def agreement_summary(
 ) -> AgreementSummary:
     """Fleiss' κ, Krippendorff's α and the mean pairwise Cohen's κ among the most active annotators."""
     resp = as_responses(data)
-    counts = resp.vote_counts()
+    counts = resp.vote_counts(use_confidence=False)
     n_i = counts.sum(axis=1)
     kappa, _ = cohen_kappa_matrix(resp, workers=most_active(resp, max_workers), min_overlap=min_overlap)
     k = kappa.to_numpy().copy()

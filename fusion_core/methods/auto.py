@@ -136,6 +136,7 @@ class AutoSelect(Aggregator):
             skills=r.worker_skill,
             hard_labels=r.hard_labels,
             annotator_columns=r.annotator_columns,
+            item_columns=r.item_columns,
             ranking=r.ranking,
             spectral=r.spectral,
             context=r.context,

@@ -19,11 +19,10 @@ then provides, the same way for every method:
 
 from __future__ import annotations
 
-import inspect
 import time
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import pandas as pd
@@ -32,69 +31,29 @@ from fusion_core import progress
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.errors import AggregationWarning, UserInputError
 from fusion_core.methods.numerics import PROB_FLOOR, log_normalize, safe_log  # noqa: F401  TRANSITIONAL re-exports
-from fusion_core.methods.params import Param, named
+from fusion_core.methods.params import Declared
 from fusion_core.methods.results import Fit, FitResult
 
 Gold = tuple[np.ndarray, np.ndarray]  # (item codes, class codes) of the gold-labelled items
 
 
-class Aggregator:
+class Aggregator(Declared):
     """Base of every registered method (see the module docstring)."""
 
-    #: the declared parameters (name → :class:`~fusion_core.methods.params.Param`)
-    params: ClassVar[dict[str, Param]] = {}
     #: filled in by :func:`fusion_core.methods.registry.register`
     method_name: ClassVar[str] = ""
     inputs: ClassVar[tuple[str, ...]] = ("plain",)
     #: latent-class models; False for rules such as majority vote
     learns_confusion: ClassVar[bool] = True
+    #: models abstentions (e.g. the labelling-function label model), so one-sided annotators are not warned about
+    handles_one_sided: ClassVar[bool] = False
     #: whether ``fit(true_labels=…)`` is honoured (clamped); otherwise refused with ``gold_refusal``
     supports_gold: ClassVar[bool] = True
     gold_refusal: ClassVar[str] = ""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls.params = named(cls.params)
-        inherited = cls.__init__
-        if "__init__" not in cls.__dict__ and (
-            inherited is Aggregator.__init__ or getattr(inherited, "generated", False)
-        ):
-            cls.__init__ = _make_init(cls)  # type: ignore[method-assign]
-        cls.__doc__ = _with_parameter_docs(cls.__doc__ or "", cls.params)
-
-    def __init__(self, **params: Any) -> None:  # replaced per subclass by a keyword-only signature
-        _set_params(self, type(self).params, params)
-
-    if TYPE_CHECKING:  # declared parameters are instance attributes set by the generated __init__
-
-        def __getattr__(self, name: str) -> Any: ...
-
-    # ------------------------------------------------------ sklearn contract
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in type(self).params}
-
-    def set_params(self, **params: Any) -> Self:
-        valid = type(self).params
-        for k, v in params.items():
-            if k not in valid:
-                raise UserInputError(
-                    f"{type(self).__name__} has no parameter '{k}'; it has {', '.join(valid) or 'none'}."
-                )
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(
-            f"{k}={v!r}" for k, v in self.get_params().items() if not _same(v, type(self).params[k].default)
-        )
-        return f"{type(self).__name__}({args})"
-
     def validated_params(self) -> dict[str, Any]:
         """Every parameter checked against its declaration (raises :class:`UserInputError` on the first bad one)."""
-        owner = self.method_name or type(self).__name__
-        return {
-            name: spec.validate(getattr(self, name), owner=f"'{owner}'") for name, spec in type(self).params.items()
-        }
+        return self._validated(self.method_name or type(self).__name__)
 
     # --------------------------------------------------------------- fitting
     def fit(
@@ -117,7 +76,7 @@ class Aggregator:
         gold = self._gold(resp, true_labels)
         with warnings.catch_warnings(record=True) as caught, progress.stage(self.method_name or type(self).__name__):
             warnings.simplefilter("always", AggregationWarning)
-            if self.learns_confusion:
+            if self.learns_confusion and not self.handles_one_sided:
                 warn_one_sided(resp, self.method_name)
             fit = self._fit(resp, gold=gold, graph=graph, context=context)
         seen = set(fit.warnings)
@@ -202,6 +161,11 @@ class Aggregator:
                 raise ValueError(
                     f"{self.method_name}: annotator column {col.key!r} has {len(col.values)} values for {resp.n_workers} annotators"
                 )
+        for icol in fit.item_columns:
+            if len(icol.values) != resp.n_items:
+                raise ValueError(
+                    f"{self.method_name}: item column {icol.key!r} has {len(icol.values)} values for {resp.n_items} items"
+                )
         self.result_ = FitResult(
             method=self.method_name,
             params=self.get_params(),
@@ -218,6 +182,7 @@ class Aggregator:
             seconds=seconds,
             hard_labels=fit.hard_labels,
             annotator_columns=tuple(fit.annotator_columns),
+            item_columns=tuple(fit.item_columns),
             ranking=fit.ranking,
             spectral=fit.spectral,
             context=fit.context,
@@ -226,6 +191,7 @@ class Aggregator:
             selection=fit.selection,
             annealing=fit.annealing,
             restarts=fit.restarts,
+            ordinal=fit.ordinal,
             details=dict(fit.details),
             warnings=list(dict.fromkeys(fit.warnings)),
         )
@@ -247,53 +213,6 @@ class Aggregator:
         if fit.confusion is not None:
             self.confusion_ = fit.confusion
             self.errors_ = errors_frame(fit.confusion, resp.workers, resp.classes)
-
-
-# ---------------------------------------------------------------------------------- generated __init__
-def _set_params(obj: Any, declared: Mapping[str, Param], given: Mapping[str, Any]) -> None:
-    unknown = [k for k in given if k not in declared]
-    if unknown:
-        raise UserInputError(
-            f"{type(obj).__name__} has no parameter {', '.join(repr(k) for k in unknown)}; it has "
-            f"{', '.join(declared) or 'none'}."
-        )
-    for name, spec in declared.items():
-        setattr(obj, name, given.get(name, spec.default))
-
-
-def _make_init(cls: type) -> Any:
-    declared = cls.params  # type: ignore[attr-defined]
-
-    def __init__(self: Any, **params: Any) -> None:
-        _set_params(self, declared, params)
-
-    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    kw = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=p.default) for n, p in declared.items()]
-    __init__.__signature__ = inspect.Signature([self_param, *kw])  # type: ignore[attr-defined]
-    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
-    __init__.__doc__ = f"Create an unfitted {cls.__name__}; every parameter is keyword-only (see the class docstring)."
-    __init__.generated = True  # type: ignore[attr-defined]
-    return __init__
-
-
-def _with_parameter_docs(doc: str, declared: Mapping[str, Param]) -> str:
-    """The class docstring with a numpydoc ``Parameters`` section generated from the declarations (placed before
-    an ``Examples`` section when there is one)."""
-    text = inspect.cleandoc(doc) if doc else ""
-    if "\nParameters\n----------" in text:
-        raise ValueError("declare estimator parameters in `params`; the Parameters section is generated from them")
-    if not declared:
-        return text
-    body = "\n".join(p.doc() for p in declared.values())
-    head, sep, examples = text.partition("\n\nExamples\n--------\n")
-    return head + "\n\nParameters\n----------\n" + body + (sep + examples if sep else "")
-
-
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return bool(a is b or a == b)
-    except (ValueError, TypeError):
-        return False
 
 
 # ---------------------------------------------------------------------------------------- helpers

@@ -21,11 +21,12 @@ Use the constructors :func:`Int`, :func:`Float`, :func:`Bool`, :func:`Choice`, :
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
@@ -295,3 +296,104 @@ def named(params: Mapping[str, Param]) -> dict[str, Param]:
 def is_widget(p: Param) -> bool:
     """Parameters an app can offer as a simple widget (structured objects keep their defaults)."""
     return p.kind in ("int", "float", "bool", "choice", "str", "seed")
+
+
+# ------------------------------------------------------------------------------- declared estimators
+class Declared:
+    """Base of every estimator with declared parameters (the registered methods' ``Aggregator`` and estimators of
+    other data types such as numeric ratings).
+
+    A subclass sets ``params = {"name": Int(...), ...}``; this base then generates its keyword-only ``__init__``
+    (values stored unchanged, so ``sklearn.base.clone`` works) and the numpydoc *Parameters* section of its docstring,
+    and provides ``get_params`` / ``set_params`` and central validation."""
+
+    params: ClassVar[dict[str, Param]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.params = named(cls.params)
+        if "__init__" in cls.__dict__:
+            raise TypeError(f"{cls.__name__}: declare parameters in `params`; __init__ is generated from them")
+        cls.__init__ = _make_init(cls)  # type: ignore[method-assign]
+        cls.__doc__ = _with_parameter_docs(cls.__doc__ or "", cls.params)
+
+    def __init__(self, **params: Any) -> None:  # replaced per subclass by a keyword-only signature
+        _set_params(self, type(self).params, params)
+
+    if TYPE_CHECKING:  # declared parameters are instance attributes set by the generated __init__
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in type(self).params}
+
+    def set_params(self, **params: Any) -> Self:
+        valid = type(self).params
+        unknown = [k for k in params if k not in valid]
+        if unknown:
+            raise UserInputError(
+                f"{type(self).__name__} has no parameter {', '.join(repr(k) for k in unknown)}; it has "
+                f"{', '.join(valid) or 'none'}."
+            )
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    def _validated(self, owner: str) -> dict[str, Any]:
+        return {
+            name: spec.validate(getattr(self, name), owner=f"'{owner}'") for name, spec in type(self).params.items()
+        }
+
+    def validated_params(self) -> dict[str, Any]:
+        """Every parameter checked against its declaration (raises :class:`UserInputError` on the first bad one)."""
+        return self._validated(type(self).__name__)
+
+    def __repr__(self) -> str:
+        declared = type(self).params
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if not _same(v, declared[k].default))
+        return f"{type(self).__name__}({args})"
+
+
+def _set_params(obj: Any, declared: Mapping[str, Param], given: Mapping[str, Any]) -> None:
+    unknown = [k for k in given if k not in declared]
+    if unknown:
+        raise UserInputError(
+            f"{type(obj).__name__} has no parameter {', '.join(repr(k) for k in unknown)}; it has "
+            f"{', '.join(declared) or 'none'}."
+        )
+    for name, spec in declared.items():
+        setattr(obj, name, given.get(name, spec.default))
+
+
+def _make_init(cls: type) -> Any:
+    declared = cls.params  # type: ignore[attr-defined]
+
+    def __init__(self: Any, **params: Any) -> None:
+        _set_params(self, declared, params)
+
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    kw = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=p.default) for n, p in declared.items()]
+    __init__.__signature__ = inspect.Signature([self_param, *kw])  # type: ignore[attr-defined]
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__doc__ = f"Create an unfitted {cls.__name__}; every parameter is keyword-only (see the class docstring)."
+    return __init__
+
+
+def _with_parameter_docs(doc: str, declared: Mapping[str, Param]) -> str:
+    """The class docstring with a numpydoc ``Parameters`` section generated from the declarations (placed before
+    an ``Examples`` section when there is one)."""
+    text = inspect.cleandoc(doc) if doc else ""
+    if "\nParameters\n----------" in text:
+        raise ValueError("declare estimator parameters in `params`; the Parameters section is generated from them")
+    if not declared:
+        return text
+    body = "\n".join(p.doc() for p in declared.values())
+    head, sep, examples = text.partition("\n\nExamples\n--------\n")
+    return head + "\n\nParameters\n----------\n" + body + (sep + examples if sep else "")
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a is b or a == b)
+    except (ValueError, TypeError):
+        return False

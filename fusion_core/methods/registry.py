@@ -8,6 +8,7 @@ Parameters come from the class's ``params`` declarations (:mod:`fusion_core.meth
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -19,7 +20,6 @@ from fusion_core.methods.params import Param
 
 INPUT_KINDS = ("plain", "sequence", "graph", "context", "multilabel")
 _REGISTRY: dict[str, MethodInfo] = {}
-_LOADED = False
 T = TypeVar("T", bound=type)
 
 
@@ -65,7 +65,6 @@ def register(
     family: str = "",
     probabilistic: bool = True,
     reference: str = "",
-    params: dict[str, dict[str, Any]] | None = None,
 ) -> Callable[[T], T]:
     """Class decorator: register an :class:`~fusion_core.methods.base.Aggregator` subclass under ``name``."""
     bad = set(inputs) - set(INPUT_KINDS)
@@ -77,9 +76,6 @@ def register(
             raise ValueError(f"method name {name!r} registered twice")
         cls.method_name = name  # type: ignore[attr-defined]
         cls.inputs = tuple(inputs)  # type: ignore[attr-defined]
-        init: Any = cls.__init__  # type: ignore[misc]
-        if params is not None or not getattr(init, "generated", False):
-            cls.params = _legacy_params(cls, params or {})  # type: ignore[attr-defined]  # TRANSITIONAL
         declared: dict[str, Param] = getattr(cls, "params", {})
         module = cls.__module__.split(".")
         fam = family or (module[3] if len(module) > 3 and module[2] == "methods" else module[-1])
@@ -99,16 +95,14 @@ def register(
     return deco
 
 
+@functools.cache
 def _load_all() -> None:
-    global _LOADED
-    if _LOADED:
-        return
+    """Import every module of :mod:`fusion_core.methods` once, so their ``@register`` entries run."""
     import fusion_core.methods as pkg
 
     for mod in pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg.__name__}."):
         if not mod.name.rsplit(".", 1)[-1].startswith("_"):
             importlib.import_module(mod.name)
-    _LOADED = True
 
 
 def available(inputs: tuple[str, ...] | None = None) -> list[MethodInfo]:
@@ -141,39 +135,3 @@ def create(name: str, **params: Any) -> Any:
     est = meta.cls(**params)
     est.validated_params()
     return est
-
-
-def _legacy_params(cls: type, extra: dict[str, dict[str, Any]]) -> dict[str, Param]:
-    """TRANSITIONAL: declarations from an explicit ``__init__`` signature plus ``register(params=…)`` metadata,
-    for families not yet converted to ``params = {...}``.  Removed when every family declares its parameters."""
-    import inspect
-
-    from fusion_core.methods.params import named
-
-    out: dict[str, Param] = {}
-    sig = inspect.signature(cls.__init__)  # type: ignore[misc]
-    for p in sig.parameters.values():
-        if p.name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
-            continue
-        meta = dict(extra.get(p.name, {}))
-        kind = meta.pop("kind", None) or ("choice" if meta.get("choices") else _kind_of(p.default))
-        if kind == "int" and p.name in ("random_state", "seed"):
-            kind = "seed"
-        if meta.get("choices") is not None:
-            meta["choices"] = tuple(meta["choices"])
-        help_text = meta.pop("help", "")
-        nullable = p.default is None and kind not in ("object",)
-        out[p.name] = Param(p.default, kind, help_text, nullable=nullable, **meta)
-    return named(out)
-
-
-def _kind_of(default: Any) -> str:
-    if isinstance(default, bool):
-        return "bool"
-    if isinstance(default, int):
-        return "int"
-    if isinstance(default, float):
-        return "float"
-    if isinstance(default, str):
-        return "str"
-    return "object"

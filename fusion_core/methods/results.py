@@ -2,10 +2,10 @@
 (:class:`FitResult`, the same arrays with the user's ids).
 
 Everything a plot, a page, a report or the CLI needs is a documented field here, never a string key: per-annotator
-columns (:class:`AnnotatorColumn`), the annotator ranking (:class:`Ranking`), the spectral summary
+columns (:class:`AnnotatorColumn`), per-item columns such as GLAD's difficulty (:class:`ItemColumn`), the annotator ranking (:class:`Ranking`), the spectral summary
 (:class:`SpectralSummary`), context curves (:class:`ContextCurves`), the sequence model (:class:`SequenceModel`),
-the item graph summary (:class:`GraphSummary`), the choice ``auto`` made (:class:`ModelChoice`), annealing and
-restarts.  ``details`` holds method-internal diagnostics for experts and tests; no other layer reads it.
+the item graph summary (:class:`GraphSummary`), the choice ``auto`` made (:class:`ModelChoice`), annealing,
+restarts and the ordinal scale (:class:`OrdinalScale`).  ``details`` holds method-internal diagnostics for experts and tests; no other layer reads it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,27 @@ class AnnotatorColumn:
 
     ``values`` has one entry per annotator in the result's ``workers`` order (NaN where undefined).  ``title`` is
     the plain-words header users see ("balanced accuracy"), ``key`` a stable machine name, ``help`` one sentence.
+    """
+
+    key: str
+    title: str
+    values: np.ndarray
+    help: str = ""
+
+    def __post_init__(self) -> None:
+        if np.ndim(self.values) != 1:
+            raise ValueError(
+                f"annotator column {self.key!r} must hold one value per annotator (a 1-D array), "
+                f"got shape {np.shape(self.values)}"
+            )
+
+
+@dataclass(frozen=True)
+class ItemColumn:
+    """One per-item quantity a model estimates besides the posterior (e.g. GLAD's item difficulty).
+
+    ``values`` has one entry per item in the result's ``items`` order (NaN where undefined); ``title`` is the
+    plain-words header ("difficulty"), ``key`` a stable machine name, ``help`` one sentence.
     """
 
     key: str
@@ -50,8 +71,10 @@ class Ranking:
 class SpectralSummary:
     """Spectral Meta-Learner quantities (Parisi et al. 2014; Jaffe et al. 2015).
 
-    ``eigenvector``: the ranking eigenvector, one entry per annotator (binary) or annotators × classes (one-vs-all);
-    ``eigenvalues``: the leading eigenvalues of the annotators' covariance; ``positive_label``: the label coded +1
+    ``eigenvector``: the ranking eigenvector, one entry per annotator (binary) or annotators × classes (one-vs-all),
+    NaN where not estimated (outside the spectral core, or everywhere after an EM fallback);
+    ``eigenvalues``: the leading eigenvalues of the annotators' covariance (classes × components, NaN-padded, for
+    one-vs-all; empty after an EM fallback); ``positive_label``: the label coded +1
     (binary); ``class_imbalance``: b = P(+) − P(−) (binary) or per class (one-vs-all); ``method_used``: which path
     produced the labels ("spectral", "spectral-ova", or an EM fallback) in plain words.
     """
@@ -67,10 +90,12 @@ class SpectralSummary:
 class ContextCurves:
     """Reliability as a function of a per-item context value (Soltanmohammadi et al.).
 
-    ``grid``: context values where curves are given (sorted); ``detection`` / ``false_alarm``: annotators × grid
-    (binary) or annotators × grid × classes (one-vs-rest); ``confusion``: annotators × grid × true × reported
-    (per-class confusion curves) or None; ``coverage``: annotators × grid response counts near each grid point
-    (None when not computed); ``categorical``: the grid points are categories, not numbers.
+    ``grid``: context values where curves are given (sorted; the category values when ``categorical``);
+    ``detection`` / ``false_alarm``: annotators × grid for binary data (the curves of ``positive_label``), or
+    annotators × classes × grid (class c vs the rest, classes in the result's order); ``confusion``: annotators ×
+    grid × true × reported (per-class confusion curves) or None; ``coverage``: annotators × grid response counts
+    near each grid point (None when not computed); ``categorical``: the grid points are categories, not numbers;
+    ``positive_label``: binary data, the label whose detection (P(reported it | true it)) the curves show.
     """
 
     grid: np.ndarray
@@ -79,22 +104,26 @@ class ContextCurves:
     confusion: np.ndarray | None = None
     coverage: np.ndarray | None = None
     categorical: bool = False
+    positive_label: Any = None
 
 
 @dataclass(frozen=True)
 class SequenceModel:
-    """Hidden-Markov label model: ``transition[next, previous]`` (columns sum to 1), ``start_prob`` and the
-    Viterbi path (class codes per item) when decoded."""
+    """Hidden-Markov label model: ``transition[next, previous]`` (columns sum to 1), ``start_prob``, the
+    Viterbi path (class codes per item) when decoded, and the annotator model (``emission``): "independent"
+    (each token's label depends only on its true label) or "markov" (also on the annotator's own previous label)."""
 
     transition: np.ndarray
     start_prob: np.ndarray
     viterbi: np.ndarray | None = None
+    emission: str = "independent"
 
 
 @dataclass(frozen=True)
 class GraphSummary:
-    """Markov-random-field label model on an item graph: the Potts strength used and the share of edges whose
-    two items got the same label (``edge_agreement``)."""
+    """Markov-random-field label model on an item graph: the Potts strength used (``delta``; its mean over items
+    when it varies by item) and the share of edges whose two items got the same initial label
+    (``edge_agreement``, before the graph is used: the over-smoothing check of the method)."""
 
     delta: float
     edge_agreement: float
@@ -126,6 +155,28 @@ class AnnealingTrace:
 
 
 @dataclass(frozen=True)
+class OrdinalScale:
+    """The ordered-probit reading of the annotators (``ordinal-em``; the result's ``classes`` are the levels, lowest
+    first).
+
+    True level k sits at ``positions[k]`` on a latent scale (0 … K − 1); annotator j perceives
+    ``positions[k] + bias[j] + noise[j]·ε`` (ε standard normal) and reports level l when the perception falls
+    between ``thresholds[l − 1]`` and ``thresholds[l]`` (K − 1 ordered cut points).  ``estimated`` False means equally
+    spaced levels with midpoint cut points.  ``bias`` (> 0 lenient, < 0 harsh) and ``noise`` are in levels, one
+    per annotator in ``workers`` order; ``verdict`` is one plain word per annotator ("reliable", "lenient",
+    "harsh", "noisy", "lenient and noisy", …) by the rule in ``rule``.
+    """
+
+    positions: np.ndarray
+    thresholds: np.ndarray
+    bias: np.ndarray
+    noise: np.ndarray
+    verdict: np.ndarray
+    rule: str
+    estimated: bool
+
+
+@dataclass(frozen=True)
 class Restarts:
     """Several EM starts: final log-likelihood of each (after aligning its classes to majority vote) and the
     index of the run kept."""
@@ -148,6 +199,7 @@ class Fit:
     skills: np.ndarray | None = None  # per worker; default: expected accuracy (see base.worker_skills)
     hard_labels: np.ndarray | None = None  # joint decoding (Viterbi, ICM); default: posterior argmax
     annotator_columns: tuple[AnnotatorColumn, ...] = ()
+    item_columns: tuple[ItemColumn, ...] = ()
     ranking: Ranking | None = None
     spectral: SpectralSummary | None = None
     context: ContextCurves | None = None
@@ -156,6 +208,7 @@ class Fit:
     selection: ModelChoice | None = None
     annealing: AnnealingTrace | None = None
     restarts: Restarts | None = None
+    ordinal: OrdinalScale | None = None
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)  # TRANSITIONAL: removed once every family sets typed fields
@@ -187,6 +240,7 @@ class FitResult:
     seconds: float
     hard_labels: np.ndarray | None = None
     annotator_columns: tuple[AnnotatorColumn, ...] = ()
+    item_columns: tuple[ItemColumn, ...] = ()
     ranking: Ranking | None = None
     spectral: SpectralSummary | None = None
     context: ContextCurves | None = None
@@ -195,6 +249,7 @@ class FitResult:
     selection: ModelChoice | None = None
     annealing: AnnealingTrace | None = None
     restarts: Restarts | None = None
+    ordinal: OrdinalScale | None = None
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -233,6 +288,10 @@ class FitResult:
     def column(self, key: str) -> AnnotatorColumn | None:
         """The per-annotator column with machine name ``key``, if the method reported it."""
         return next((c for c in self.annotator_columns if c.key == key), None)
+
+    def item_column(self, key: str) -> ItemColumn | None:
+        """The per-item column with machine name ``key`` (e.g. ``"difficulty"``), if the method reported it."""
+        return next((c for c in self.item_columns if c.key == key), None)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary (method, parameters, convergence, sizes, warnings, and the choice of ``auto``)."""

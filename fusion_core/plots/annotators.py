@@ -137,17 +137,40 @@ def skill_ranking(
     return base_layout(fig, f"Annotator skill ({esc(res.method)}){ci}{more}", height=380)
 
 
-def eigenvector_bar(result: Any, key: str = "eigenvector") -> go.Figure:
-    """The ranking eigenvector (one entry per annotator) of a spectral method, sorted."""
+def eigenvector_bar(result: Any) -> go.Figure:
+    """The ranking eigenvector of a spectral method (``result.spectral.eigenvector``), one bar per annotator, sorted:
+    its entries are ∝ 2·balanced accuracy − 1 (P14 Eq. 8).  One-vs-all fits show one bar series per class;
+    annotators outside the spectral core have no entry and are left out."""
     res = as_result(result)
-    vec = res.extras.get(key)
-    if vec is None:
-        return empty_figure("Ranking eigenvector", f"method '{res.method}' has no '{key}'")
-    s = pd.Series(np.asarray(vec, dtype=float).ravel()[: len(res.workers)], index=res.workers).sort_values(
-        ascending=False
+    summary = res.spectral
+    if summary is None:
+        return empty_figure(
+            "Ranking eigenvector", f"method '{res.method}' is not spectral: it has no ranking eigenvector"
+        )
+    vec = np.asarray(summary.eigenvector, dtype=float)
+    if not np.isfinite(vec).any():
+        return empty_figure("Ranking eigenvector", f"no eigenvector was computed ({summary.method_used})")
+    cols = vec.reshape(len(res.workers), -1)
+    finite = np.isfinite(cols)
+    mean = np.where(finite, cols, 0.0).sum(axis=1) / np.maximum(finite.sum(axis=1), 1)
+    shown = np.flatnonzero(finite.any(axis=1))
+    shown = shown[np.argsort(-mean[shown], kind="stable")]  # best first (mean over classes for one-vs-all)
+    names = esc_all(res.workers.take(shown))
+    fig = go.Figure()
+    if cols.shape[1] == 1:
+        y = cols[shown, 0]
+        colors = [color_for(0) if v >= 0 else color_for(3) for v in y]
+        fig.add_trace(go.Bar(x=names, y=y, marker_color=colors, name="eigenvector entry"))
+    else:
+        for k, c in enumerate(res.classes):  # one bar series per class (one-vs-all)
+            fig.add_trace(
+                go.Bar(x=names, y=cols[shown, k], marker_color=color_for(k), name=f"class {esc(c)} vs the rest")
+            )
+        fig.update_layout(barmode="group")
+    left_out = len(res.workers) - len(shown)
+    fig.update_xaxes(
+        title_text="annotator" + (f" ({left_out} outside the spectral core not shown)" if left_out else ""),
+        type="category",
     )
-    colors = [color_for(0) if v >= 0 else color_for(3) for v in s.to_numpy()]
-    fig = go.Figure(go.Bar(x=esc_all(s.index), y=s.to_numpy(), marker_color=colors))
-    fig.update_xaxes(title_text="annotator", type="category")
-    fig.update_yaxes(title_text="eigenvector entry")
+    fig.update_yaxes(title_text="eigenvector entry (∝ 2·balanced accuracy − 1)")
     return base_layout(fig, f"Ranking eigenvector ({esc(res.method)})", height=350)

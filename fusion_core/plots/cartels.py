@@ -7,27 +7,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
 from fusion_core.plots._common import base_layout, color_for, empty_figure, esc, esc_all
 
+if TYPE_CHECKING:
+    from fusion_core.diagnostics.cartels import CartelReport
 
-def scree_plot(report: Any, *, max_components: int | None = None) -> go.Figure:
-    """Eigenvalue spectrum with the independence expectation band from ``null_eigenvalues``."""
-    eig = np.asarray(getattr(report, "eigenvalues", []), dtype=float).ravel()
+
+def scree_plot(report: CartelReport, *, max_components: int | None = None) -> go.Figure:
+    """Eigenvalue spectrum (``report.eigenvalues``) with the band of ``report.null_eigenvalues``."""
+    eig = np.asarray(report.eigenvalues, dtype=float).ravel()
     if eig.size == 0:
-        return empty_figure("Eigenvalue spectrum", "no eigenvalues were computed")
+        return empty_figure("Eigenvalue spectrum", "no eigenvalues were computed (see the report's reason)")
     n = eig.size if max_components is None else min(eig.size, max_components)
     x = np.arange(1, n + 1)
     fig = go.Figure()
-    null = getattr(report, "null_eigenvalues", None)
-    alpha = float(getattr(report, "alpha", 0.05) or 0.05)
-    if null is not None and np.size(null):
-        null = np.asarray(null, dtype=float)
+    null = np.asarray(report.null_eigenvalues, dtype=float)
+    alpha = float(report.alpha)
+    if null.size:
         if null.ndim == 1:
             null = null[None, :]
         m = min(n, null.shape[1])
@@ -54,31 +55,24 @@ def scree_plot(report: Any, *, max_components: int | None = None) -> go.Figure:
     fig.add_trace(
         go.Scatter(x=x, y=eig[:n], mode="lines+markers", marker={"size": 9, "color": color_for(0)}, name="observed")
     )
-    fig.update_xaxes(title_text="component", dtick=1)
-    fig.update_yaxes(title_text="eigenvalue")
+    fig.update_xaxes(title_text="component (1 = agreement with the truth; 2 and up = shared extra structure)", dtick=1)
+    fig.update_yaxes(title_text="eigenvalue of the annotators' covariance")
     return base_layout(fig, "Eigenvalue spectrum (scree) vs. independent annotators", height=380)
 
 
-def loadings_scatter(report: Any) -> go.Figure:
-    """Annotators on the first two eigenvectors (``loadings`` columns v1, v2) coloured by ``membership``."""
-    load = getattr(report, "loadings", None)
-    if not isinstance(load, pd.DataFrame) or load.shape[1] < 2 or len(load) == 0:
+def loadings_scatter(report: CartelReport) -> go.Figure:
+    """Annotators on the first two eigenvectors (``report.loadings`` columns v1, v2) coloured by
+    ``report.membership``, with the cartel score (``report.scores``) on hover."""
+    load = report.loadings
+    if load.shape[1] < 2 or len(load) == 0:
         return empty_figure("Annotator loadings", "fewer than two eigenvectors are available")
-    member = getattr(report, "membership", None)
-    member = (
-        pd.Series("honest", index=load.index)
-        if member is None
-        else pd.Series(member).reindex(load.index).fillna("honest")
-    )
-    scores = getattr(report, "scores", None)
-    scores = None if scores is None else pd.Series(scores).reindex(load.index)
+    member = report.membership.reindex(load.index).fillna("honest")
+    scores = report.scores.reindex(load.index)
     fig = go.Figure()
     c1, c2 = load.columns[0], load.columns[1]
     for i, group in enumerate(sorted(member.unique(), key=lambda g: (g != "honest", str(g)))):
         sel = member == group
-        hover = esc_all(load.index[sel])
-        if scores is not None:
-            hover = [f"{h}<br>cartel score {s:.2f}" for h, s in zip(hover, scores[sel].to_numpy(float))]
+        hover = [f"{h}<br>cartel score {s:.2f}" for h, s in zip(esc_all(load.index[sel]), scores[sel].to_numpy(float))]
         fig.add_trace(
             go.Scatter(
                 x=load.loc[sel, c1],
@@ -92,6 +86,6 @@ def loadings_scatter(report: Any) -> go.Figure:
         )
     fig.add_hline(y=0, line={"color": "#bbb", "width": 1})
     fig.add_vline(x=0, line={"color": "#bbb", "width": 1})
-    fig.update_xaxes(title_text=f"loading on {esc(c1)}")
-    fig.update_yaxes(title_text=f"loading on {esc(c2)}")
+    fig.update_xaxes(title_text=f"loading on eigenvector 1 ({esc(c1)}: agreement with the crowd)")
+    fig.update_yaxes(title_text=f"loading on eigenvector 2 ({esc(c2)}: the direction a cartel adds)")
     return base_layout(fig, "Annotator loadings on the first two eigenvectors", height=420)

@@ -1,6 +1,7 @@
 """Reliability along a per-item context (``context-em``, spec ``context.md`` §8 and §15): detection and false-alarm
 curves per annotator, and per-class confusion curves (§9.2 option 2).  Where an annotator has no response near a
-grid point the curve is interpolation only (§9.1): drawn dotted there."""
+grid point the curve is interpolation only (§9.1): drawn dotted there.  Everything is read from the result's
+:class:`~fusion_core.methods.results.ContextCurves` (``result.context``)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from fusion_core.methods.results import ContextCurves, FitResult
 from fusion_core.plots._common import as_result, base_layout, color_for, empty_figure, esc
 
 
-def _worker_codes(res, workers: Sequence[Any] | None, max_workers: int) -> list[int]:
+def _worker_codes(res: FitResult, workers: Sequence[Any] | None, max_workers: int) -> list[int]:
     if workers is None:
-        order = np.argsort(-np.asarray(res.extras.get("skills", np.zeros(len(res.workers))), float), kind="stable")
+        order = np.argsort(-np.asarray(res.worker_skill, float), kind="stable")
         return [int(i) for i in order[:max_workers]]
     codes = res.workers.get_indexer(list(workers))
     if np.any(codes < 0):
@@ -35,20 +37,33 @@ def _covered_split(y: np.ndarray, covered: np.ndarray | None) -> tuple[np.ndarra
     return np.where(covered, y, np.nan), np.where(touches_gap, y, np.nan)
 
 
-def _coverage_mask(res, w: int, n_grid: int, categorical: bool) -> np.ndarray | None:
+def _coverage_mask(curves: ContextCurves, w: int) -> np.ndarray | None:
     """Grid points with a response of annotator ``w`` within ±2.5 % of the grid (a gap narrower than that is
     sampling, not a region left unlabelled); categories: that category."""
-    cov = res.extras.get("context_coverage")
+    cov, n_grid = curves.coverage, len(curves.grid)
     if cov is None or np.shape(cov)[-1] != n_grid:
         return None
     counts = np.asarray(cov[w], float)
-    if not categorical:
+    if not curves.categorical:
         half = max(1, n_grid // 40)
         counts = np.convolve(counts, np.ones(2 * half + 1), mode="same")
     return counts > 0
 
 
-def _curve_traces(fig, x, y, covered, *, name, color, row, col, dash_solid="solid", legend=True, categorical=False):
+def _curve_traces(
+    fig: go.Figure,
+    x: Any,
+    y: np.ndarray,
+    covered: np.ndarray | None,
+    *,
+    name: str,
+    color: str,
+    row: int,
+    col: int,
+    dash_solid: str = "solid",
+    legend: bool = True,
+    categorical: bool = False,
+) -> None:
     solid, dotted = _covered_split(y, covered)
     mode = "lines+markers" if categorical else "lines"
     fig.add_trace(
@@ -87,22 +102,22 @@ def context_reliability(
 ) -> go.Figure:
     """Detection P(reported = c | true = c, x) and false alarm P(reported = c | true ≠ c, x) against the context,
     one line per annotator (default: the ``max_workers`` most skilled).  ``label`` picks c for 3+ labels (class vs
-    rest); binary data use the positive label.  Dotted where the annotator gave no response near x."""
+    rest); binary data use the positive label the method chose.  Dotted where the annotator gave no response near
+    x."""
     res = as_result(result)
-    ex = res.extras
-    if "detection_curves" not in ex or "context_grid" not in ex:
+    curves = res.context
+    if curves is None or curves.detection is None or curves.false_alarm is None:
         return empty_figure("Reliability along the context", f"method '{res.method}' has no context curves")
-    det, fa = np.asarray(ex["detection_curves"], float), np.asarray(ex["false_alarm_curves"], float)
-    grid = np.asarray(ex["context_grid"])
-    categorical = grid.dtype == object
+    det, fa = np.asarray(curves.detection, float), np.asarray(curves.false_alarm, float)
+    grid = np.asarray(curves.grid)
+    categorical = curves.categorical
     classes = list(res.classes)
     if det.ndim == 3:  # workers × classes × grid: class c vs rest
         c = 0 if label is None else classes.index(label)
         det, fa = det[:, c], fa[:, c]
         target = classes[c]
     else:
-        pos = res.params.get("positive_label")
-        target = classes[1] if pos is None else pos
+        target = curves.positive_label
     x = [esc(v) for v in grid] if categorical else grid
     fig = make_subplots(
         rows=1,
@@ -115,7 +130,7 @@ def context_reliability(
         ),
     )
     for j, w in enumerate(_worker_codes(res, workers, max_workers)):
-        covered = _coverage_mask(res, w, len(grid), categorical)
+        covered = _coverage_mask(curves, w)
         name, color = esc(res.workers[w]), color_for(j)
         _curve_traces(fig, x, det[w], covered, name=name, color=color, row=1, col=1, categorical=categorical)
         _curve_traces(
@@ -131,17 +146,17 @@ def context_confusion_curves(result: Any, worker: Any, true_class: Any) -> go.Fi
     """Row ``true_class`` of one annotator's confusion matrix against the context: P(reported = j | true = i, x),
     one line per reported label j (``context-em`` with ``multiclass="confusion"``, spec §9.2 option 2)."""
     res = as_result(result)
-    curves = res.extras.get("confusion_curves")
-    if curves is None:
+    ctx = res.context
+    if ctx is None or ctx.confusion is None:
         return empty_figure(
             "Confusion along the context", f"method '{res.method}' has no confusion curves (multiclass='confusion')"
         )
-    curves = np.asarray(curves, float)  # workers × grid × true × reported
-    grid = np.asarray(res.extras["context_grid"])
-    categorical = grid.dtype == object
+    curves = np.asarray(ctx.confusion, float)  # workers × grid × true × reported
+    grid = np.asarray(ctx.grid)
+    categorical = ctx.categorical
     w = _worker_codes(res, [worker], 1)[0]
     i = list(res.classes).index(true_class)
-    covered = _coverage_mask(res, w, len(grid), categorical)
+    covered = _coverage_mask(ctx, w)
     x = [esc(v) for v in grid] if categorical else grid
     fig = make_subplots(rows=1, cols=1)
     for j, lab in enumerate(res.classes):

@@ -35,25 +35,32 @@ def posterior_histogram(result: Any, *, bins: int = 30) -> go.Figure:
 
 
 def sequence_strip(result: Any, responses: Responses, sequence: Any) -> go.Figure:
-    """Posteriors along one sequence: a class × position heatmap with the most likely label on top."""
+    """Posteriors along one sequence: a class × position heatmap with the method's labels on top (its own decoding,
+    e.g. the Viterbi path of a sequence model, else the most likely label per position)."""
     res = as_result(result)
-    if responses.sequence is None:
+    seq_of, names, position = responses.sequence, responses.sequences, responses.position
+    if seq_of is None or names is None or position is None:
         return empty_figure("Sequence posteriors", "the data has no sequences")
-    codes = responses.sequences.get_indexer([sequence])
+    codes = names.get_indexer([sequence])
     if codes[0] < 0:
-        codes = pd.Index(responses.sequences.astype(str)).get_indexer([str(sequence)])
+        codes = pd.Index(names.astype(str)).get_indexer([str(sequence)])
     if codes[0] < 0:
         return empty_figure("Sequence posteriors", f"sequence {sequence!r} is not in the data")
-    items = np.flatnonzero(responses.sequence == codes[0])
-    items = items[np.argsort(responses.position[items], kind="stable")]
+    items = np.flatnonzero(seq_of == codes[0])
+    items = items[np.argsort(position[items], kind="stable")]
     # the result may list items in another order than the responses (same ids): map by id
     rows = pd.Index(res.items).get_indexer(responses.items.take(items))
     ok = rows >= 0
     items, rows = items[ok], rows[ok]
     post = res.posterior[rows]
-    pos = responses.position[items]
+    pos = position[items]
     labels = esc_all(res.classes)
-    best = np.asarray(labels, dtype=object)[post.argmax(axis=1)]
+    best = np.asarray(labels, dtype=object)[np.asarray(res.label_codes)[rows]]
+    seq, hard = res.sequence, res.hard_labels
+    if hard is not None and seq is not None and seq.viterbi is not None and np.array_equal(hard, seq.viterbi):
+        marker_name = "Viterbi path"
+    else:
+        marker_name = "decoded label" if hard is not None else "most likely"
     fig = go.Figure(
         go.Heatmap(
             z=post.T,
@@ -69,14 +76,12 @@ def sequence_strip(result: Any, responses: Responses, sequence: Any) -> go.Figur
     )
     fig.add_trace(
         go.Scatter(
-            x=pos, y=best, mode="markers", marker={"symbol": "x", "color": "#E45756", "size": 8}, name="most likely"
+            x=pos, y=best, mode="markers", marker={"symbol": "x", "color": "#E45756", "size": 8}, name=marker_name
         )
     )
     fig.update_xaxes(title_text="position")
     fig.update_yaxes(title_text="label", type="category")
-    return base_layout(
-        fig, f"Posteriors along sequence {esc(responses.sequences[codes[0]])} ({esc(res.method)})", height=330
-    )
+    return base_layout(fig, f"Posteriors along sequence {esc(names[codes[0]])} ({esc(res.method)})", height=330)
 
 
 def neighbourhood_view(

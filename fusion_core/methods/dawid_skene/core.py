@@ -32,7 +32,7 @@ class DSState(NamedTuple):
 def expected_counts(resp: Responses, posterior: np.ndarray) -> np.ndarray:
     """M-step statistics ``C[w, k, l] = Σ_n q_nk · #(w said l on n)`` as ``workers × true × reported``."""
     k = resp.n_classes
-    c = resp.counts_t @ posterior  # (W·K_reported) × K_true
+    c = resp.counts.T @ posterior  # (W·K_reported) × K_true, read in item order (no random row gathers)
     return np.asarray(c).reshape(resp.n_workers, k, k).transpose(0, 2, 1)
 
 
@@ -99,11 +99,18 @@ def m_step(
     resp: Responses, posterior: np.ndarray, smoothing: float, estimate_priors: bool, one_coin: bool = False
 ) -> DSState:
     """Confusion matrices (eq. 11, plus optional Dirichlet smoothing) and class priors from posteriors."""
-    k = resp.n_classes
     counts = expected_counts(resp, posterior)
+    return params_from_counts(counts, np.ones(len(posterior)) @ posterior, smoothing, estimate_priors, one_coin)
+
+
+def params_from_counts(
+    counts: np.ndarray, class_total: np.ndarray, smoothing: float, estimate_priors: bool, one_coin: bool
+) -> DSState:
+    """Confusion matrices (eq. 11, plus optional Dirichlet smoothing) and class priors from expected counts."""
+    k = counts.shape[-1]
     conf = one_coin_confusion(counts, smoothing) if one_coin else normalize_confusion(counts, smoothing)
     if estimate_priors:
-        prior = posterior.sum(axis=0) + 1e-12
+        prior = class_total + 1e-12
         prior = prior / prior.sum()
     else:
         prior = np.full(k, 1.0 / k)
@@ -129,9 +136,8 @@ class DawidSkeneModel:
 
     def e_step(self, state: DSState, temperature: float = 1.0) -> EStep:
         post, ll, joint = e_step_joint(self.resp, state.confusion, state.class_prior, self.gold, temperature)
-        return EStep(
-            posterior=post, log_likelihood=ll + log_dirichlet_prior(state.confusion, self.smoothing), log_joint=joint
-        )
+        prior_term = log_dirichlet_prior(state.confusion, self.smoothing)
+        return EStep(posterior=post, log_likelihood=ll + prior_term, log_joint=joint)
 
     # annealing (spec multilabel.md §7.3) and restarts
     def flat(self, state: DSState) -> np.ndarray:

@@ -174,15 +174,10 @@ def best_run(
 ) -> tuple[EMRun[S], Restarts | None]:
     """The run with the highest final objective.  With a ``reference`` labelling (and a ``model`` that can permute
     its states) every run's classes are first aligned to it, so mirror optima with equal likelihood come back in
-    the same orientation; exact ties go to the earliest run."""
+    the same orientation; ties go to the earliest run."""
     if reference is not None and model is not None:
         runs = [align_run(model, r, reference) for r in runs]
     finals = np.array([r.final for r in runs], dtype=float)
-    best = int(np.argmax(finals))
-    top = finals[best]
-    for i, f in enumerate(finals):  # near-ties (same optimum reached from several starts): keep the first
-        if f >= top - 1e-9 * max(1.0, abs(top)):
-            best = i
-            break
+    best = int(np.argmax(finals))  # the first of equal maxima
     info = Restarts(log_likelihoods=finals, best=best, labels=tuple(r.label for r in runs)) if len(runs) > 1 else None
     return runs[best], info

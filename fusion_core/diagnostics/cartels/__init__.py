@@ -1,0 +1,15 @@
+"""Cartel detection (spec ``spectral.md`` §6; Parisi et al. 2014 §Cartel): :func:`detect_cartels` and its
+:class:`CartelReport`.
+
+* :mod:`.detector` — the detector (test, split, reassignment, merge, labels without the cartel);
+  :mod:`.report` — :class:`CartelReport`;
+* :mod:`.bootstrap` — the parametric null and the (sequential) bootstrap test; :mod:`.statistic` — the test
+  statistic for batches of replicates; :mod:`.pair_pattern` — moments on a fixed missingness pattern;
+* :mod:`.analysis` — the working state (cached tests and rank fits, evidence, splits); :mod:`.eigen` — the
+  warm-started and batched eigen-solvers.
+"""
+
+from fusion_core.diagnostics.cartels.detector import detect_cartels
+from fusion_core.diagnostics.cartels.report import CartelReport, CartelStatus
+
+__all__ = ["CartelReport", "CartelStatus", "detect_cartels"]

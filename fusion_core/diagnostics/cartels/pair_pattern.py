@@ -1,0 +1,188 @@
+"""Moments on a fixed missingness pattern (spec ``spectral.md`` §6.4 step 2, [EXT, ours]).
+
+Under the parametric bootstrap only the labels are redrawn; which annotator labelled which item is copied from
+the data.  For large sparse crowds the moments of every replicate are therefore sums over the fixed list of
+*candidate* pairs (those that share at least ``max(n_min, 2)`` items, the only pairs that can be valid): cost
+Σ n_ij per replicate instead of m²·n for dense batched products.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from fusion_core.diagnostics.cartels.eigen import batched_power, lanczos_top, solve_batched
+
+
+def _overlap_entries(worker: np.ndarray, item: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of entries (ea, eb) on the same item with ``worker[ea] < worker[eb]``."""
+    order = np.lexsort((worker, item))  # by item, then annotator
+    it = item[order]
+    ea_parts, eb_parts = [], []
+    deg_max = int(np.bincount(item, minlength=n).max()) if len(item) else 0
+    for k in range(1, deg_max):  # offsets within an item (≤ the largest item degree), not responses
+        same = np.flatnonzero(it[k:] == it[:-k])
+        ea_parts.append(order[same])
+        eb_parts.append(order[same + k])
+    ea = np.concatenate(ea_parts) if ea_parts else np.zeros(0, dtype=np.int64)
+    eb = np.concatenate(eb_parts) if eb_parts else np.zeros(0, dtype=np.int64)
+    return ea, eb
+
+
+class PairPattern:
+    """The fixed missingness pattern of a group under the parametric bootstrap.
+
+    Observed entries ``(worker[e], item[e])``; for every candidate pair i < j the entries of i and of j on their
+    shared items, sorted by pair, so that ``S1_ij = Σ z_il``, ``S1_ji = Σ z_jl`` and ``S12_ij = Σ z_il z_jl`` over
+    the overlap are segment sums (``np.add.reduceat``) of gathered labels.
+    """
+
+    def __init__(self, worker: np.ndarray, item: np.ndarray, m: int, n: int, n_min: int):
+        self.m, self.n, self.nnz = m, n, len(worker)
+        ea, eb = _overlap_entries(worker, item, n)
+        key = worker[ea] * m + worker[eb]  # worker[ea] < worker[eb] (sorted within the item)
+        counts = np.bincount(key, minlength=m * m)
+        self.N = (counts + counts.reshape(m, m).T.ravel()).reshape(m, m).astype(float)
+        self.N[np.arange(m), np.arange(m)] = np.bincount(worker, minlength=m)
+        cand = counts[key] >= max(n_min, 2)
+        ea, eb, key = ea[cand], eb[cand], key[cand]
+        srt = np.argsort(key, kind="stable")
+        self.ea, self.eb, key = ea[srt], eb[srt], key[srt]
+        first = np.r_[True, key[1:] != key[:-1]] if len(key) else np.zeros(0, dtype=bool)
+        self.starts = np.flatnonzero(first)
+        self.a, self.b = np.divmod(key[self.starts], m)
+        self.worker = worker
+        self.ind = sp.csr_matrix((np.ones(len(worker)), (np.arange(len(worker)), worker)), shape=(len(worker), m))
+        # symmetric CSR structure of one replicate's candidate pairs; ``src`` maps CSR slots to pair values
+        P = len(self.a)
+        rows, cols = np.r_[self.a, self.b], np.r_[self.b, self.a]
+        order = np.lexsort((cols, rows))
+        self.src = np.r_[np.arange(P), np.arange(P)][order]
+        self.indices = cols[order]
+        self.indptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=m))]
+
+    @property
+    def work(self) -> int:
+        """Gathered entries per replicate."""
+        return len(self.ea) + self.nnz
+
+    def sums(self, zs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per replicate (rows of ``zs``, b × entries): Σ_l z_il (b × m), and on the candidate pairs
+        S1_ij, S1_ji, S12_ij (b × P)."""
+        diag = np.asarray((self.ind.T @ zs.T).T)
+        if not len(self.starts):
+            e = np.zeros((zs.shape[0], 0))
+            return diag, e, e, e
+        z32 = zs.astype(np.float32)  # ±1 sums are exact in float32; small sub-chunks stay in cache
+        out = []
+        for i in range(0, len(z32), 4):
+            za, zb = z32[i : i + 4][:, self.ea], z32[i : i + 4][:, self.eb]
+            out.append(
+                (
+                    np.add.reduceat(za, self.starts, axis=1),
+                    np.add.reduceat(zb, self.starts, axis=1),
+                    np.add.reduceat(za * zb, self.starts, axis=1),
+                )
+            )
+        s1a, s1b, s12 = (np.concatenate(v).astype(float) for v in zip(*out))
+        return diag, s1a, s1b, s12
+
+    def block(self, vals: np.ndarray) -> sp.csr_matrix:
+        """Block-diagonal (b·m × b·m) symmetric matrix with the pair values ``vals`` (b × P) of each replicate."""
+        nb, m = vals.shape[0], self.m
+        nnz = len(self.indices)
+        indptr = (self.indptr[:-1][None, :] + nnz * np.arange(nb)[:, None]).ravel()
+        indptr = np.r_[indptr, nb * nnz]
+        indices = (self.indices[None, :] + m * np.arange(nb)[:, None]).ravel()
+        return sp.csr_matrix((vals[:, self.src].ravel(), indices, indptr), shape=(nb * m, nb * m))
+
+    def _dense_eigvals(self, e: np.ndarray) -> np.ndarray:
+        """Eigenvalues (descending) of the symmetric matrices with pair values ``e`` (b × P), zero diagonal."""
+        E = np.zeros((e.shape[0], self.m, self.m))
+        E[:, self.a, self.b] = e
+        E[:, self.b, self.a] = e
+        return np.linalg.eigvalsh(E)[:, ::-1]
+
+    def _pair_moments(self, zs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(covariances qz, valid, σ̂², 1 − μ̂²) on the candidate pairs of each replicate (b × P, base b × m); the
+        pair analogue of :func:`~fusion_core.diagnostics.cartels.statistic.batch_moments`."""
+        diag, s1a, s1b, s12 = self.sums(zs)
+        a, b = self.a, self.b
+        n_i = np.diagonal(self.N)
+        Np = self.N[a, b]
+        mu = diag / np.maximum(n_i, 1)
+        q = (s12 - s1a * s1b / Np) / (Np - 1)
+        const = np.abs(mu) >= 1 - 1e-12
+        valid = (np.abs(s1a) < Np - 1e-9) & (np.abs(s1b) < Np - 1e-9) & ~const[:, a] & ~const[:, b]
+        muc = np.clip(mu, -(1 - 1e-6), 1 - 1e-6)
+        base = 1 - muc**2
+        sigma2 = base[:, a] * base[:, b] / (Np - 1)
+        return np.where(valid, q, 0.0), valid, sigma2, base
+
+    def _diagonal(
+        self, qz: np.ndarray, valid: np.ndarray, sigma2: np.ndarray, base: np.ndarray, weights: str
+    ) -> np.ndarray:
+        """Method A per replicate on the pair list (see ``statistic.batch_diagonal``): r, b × m."""
+        nb, m = qz.shape[0], self.m
+        a, b = self.a, self.b
+        if weights == "delta":
+            W = np.where(valid & (qz != 0), qz**2 / sigma2, 0.0)
+        else:
+            W = (valid & (qz != 0)).astype(float)
+        with np.errstate(divide="ignore"):
+            Y = np.where(W > 0, np.log(np.abs(qz) + (W == 0)), 0.0)
+        rep = np.arange(nb)[:, None] * m
+        deg = np.bincount((rep + a).ravel(), W.ravel(), nb * m) + np.bincount((rep + b).ravel(), W.ravel(), nb * m)
+        c = (
+            np.bincount((rep + a).ravel(), (W * Y).ravel(), nb * m)
+            + np.bincount((rep + b).ravel(), (W * Y).ravel(), nb * m)
+        ).reshape(nb, m)
+        A = np.zeros((nb, m, m))
+        A[:, a, b] = W
+        A[:, b, a] = W
+        A[:, np.arange(m), np.arange(m)] = np.where(deg > 0, deg, 1.0).reshape(nb, m)  # isolated: t_i = 0
+        t = solve_batched(A, c)
+        del A
+        return np.minimum(np.exp(2 * t), base)
+
+    def stats(
+        self, zs: np.ndarray, n_min: int, n_extra: int, x0: np.ndarray, *, n_spec: int = 0, weights: str = "delta"
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`~fusion_core.diagnostics.cartels.statistic.stats_from_products` computed on the candidate pairs
+        only (same statistic: the other pairs are never valid), with the hard-impute power iteration as sparse
+        block-diagonal products."""
+        nb, m = zs.shape[0], self.m
+        a, b = self.a, self.b
+        qz, valid, sigma2, base = self._pair_moments(zs)  # n_min is built into the candidate pairs
+        r = self._diagonal(qz, valid, sigma2, base, weights)
+        any_miss = bool((valid.sum(axis=1) < m * (m - 1) // 2).any())
+        Qs = self.block(qz)
+        Vs = self.block(valid.astype(float)) if any_miss else None
+
+        def matvec(x: np.ndarray, lam: np.ndarray) -> np.ndarray:
+            # the dense path's product on the sparse pair pattern; missing pairs imputed by λ x xᵀ
+            y = (Qs @ x.ravel()).reshape(nb, m) + r * x
+            if Vs is not None:  # Σ_{j missing} x_j² = Σ_{j≠i} x_j² − Σ_{j valid} x_j²
+                x2 = x * x
+                y += lam[:, None] * x * ((x2.sum(axis=1, keepdims=True) - x2) - (Vs @ x2.ravel()).reshape(nb, m))
+            return y
+
+        x, lam = batched_power(matvec, x0, nb, m)
+        v = np.sqrt(np.maximum(lam, 0))[:, None] * x
+        e = np.where(valid, (qz - v[:, a] * v[:, b]) / np.sqrt(np.where(valid, sigma2, 1.0)), 0.0)
+        s = None
+        if n_extra == 1 and m >= 100:  # the statistic alone: Lanczos on the sparse residual
+            s, ok = lanczos_top(self.block(e), nb, m)
+            if not ok.all():
+                s[~ok] = self._dense_eigvals(e[~ok])[:, :1]
+        if s is None:
+            s = self._dense_eigvals(e)[:, :n_extra]
+        spec = np.zeros((nb, 0))
+        if n_spec:
+            Rf = lam[:, None, None] * x[:, :, None] * x[:, None, :]
+            f = np.where(valid, qz, lam[:, None] * x[:, a] * x[:, b])
+            Rf[:, a, b] = f
+            Rf[:, b, a] = f
+            Rf[:, np.arange(m), np.arange(m)] = r
+            spec = np.linalg.eigvalsh(Rf)[:, ::-1][:, :n_spec]
+        return s, spec

@@ -1,0 +1,199 @@
+"""The binary chain M-step of ``context-em`` (spec ``context.md`` §5.2–§5.4, §6).
+
+Per (class, annotator) the M-step (14) on the chain of the annotator's distinct context levels is
+
+    maximise ψ(p) = Σ_u A_u log p_u + B_u log(1 − p_u)  s.t. |p_{u+1} − p_u| ≤ h_u,  ε ≤ p ≤ 1 − ε,
+
+exact with adjacent constraints in one dimension (§5.3).  :func:`lipschitz_chain_mstep` returns the closed form
+clip(A/W, ε, 1 − ε) for chains where it is feasible and solves the rest together with the shared interior-point
+method (:mod:`.interior_point`) on a tridiagonal Newton matrix (LAPACK ``dpttrf``/``dpttrs``).  Categorical
+contexts (the discrete metric, §5.4) have their own exact small program, :func:`discrete_mstep`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.linalg import lapack
+from scipy.optimize import minimize_scalar
+
+from fusion_core.methods.context.interior_point import (
+    Chains,
+    MStepInfo,
+    barrier_path,
+    shift,
+    solve_chains,
+    solve_violating,
+)
+
+
+def chain_objective(A: np.ndarray, B: np.ndarray, p: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """ψ(p) = Σ_u A_u log p_u + B_u log(1 − p_u), per chain."""
+    return np.add.reduceat(A * np.log(p) + B * np.log1p(-p), starts)
+
+
+def chain_certificate(
+    A: np.ndarray,
+    B: np.ndarray,
+    hh: np.ndarray,
+    link: np.ndarray,
+    p: np.ndarray,
+    *,
+    lam: np.ndarray,
+    starts: np.ndarray,
+    eps: float,
+) -> np.ndarray:
+    """Relative duality gap (ψ̄(λ) − ψ(p)) / (1 + |ψ(p)|) per chain (spec §6.5): the Lagrangian with the link
+    constraints dualised by λ is maximised level by level in closed form."""
+    lam = np.where(link, lam, 0.0)
+    s = shift(lam) - lam
+    sw = s + (A + B)
+    disc = np.sqrt(np.maximum(sw * sw - 4.0 * s * A, 0.0))
+    den = sw + disc
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_in = np.where(den > 0, 2.0 * A / np.where(den > 0, den, 1.0), 1.0 + B / np.where(s != 0, s, -1.0))
+    pstar = np.clip(p_in, eps, 1.0 - eps)
+    dual = np.add.reduceat(
+        A * np.log(pstar) + B * np.log1p(-pstar) - s * pstar + np.where(link, hh * np.abs(lam), 0.0), starts
+    )
+    primal = chain_objective(A, B, p, starts)
+    return (dual - primal) / (1.0 + np.abs(primal))
+
+
+class BinaryChains:
+    """The binary chain program for :func:`~.interior_point.solve_chains` (floors ε ≤ p ≤ 1 − ε, tridiagonal
+    Newton matrix, closed-form certificate)."""
+
+    floors: tuple[int, ...] = (-1, 1)
+    width = 1
+    reset = 0.5
+
+    def __init__(self, A: np.ndarray, B: np.ndarray, h: np.ndarray, starts: np.ndarray, eps: float):
+        self.A, self.B, self.h, self.eps = A, B, h, eps
+        self.chains = Chains(starts, len(A))
+        self.hh = np.where(self.chains.link, h, 1.0)
+        self.level_weight = A + B
+
+    def start(self) -> np.ndarray:
+        st = self.chains.starts
+        sumW = np.add.reduceat(self.level_weight, st)
+        return np.clip(np.add.reduceat(self.A, st) / sumW, 0.05, 0.95)[self.chains.chain]
+
+    def gradient(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ip, iq = 1.0 / x, 1.0 / (1 - x)
+        return self.B * iq - self.A * ip, self.A * ip * ip + self.B * iq * iq
+
+    def equality(self, r: np.ndarray) -> tuple[np.ndarray, None]:
+        return r, None
+
+    def factor(self, diag: np.ndarray, om: np.ndarray, active: np.ndarray | None) -> tuple[Any, int | None]:
+        off = -(om if active is None else om * active)[:-1]
+        df, ef, code = lapack.dpttrf(diag, off)
+        return ((df, ef), None) if code == 0 else (None, code - 1)
+
+    def solve(self, fac: Any, rhs: np.ndarray) -> np.ndarray:
+        return lapack.dpttrs(fac[0], fac[1], rhs)[0]
+
+    def certificate(self, x: np.ndarray, lam: np.ndarray, zF: Any, nu: Any, which: Any) -> np.ndarray:
+        ch = self.chains
+        return chain_certificate(self.A, self.B, self.hh, ch.link, x, lam=lam, starts=ch.starts, eps=self.eps)
+
+    def finish(self, x: np.ndarray, lam: np.ndarray, zF: Any) -> tuple[np.ndarray, None]:
+        return np.clip(x, self.eps, 1 - self.eps), None
+
+    def output(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+    def rescue(self, x: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        return barrier_chain(self.A[lo:hi], self.B[lo:hi], self.h[lo:hi], x, self.eps)
+
+
+def barrier_chain(A: np.ndarray, B: np.ndarray, h: np.ndarray, p0: np.ndarray, eps: float) -> np.ndarray:
+    """Primal log-barrier method on one chain (Boyd & Vandenberghe §11.3), the §6.5 fallback."""
+    n = len(A)
+    link = np.ones(n, bool)
+    link[-1] = False
+    hh = np.where(link, h, 1.0)
+
+    def slacks(p: np.ndarray) -> tuple[np.ndarray, ...]:
+        d = np.zeros(n)
+        d[:-1] = p[1:] - p[:-1]
+        return hh - d, hh + d, p - eps, 1.0 - eps - p
+
+    def objective(p: np.ndarray) -> float:
+        return float((A * np.log(p) + B * np.log1p(-p)).sum())
+
+    def barrier(p: np.ndarray, t: float) -> float:
+        sU, sD, sL, sH = slacks(p)
+        if np.any(sL <= 0) or np.any(sH <= 0) or np.any(sU[link] <= 0) or np.any(sD[link] <= 0):
+            return np.inf
+        return float(
+            -t * objective(p) - np.log(sL).sum() - np.log(sH).sum() - np.log(sU[link]).sum() - np.log(sD[link]).sum()
+        )
+
+    def newton(p: np.ndarray, t: float) -> tuple[np.ndarray, float] | None:
+        sU, sD, sL, sH = slacks(p)
+        fp = -A / p + B / (1 - p)
+        H = A / p**2 + B / (1 - p) ** 2
+        iu = np.where(link, 1 / sU, 0.0)
+        idn = np.where(link, 1 / sD, 0.0)
+        grad = t * fp + (shift(iu) - iu) - (shift(idn) - idn) + 1 / sL - 1 / sH
+        om = np.where(link, 1 / sU**2 + 1 / sD**2, 0.0)
+        d = t * H + 1 / sL**2 + 1 / sH**2 + om + shift(om)
+        df, ef, info = lapack.dpttrf(d, -om[:-1])
+        if info != 0:
+            return None
+        dx = lapack.dpttrs(df, ef, -grad)[0]
+        return dx, float(-grad @ dx)
+
+    p = p0.copy()
+    if not np.isfinite(barrier(p, 1.0)):
+        p = np.full(n, np.clip(A.sum() / (A + B).sum(), 0.05, 0.95))
+    return barrier_path(p, barrier=barrier, newton=newton, objective=objective, m=4 * n - 2)
+
+
+def lipschitz_chain_mstep(
+    A: np.ndarray, B: np.ndarray, h: np.ndarray, starts: np.ndarray, *, eps: float = 1e-6, max_iter: int = 60
+) -> tuple[np.ndarray, MStepInfo]:
+    """Solve the stacked chain programs of spec §5.3 exactly (module docstring).
+
+    ``starts``: first index of every chain (chains are contiguous, levels sorted); ``h[u]`` is the bound of the
+    link u → u+1 (ignored at a chain's last level).  Requires W = A + B > 0 and h > 0 on links (the callers drop
+    zero-weight levels and contract zero links, §5.2, §5.5)."""
+    A = np.asarray(A, float)
+    B = np.asarray(B, float)
+    h = np.asarray(h, float)
+    starts = np.asarray(starts, dtype=np.int64)
+    if len(A) == 0:
+        return np.zeros(0), MStepInfo(n_chains=len(starts))
+
+    def solve_some(sel: np.ndarray, sub_starts: np.ndarray) -> tuple[np.ndarray, MStepInfo]:
+        return solve_chains(BinaryChains(A[sel], B[sel], h[sel], sub_starts, eps), max_iter)
+
+    return solve_violating(np.clip(A / (A + B), eps, 1 - eps), h, starts, solve_some)
+
+
+def discrete_mstep(A: np.ndarray, B: np.ndarray, c: float, eps: float = 1e-6) -> np.ndarray:
+    """Categorical context (discrete metric, spec §5.4): maximise Σ_u A_u log p_u + B_u log(1 − p_u) subject to
+    |p_a − p_b| ≤ c for all pairs, i.e. max p − min p ≤ c, and ε ≤ p ≤ 1 − ε.  For a window [L, L + c] the optimum
+    is clip(A/W, L, L + c); the best value as a function of L is concave (partial maximisation of a concave function
+    over a convex set), so a bounded scalar search over L is exact to its tolerance.  c ≥ 1 decouples the levels."""
+    A = np.asarray(A, float)
+    B = np.asarray(B, float)
+    u = np.clip(A / (A + B), eps, 1 - eps)
+    if len(u) < 2 or u.max() - u.min() <= c:
+        return u
+    if c <= 0:
+        return np.full_like(u, np.clip(A.sum() / (A + B).sum(), eps, 1 - eps))
+
+    def neg(L: float) -> float:
+        q = np.clip(u, L, L + c)
+        return -float((A * np.log(q) + B * np.log1p(-q)).sum())
+
+    lo, hi = max(eps, float(u.min())), min(float(u.max()) - c, 1 - eps - c)
+    if hi <= lo:
+        L = lo
+    else:
+        L = minimize_scalar(neg, bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}).x
+    return np.clip(u, L, L + c)

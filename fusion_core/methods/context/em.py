@@ -1,0 +1,254 @@
+"""``context-em``'s EM models for the shared driver (:func:`fusion_core.methods.em.run_em`).
+
+One model class, :class:`CurveModel`, with two kinds of curves: :class:`BinaryCurves` (one binary problem:
+false-alarm and detection curves p_0k(x), p_1k(x); E-step eq. (7) in the log domain, M-step eq. (14)) and
+:class:`ConfusionCurves` (per-class confusion curves π_k(x)[i, j], §9.2 option 2).  Both start from the paper's
+curves (detection 0.8, false alarm 0.2; confusion diagonal 0.8) and follow one of the two variants of spec §4:
+
+* ``shared_prior`` ([EXT]): one class prior re-estimated each M-step; the E-step under the initial curves gives
+  the initial posteriors (a soft majority vote), then EM runs to the driver's convergence rule
+  (:func:`run_shared_prior`);
+* ``paper`` (Algorithm 1): a per-item prior φ_i(t) = the previous posterior, a fixed number of iterations, the
+  decision from the last E-step and the reported curves from the last M-step (:func:`run_paper`).
+
+Gold labels (item codes, class codes) are clamped in every E-step and contribute their complete-data term.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+
+from fusion_core.methods.base import Gold, clamp_gold
+from fusion_core.methods.context.interior_point import MStepInfo
+from fusion_core.methods.context.mstep import PairChains, binary_mstep, confusion_mstep
+from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
+from fusion_core.methods.numerics import log_normalize
+
+
+# ====================================================================== binary problem (eqs. (7), (14))
+@dataclass
+class BinaryResponses:
+    """One binary problem: responses as item code, y ∈ {0, 1} ("reported the positive class") and pair id."""
+
+    item: np.ndarray
+    y: np.ndarray
+    pid: np.ndarray
+    n_items: int
+
+
+def binary_log_likelihood(data: BinaryResponses, P: np.ndarray) -> np.ndarray:
+    """L[t, i] = Σ_{responses on t} log P(y | true class i) with the curves ``P`` (2 × pairs) at each response's
+    pair, items × 2."""
+    p0 = P[0][data.pid]
+    p1 = P[1][data.pid]
+    y = data.y
+    l0 = np.where(y == 1, np.log(p0), np.log1p(-p0))
+    l1 = np.where(y == 1, np.log(p1), np.log1p(-p1))
+    L = np.empty((data.n_items, 2))
+    L[:, 0] = np.bincount(data.item, weights=l0, minlength=data.n_items)
+    L[:, 1] = np.bincount(data.item, weights=l1, minlength=data.n_items)
+    return L
+
+
+def binary_e_step(data: BinaryResponses, P: np.ndarray, log_prior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. (7) in the log domain.  ``log_prior``: 2-vector (shared prior) or items × 2 (paper's φ).
+    Returns (posterior items × 2, per-item log normaliser)."""
+    return log_normalize(binary_log_likelihood(data, P) + log_prior)
+
+
+def binary_counts(data: BinaryResponses, gamma1: np.ndarray, npair: int) -> tuple[np.ndarray, np.ndarray]:
+    """M-step statistics per pair: A[i] = Σ γ_i·y and B[i] = Σ γ_i·(1 − y) for true class i ∈ {0, 1}."""
+    g1 = gamma1[data.item]
+    g0 = 1.0 - g1
+    y = data.y.astype(float)
+    A = np.vstack(
+        [np.bincount(data.pid, weights=g0 * y, minlength=npair), np.bincount(data.pid, weights=g1 * y, minlength=npair)]
+    )
+    B = np.vstack(
+        [
+            np.bincount(data.pid, weights=g0 * (1 - y), minlength=npair),
+            np.bincount(data.pid, weights=g1 * (1 - y), minlength=npair),
+        ]
+    )
+    return A, B
+
+
+class Curves(Protocol):
+    """One kind of reliability curve at the (worker, level) pairs (see the module docstring)."""
+
+    eps: float
+
+    def initial(self) -> np.ndarray: ...
+
+    def initial_prior(self, per_item: bool) -> np.ndarray: ...
+
+    def log_likelihood(self, values: np.ndarray) -> np.ndarray: ...
+
+    def solve(self, posterior: np.ndarray) -> tuple[np.ndarray, MStepInfo]: ...
+
+    def update_prior(self, posterior: np.ndarray, per_item: bool) -> np.ndarray: ...
+
+
+@dataclass
+class BinaryCurves:
+    """False-alarm and detection curves (2 × pairs) of one binary problem; ``c`` is 2 × workers."""
+
+    data: BinaryResponses
+    chains: PairChains
+    c: np.ndarray
+    eps: float
+    discrete: bool
+
+    def initial(self) -> np.ndarray:
+        return np.vstack([np.full(self.chains.npair, 0.2), np.full(self.chains.npair, 0.8)])
+
+    def initial_prior(self, per_item: bool) -> np.ndarray:
+        if per_item:  # the paper's φ_i(0) = 0.6
+            phi1 = np.full(self.data.n_items, 0.6)
+            return np.column_stack([1 - phi1, phi1])
+        return np.array([1 - 0.5, 0.5])
+
+    def log_likelihood(self, values: np.ndarray) -> np.ndarray:
+        return binary_log_likelihood(self.data, values)
+
+    def solve(self, posterior: np.ndarray) -> tuple[np.ndarray, MStepInfo]:
+        A, B = binary_counts(self.data, posterior[:, 1], self.chains.npair)
+        return binary_mstep(self.chains, A, B, self.c, eps=self.eps, discrete=self.discrete)
+
+    def update_prior(self, posterior: np.ndarray, per_item: bool) -> np.ndarray:
+        if per_item:
+            phi1 = np.clip(posterior[:, 1], self.eps, 1 - self.eps)
+            return np.column_stack([1 - phi1, phi1])
+        prior1 = float(np.clip(posterior[:, 1].mean(), self.eps, 1 - self.eps))
+        return np.array([1 - prior1, prior1])
+
+
+# ====================================================================== confusion curves (§9.2 option 2)
+@dataclass
+class ConfusionCurves:
+    """Confusion matrices at the pairs (pairs × true × reported); ``c`` is classes × workers (one row per true
+    class); ``pos`` the positive class for 2 labels (the paper's φ_pos(0) = 0.6)."""
+
+    item: np.ndarray
+    pid: np.ndarray
+    label: np.ndarray
+    n_items: int
+    chains: PairChains
+    c: np.ndarray
+    eps: float
+    discrete: bool
+    n_classes: int
+    pos: int = 1
+
+    def initial(self) -> np.ndarray:
+        J = self.n_classes
+        Pi = np.full((self.chains.npair, J, J), 0.2 / (J - 1))
+        Pi[:, np.arange(J), np.arange(J)] = 0.8
+        return Pi
+
+    def initial_prior(self, per_item: bool) -> np.ndarray:
+        J = self.n_classes
+        if not per_item:
+            return np.full(J, 1.0 / J)
+        phi = np.full((self.n_items, J), 1.0 / J)
+        if J == 2:
+            phi[:, self.pos], phi[:, 1 - self.pos] = 0.6, 0.4
+        return phi
+
+    def log_likelihood(self, values: np.ndarray) -> np.ndarray:
+        """L[t, i] = Σ_k log π_k(X(t))[i, ŷ_k(t)], items × classes."""
+        logPi = np.log(values)
+        L = np.empty((self.n_items, self.n_classes))
+        for i in range(self.n_classes):  # classes, not responses
+            L[:, i] = np.bincount(self.item, weights=logPi[self.pid, i, self.label], minlength=self.n_items)
+        return L
+
+    def solve(self, posterior: np.ndarray) -> tuple[np.ndarray, MStepInfo]:
+        J, npair = self.n_classes, self.chains.npair
+        key = self.pid * J + self.label
+        N = np.stack(
+            [np.bincount(key, weights=posterior[self.item, i], minlength=npair * J).reshape(npair, J) for i in range(J)]
+        )
+        return confusion_mstep(self.chains, N, self.c, eps=self.eps, discrete=self.discrete, pos=self.pos)
+
+    def update_prior(self, posterior: np.ndarray, per_item: bool) -> np.ndarray:
+        if per_item:
+            phi = np.clip(posterior, self.eps, 1 - self.eps)
+            return phi / phi.sum(axis=1, keepdims=True)
+        prior = np.clip(posterior.mean(axis=0), self.eps, 1 - self.eps)
+        return prior / prior.sum()
+
+
+# ====================================================================== the EM model
+class CurveState(NamedTuple):
+    """Curves at the pairs and the class prior (shared prior: classes; paper: the per-item φ, items × classes)."""
+
+    values: np.ndarray
+    prior: np.ndarray
+
+
+class CurveStats(NamedTuple):
+    posterior: np.ndarray
+    previous: np.ndarray  # the curves that produced the posterior (for the largest change per M-step)
+
+
+@dataclass
+class MStepLog:
+    """Solver diagnostics over the M-steps of one run: largest certificate gap, barrier fallbacks and the largest
+    change of any curve value per M-step."""
+
+    gap: float = 0.0
+    n_fallback: int = 0
+    max_change: list[float] = field(default_factory=list)
+
+    def add(self, info: MStepInfo, old: np.ndarray, new: np.ndarray) -> None:
+        self.gap = max(self.gap, info.gap)
+        self.n_fallback += info.n_fallback
+        self.max_change.append(float(np.max(np.abs(new - old))) if new.size else 0.0)
+
+
+@dataclass
+class CurveModel:
+    """A context-curve model for the EM driver (module docstring)."""
+
+    curves: Curves
+    per_item_prior: bool = False
+    gold: Gold | None = None
+    log: MStepLog = field(default_factory=MStepLog)
+
+    def initial_state(self) -> CurveState:
+        return CurveState(self.curves.initial(), self.curves.initial_prior(self.per_item_prior))
+
+    def e_step(self, state: CurveState, temperature: float = 1.0) -> EStep:
+        joint = self.curves.log_likelihood(state.values) + np.log(state.prior)
+        post, lognorm = log_normalize(joint)
+        if temperature != 1.0:
+            post = log_normalize(joint / temperature)[0]
+        if self.gold is not None and len(self.gold[0]):
+            lognorm = lognorm.copy()
+            lognorm[self.gold[0]] = joint[self.gold[0], self.gold[1]]
+            clamp_gold(post, self.gold)
+        return EStep(posterior=post, log_likelihood=float(lognorm.sum()), stats=CurveStats(post, state.values))
+
+    def m_step(self, stats: CurveStats) -> CurveState:
+        values, info = self.curves.solve(stats.posterior)
+        self.log.add(info, stats.previous, values)
+        return CurveState(values, self.curves.update_prior(stats.posterior, self.per_item_prior))
+
+
+def run_shared_prior(model: CurveModel, *, tol: float, max_iter: int, name: str) -> EMRun[CurveState]:
+    """EM to convergence from the posteriors of the initial curves (the ``shared_prior`` variant)."""
+    first = model.e_step(model.initial_state())
+    return run_em(model, model.m_step(first.stats), EMSettings(tol=tol, max_iter=max_iter, name=name))
+
+
+def run_paper(model: CurveModel, *, n_iter: int, final_estep: bool, name: str) -> EMRun[CurveState]:
+    """Algorithm 1: ``n_iter`` E-steps (each followed by an M-step) from the initial curves; the decision is the
+    last E-step's posterior (or one more E-step under the final curves with ``final_estep``)."""
+    run: EMRun[Any] = run_em(model, model.initial_state(), EMSettings(tol=0.0, max_iter=n_iter, name=name, warn=False))
+    state = model.m_step(run.estep.stats)  # the last M-step gives the reported curves
+    estep = model.e_step(state) if final_estep else run.estep
+    return replace(run, state=state, estep=estep, converged=True)

@@ -1,0 +1,407 @@
+"""The one batched primal–dual interior-point method behind both ``context-em`` M-steps (spec ``context.md`` §6).
+
+Both M-step programs are *chain programs*: on every chain (one annotator's sorted context levels) maximise a
+separable concave objective subject to |x_{u+1} − x_u| ≤ h_u on the chain's links and floors x ≥ ε — the binary
+curves also x ≤ 1 − ε (§5.3, :mod:`.chain`), the confusion rows Σ_j x_{u,j} = 1 per level (§9.2 option 2,
+:mod:`.simplex`).  :func:`solve_chains` is the Mehrotra predictor–corrector of §6.1–§6.5 for any such program:
+slacks and multipliers for the link and floor constraints, per-chain step lengths (fraction to the boundary
+0.995), finished chains leave the Newton system (identity blocks), a chain whose factorisation breaks down is
+accepted when its duality-gap certificate already holds and frozen otherwise (§6.3 step 7), and every chain whose
+final certificate exceeds 1e-8 is re-solved by the program's log-barrier fallback (:func:`barrier_path`, §6.5).
+
+What differs between the programs — objective derivatives, the Newton factorisation (tridiagonal or banded on
+the simplex's null space), the certificate, the equality multiplier — is supplied by a :class:`ChainProgram`.
+Arrays are per level, shape ``(n,)`` (binary) or class-major ``(J, n)`` (simplex); the chain axis is the last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+DONE_GAP = 1e-9  # certificate gap that finishes a nearly complementary chain
+ACCEPT_GAP = 1e-8  # certificate gap a final iterate must meet, else the barrier fallback runs
+
+
+@dataclass
+class MStepInfo:
+    """Diagnostics of one batched M-step."""
+
+    iterations: int = 0  # interior-point iterations (0 when every chain had a closed form)
+    gap: float = 0.0  # largest relative certificate gap (§6.5)
+    n_chains: int = 0
+    n_closed_form: int = 0
+    n_frozen: int = 0
+    n_fallback: int = 0
+
+    def absorb(self, other: MStepInfo) -> None:
+        """Take over the solver figures of ``other`` (the interior-point run on the non-closed-form chains)."""
+        self.iterations, self.gap = other.iterations, other.gap
+        self.n_frozen, self.n_fallback = other.n_frozen, other.n_fallback
+
+
+class Chains:
+    """Contiguous chains over ``n`` levels: ``starts`` (first level of each chain), ``ends``, ``lens``, ``chain``
+    (chain of each level) and ``link`` (the level has a successor in its chain)."""
+
+    def __init__(self, starts: np.ndarray, n: int):
+        self.starts = np.asarray(starts, dtype=np.int64)
+        self.n = n
+        self.ends = np.r_[self.starts[1:], n]
+        self.lens = self.ends - self.starts
+        self.chain = np.repeat(np.arange(len(self.starts)), self.lens)
+        self.link = np.ones(n, bool)
+        self.link[self.ends - 1] = False
+
+    @property
+    def n_chains(self) -> int:
+        return len(self.starts)
+
+
+def shift(v: np.ndarray) -> np.ndarray:
+    """``v`` moved one level along the last (chain) axis: (shift v)_u = v_{u−1}, 0 at u = 0."""
+    out = np.empty_like(v)
+    out[..., 0] = 0.0
+    out[..., 1:] = v[..., :-1]
+    return out
+
+
+def link_diffs(v: np.ndarray, lf: np.ndarray) -> np.ndarray:
+    """Forward differences v_{u+1} − v_u along the chain axis, zero where ``lf`` (links as 0/1) is 0."""
+    out = np.empty_like(v)
+    out[..., :-1] = v[..., 1:] - v[..., :-1]
+    out[..., -1] = 0.0
+    out *= lf
+    return out
+
+
+class ChainProgram(Protocol):
+    """What :func:`solve_chains` needs from a chain program (see :mod:`.chain` and :mod:`.simplex`).
+
+    ``floors``: the box constraints as signs, −1 for x ≥ ε and +1 for x ≤ 1 − ε; ``width``: entries per level;
+    ``hh``: link bounds h (1 where a level has no link); ``level_weight``: total weight per level; ``reset``: the
+    value that replaces a non-finite iterate entry."""
+
+    chains: Chains
+    floors: tuple[int, ...]
+    width: int
+    eps: float
+    hh: np.ndarray
+    level_weight: np.ndarray
+    reset: float
+
+    def start(self) -> np.ndarray: ...
+
+    def gradient(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """First derivative and Hessian diagonal of the objective to minimise (−ψ)."""
+        ...
+
+    def equality(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The dual residual with the equality multiplier ν added (and ν), or unchanged and None."""
+        ...
+
+    def factor(self, diag: np.ndarray, om: np.ndarray, active: np.ndarray | None) -> tuple[Any, int | None]:
+        """Factorise the Newton matrix (``diag`` on levels, couplings −``om`` along links; inactive levels are
+        identity blocks): (factor, None), or (None, the level where the factorisation broke down)."""
+        ...
+
+    def solve(self, fac: Any, rhs: np.ndarray) -> np.ndarray: ...
+
+    def certificate(
+        self, x: np.ndarray, lam: np.ndarray, zF: list[np.ndarray], nu: Any, which: np.ndarray | None
+    ) -> np.ndarray:
+        """Relative duality gap per chain (§6.5); with ``which`` only those chains need to be right."""
+        ...
+
+    def finish(self, x: np.ndarray, lam: np.ndarray, zF: list[np.ndarray]) -> tuple[np.ndarray, Any]:
+        """The last iterate projected onto the feasible box/simplex, and the multiplier ν for the certificate."""
+        ...
+
+    def output(self, x: np.ndarray) -> np.ndarray:
+        """The solution in the caller's layout (levels first)."""
+        ...
+
+    def rescue(self, x: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        """The barrier fallback on levels lo:hi (one chain, caller's layout)."""
+        ...
+
+
+# ------------------------------------------------------------------------------------------- floors
+def _floor_slack(x: np.ndarray, sign: int, eps: float) -> np.ndarray:
+    return x - eps if sign < 0 else 1 - eps - x
+
+
+def _floor_residual(x: np.ndarray, s: np.ndarray, sign: int, eps: float) -> np.ndarray:
+    return -x + eps + s if sign < 0 else x - (1 - eps) + s
+
+
+def _floor_step(dx: np.ndarray, rp: np.ndarray, sign: int) -> np.ndarray:
+    return dx - rp if sign < 0 else -rp - dx
+
+
+def _add_floor(acc: np.ndarray, v: np.ndarray, sign: int) -> np.ndarray:
+    return acc - v if sign < 0 else acc + v
+
+
+def _levelsum(v: np.ndarray) -> np.ndarray:
+    return v if v.ndim == 1 else v.sum(axis=0)
+
+
+# ------------------------------------------------------------------------------------------- the solver
+@dataclass
+class _Residuals:
+    r: np.ndarray  # dual residual
+    nu: Any  # equality multiplier (simplex) or None
+    lam: np.ndarray  # link multipliers z^U − z^D
+    rp: list[np.ndarray]  # primal residuals: up, down, floors
+    comp: list[np.ndarray]  # complementarity products s·z, same order
+    H: np.ndarray  # Hessian diagonal of the objective
+    comp_total: np.ndarray  # Σ s·z per chain
+    resid: np.ndarray  # Σ |r| per chain
+    m_c: np.ndarray  # number of complementarity pairs per chain
+
+    @property
+    def mu(self) -> np.ndarray:
+        return self.comp_total / self.m_c
+
+
+class _InteriorPoint:
+    """State of one :func:`solve_chains` run: iterate x, slacks s and multipliers z (up, down, floors)."""
+
+    def __init__(self, prog: ChainProgram):
+        self.prog = prog
+        ch = prog.chains
+        self.starts, self.chain = ch.starts, ch.chain
+        self.lf = ch.link.astype(float)
+        self.sumW = np.add.reduceat(prog.level_weight, ch.starts)
+        self.m_c = (prog.width * ((2 + len(prog.floors)) * ch.lens - 2)).astype(float)
+        x = prog.start()
+        mu0 = (0.01 * self.sumW / ch.lens)[ch.chain]
+        dx0 = link_diffs(x, self.lf)
+        s_up = np.where(ch.link, prog.hh - dx0, 1.0)
+        s_down = np.where(ch.link, prog.hh + dx0, 1.0)
+        s_floor = [_floor_slack(x, sign, prog.eps) for sign in prog.floors]
+        self.x = x
+        self.s = [s_up, s_down, *s_floor]
+        self.z = [self.lf * mu0 / s_up, self.lf * mu0 / s_down, *(mu0 / s for s in s_floor)]
+        self.done = np.zeros(ch.n_chains, bool)
+        self.frozen = np.zeros(ch.n_chains, bool)
+
+    @property
+    def active(self) -> np.ndarray:
+        return ~self.done & ~self.frozen
+
+    def residuals(self) -> _Residuals:
+        prog, x, s, z = self.prog, self.x, self.s, self.z
+        fp, H = prog.gradient(x)
+        lam = z[0] - z[1]
+        r = fp + shift(lam) - lam
+        for sign, zf in zip(prog.floors, z[2:]):
+            r = _add_floor(r, zf, sign)
+        r, nu = prog.equality(r)
+        dxn = link_diffs(x, self.lf)
+        rp = [self.lf * (dxn - prog.hh + s[0]), self.lf * (-dxn - prog.hh + s[1])]
+        rp += [_floor_residual(x, sf, sign, prog.eps) for sign, sf in zip(prog.floors, s[2:])]
+        comp = [sk * zk for sk, zk in zip(s, z)]
+        total = np.add.reduceat(_levelsum(sum(comp)), self.starts)
+        resid = np.add.reduceat(_levelsum(np.abs(r)), self.starts)
+        return _Residuals(r, nu, lam, rp, comp, H, total, resid, self.m_c)
+
+    def update_done(self, res: _Residuals) -> None:
+        """§6.5: a chain is done when complementarity and residual are tiny, or nearly so and certified."""
+        tol = self.sumW
+        fin = (res.comp_total <= 1e-10 * tol) & (res.resid <= 1e-10 * tol)
+        near = (res.comp_total <= 1e-6 * tol) & ~fin & ~self.done
+        if near.any():
+            gap = self.prog.certificate(self.x, res.lam, self.z[2:], res.nu, near)
+            fin |= near & (gap <= DONE_GAP)
+        self.done |= fin
+
+    def factor(self, res: _Residuals) -> Any:
+        """The Newton matrix factorised for the active chains; None when no chain is left active."""
+        prog = self.prog
+        w = [zk / sk for zk, sk in zip(self.z, self.s)]
+        self.w = w
+        om = (w[0] + w[1]) * self.lf
+        diag = res.H
+        for wf in w[2:]:
+            diag = diag + wf
+        diag = diag + om + shift(om)
+        while True:
+            active = self.active
+            if not active.any():
+                return None
+            act = None if active.all() else active[self.chain]
+            d = diag if act is None else np.where(act, diag, 1.0)
+            finite = np.isfinite(d) if d.ndim == 1 else np.isfinite(d).all(axis=0)
+            if not finite.all():
+                self.frozen[np.unique(self.chain[~finite])] = True
+                continue
+            fac, bad = prog.factor(d, om, act)
+            if bad is None:
+                return fac
+            c = self.chain[bad]
+            one = np.zeros(len(self.done), bool)
+            one[c] = True
+            if prog.certificate(self.x, res.lam, self.z[2:], res.nu, one)[c] <= ACCEPT_GAP:
+                self.done[c] = True  # the factorisation broke down at an already optimal point
+            else:
+                self.frozen[c] = True  # §6.3 step 7
+
+    def direction(
+        self, fac: Any, res: _Residuals, rc: list[np.ndarray], actf: np.ndarray | None
+    ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+        """Newton direction (dx, ds, dz) for complementarity right-hand sides ``rc`` (eliminating ds and dz)."""
+        prog, s, z, w, rp = self.prog, self.s, self.z, self.w, res.rp
+        v = [rck / sk - wk * rpk for rck, sk, wk, rpk in zip(rc, s, w, rp)]
+        rhs = (shift(v[0]) - v[0]) - (shift(v[1]) - v[1])
+        for sign, vf in zip(prog.floors, v[2:]):
+            rhs = _add_floor(rhs, vf, sign)
+        rhs = rhs - res.r
+        if actf is not None:
+            rhs *= actf
+        dx = prog.solve(fac, rhs)
+        if actf is not None:
+            dx *= actf
+        ddx = link_diffs(dx, self.lf)
+        ds = [-rp[0] - ddx, -rp[1] + ddx, *(_floor_step(dx, rpf, sign) for sign, rpf in zip(prog.floors, rp[2:]))]
+        if actf is not None:
+            ds = [d * actf for d in ds]
+        dz = [-(rck + zk * dsk) / sk for rck, zk, dsk, sk in zip(rc, z, ds, s)]
+        return dx, ds, dz
+
+    def max_step(self, ds: list[np.ndarray], dz: list[np.ndarray]) -> np.ndarray:
+        """Largest step keeping every slack and multiplier ≥ 0, per chain (v / max(−dv, 0) is +inf where dv ≥ 0)."""
+        lvl = np.full(self.x.shape, np.inf)
+        tmp = np.empty(self.x.shape)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for v, dv in [*zip(self.s, ds), *zip(self.z, dz)]:
+                np.negative(dv, out=tmp)
+                np.maximum(tmp, 0.0, out=tmp)
+                np.divide(v, tmp, out=tmp)
+                np.fmin(lvl, tmp, out=lvl)
+        return np.minimum.reduceat(lvl if lvl.ndim == 1 else lvl.min(axis=0), self.starts)
+
+    def step(self, fac: Any, res: _Residuals) -> None:
+        """One Mehrotra predictor–corrector step of every active chain (§6.3)."""
+        active = self.active
+        actf = None if active.all() else active[self.chain].astype(float)
+        _, ds, dz = self.direction(fac, res, res.comp, actf)  # predictor (affine scaling)
+        a_aff = np.minimum(1.0, self.max_step(ds, dz))[self.chain]
+        comp_aff = _levelsum(
+            sum((s + a_aff * d_s) * (z + a_aff * d_z) for s, d_s, z, d_z in zip(self.s, ds, self.z, dz))
+        )
+        mu_aff = np.add.reduceat(comp_aff, self.starts) / self.m_c
+        sigma = np.clip(mu_aff / np.maximum(res.mu, 1e-300), 0.0, 1.0) ** 3
+        smu = (sigma * res.mu)[self.chain]
+        rc = [c + d_s * d_z - smu for c, d_s, d_z in zip(res.comp, ds, dz)]
+        rc[0] *= self.lf
+        rc[1] *= self.lf
+        dx, ds, dz = self.direction(fac, res, rc, actf)  # corrector
+        alpha = np.minimum(1.0, 0.995 * self.max_step(ds, dz))
+        alpha = (alpha * active)[self.chain]
+        self.x = self.x + alpha * dx
+        self.s = [s + alpha * d for s, d in zip(self.s, ds)]
+        self.z = [z + alpha * d for z, d in zip(self.z, dz)]
+        finite = np.isfinite(self.x) if self.x.ndim == 1 else np.isfinite(self.x).all(axis=0)
+        if not finite.all():
+            self.frozen[np.unique(self.chain[~finite])] = True
+            self.x = np.where(np.isfinite(self.x), self.x, self.prog.reset)
+
+
+def solve_chains(prog: ChainProgram, max_iter: int = 60) -> tuple[np.ndarray, MStepInfo]:
+    """Batched Mehrotra predictor–corrector for every chain of ``prog`` (spec §6.1–§6.5, module docstring).
+
+    Returns the solution in the program's output layout and the diagnostics (iterations, largest certificate
+    gap, frozen chains, barrier fallbacks)."""
+    ip = _InteriorPoint(prog)
+    info = MStepInfo(n_chains=prog.chains.n_chains)
+    for it in range(1, max_iter + 1):
+        info.iterations = it
+        res = ip.residuals()
+        ip.update_done(res)
+        if not ip.active.any():
+            break
+        fac = ip.factor(res)
+        if fac is None:
+            break
+        ip.step(fac, res)
+    lam = ip.z[0] - ip.z[1]
+    x, nu = prog.finish(ip.x, lam, ip.z[2:])
+    gap = prog.certificate(x, lam, ip.z[2:], nu, None)
+    out = prog.output(x)
+    failed = np.flatnonzero(gap > ACCEPT_GAP)  # frozen chains whose last iterate passes the certificate are kept
+    info.n_frozen = int(ip.frozen.sum())
+    ch = prog.chains
+    for c in failed:  # §6.5 fallback: primal log-barrier method on the chain
+        lo, hi = int(ch.starts[c]), int(ch.ends[c])
+        out[lo:hi] = prog.rescue(out[lo:hi], lo, hi)
+        info.n_fallback += 1
+    gap[failed] = 0.0  # the barrier iterate carries no multipliers; its suboptimality is bounded by m / t
+    info.gap = float(gap.max()) if len(gap) else 0.0
+    return out, info
+
+
+def solve_violating(
+    closed: np.ndarray,
+    h: np.ndarray,
+    starts: np.ndarray,
+    solve_some: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, MStepInfo]],
+) -> tuple[np.ndarray, MStepInfo]:
+    """Per-level optima ``closed`` (levels first) where they satisfy every link bound of their chain; the chains
+    that violate one are solved by ``solve_some(level mask, sub-chain starts)`` (the interior-point method)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ch = Chains(starts, len(closed))
+    d = np.zeros_like(closed)
+    d[:-1] = closed[1:] - closed[:-1]
+    over = np.abs(d) > (h if closed.ndim == 1 else h[:, None])
+    viol = ch.link & (over if closed.ndim == 1 else over.any(axis=1))
+    bad = np.add.reduceat(viol.astype(np.int64), starts) > 0
+    info = MStepInfo(n_chains=len(starts), n_closed_form=int((~bad).sum()))
+    if not bad.any():
+        return closed, info
+    sel = bad[ch.chain]
+    sub_starts = np.r_[0, np.cumsum(ch.lens[bad])[:-1]]
+    part, sub = solve_some(sel, sub_starts)
+    closed[sel] = part
+    info.absorb(sub)
+    return closed, info
+
+
+# ------------------------------------------------------------------------------------------- fallback
+def barrier_path(
+    x: np.ndarray,
+    *,
+    barrier: Callable[[np.ndarray, float], float],
+    newton: Callable[[np.ndarray, float], tuple[np.ndarray, float] | None],
+    objective: Callable[[np.ndarray], float],
+    m: int,
+    outer: int = 40,
+    min_step: float = 1e-12,
+) -> np.ndarray:
+    """Primal log-barrier method (Boyd & Vandenberghe §11.3): centring by damped Newton steps with backtracking
+    (Armijo 0.25, halving), t ← 10 t until the duality bound m / t ≤ 1e-10 (1 + |ψ|).
+
+    ``barrier(x, t)``: t·(−ψ) − Σ log slacks (+inf outside); ``newton(x, t)``: (step, Newton decrement²) or None
+    when the Newton system cannot be factorised (the current iterate is returned); ``m``: number of inequality
+    constraints."""
+    t = 1.0
+    for _ in range(outer):
+        for _ in range(100):
+            found = newton(x, t)
+            if found is None:
+                return x
+            dx, dec = found
+            if dec / 2 <= 1e-12:
+                break
+            step, b0 = 1.0, barrier(x, t)
+            while barrier(x + step * dx, t) > b0 - 0.25 * step * dec and step > min_step:
+                step *= 0.5
+            x = x + step * dx
+        if m / t <= 1e-10 * (1 + abs(objective(x))):
+            break
+        t *= 10.0
+    return x
