@@ -177,14 +177,17 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     from fusion_core.data.loading import load_responses
 
     meta = info(args.method)
-    if "multilabel" in meta.needs():
-        raise UserInputError(
-            f"method '{meta.name}' needs multi-label responses (a set of labels per answer), which the command line "
-            "cannot read yet; use the library (fusion_core.methods.multilabel) or choose another method."
-        )
     params = _parse_params(args.param, args.method)
     if not args.max_mb > 0:
         raise UserInputError(f"--max-mb must be a positive number of megabytes; got {args.max_mb:g}.")
+    if "multilabel" in meta.needs():  # label sets per answer: their own reader and outputs
+        from fusion_core.cli_multilabel import fit_multilabel
+
+        if args.label_sep is not None and "sep" not in params:
+            params["sep"] = meta.param("sep").parse(args.label_sep)
+        return fit_multilabel(args, params, _reading(args))
+    if args.label_sep is not None:
+        raise UserInputError(f"--label-sep applies to multi-label methods (multilabel-em), not to '{meta.name}'.")
     resp = load_responses(
         args.answers,
         format=args.input_format,
@@ -311,6 +314,12 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     f.add_argument("--task-col", default="task")
     f.add_argument("--worker-col", default="worker")
     f.add_argument("--label-col", default="label")
+    f.add_argument(
+        "--label-sep",
+        default=None,
+        metavar="SEP",
+        help="multi-label methods: the separator of the label set in each label cell (default |)",
+    )
     f.add_argument("--sequence-col", default=None, help="sequence id column (sequential data)")
     f.add_argument("--position-col", default=None, help="position column (sequential data)")
     f.add_argument(

@@ -491,11 +491,11 @@ def test_cartel_page_on_multiclass_data_tests_one_label_against_the_rest():
     _use_columns(at)
     _visit(at, "pages/4_Cartels.py")
     assert at.selectbox(key="cartel_target").options == ["0", "1", "2"]
-    at.selectbox(key="cartel_target").set_value(1).run()
+    at.selectbox(key="cartel_target").set_value("1").run()  # labels read from a file are text, as written
     at.select_slider(key="cartel_nboot").set_value(50).run()
     at.button(key="cartel_run").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    report = at.session_state["fc_cartels"][(at.session_state["fc_dataset"].fingerprint, 50, 0.05, 1)]
+    report = at.session_state["fc_cartels"][(at.session_state["fc_dataset"].fingerprint, 50, 0.05, "1")]
     assert list(report.labels.unique()) != [] and set(map(str, report.labels.unique())) <= {"1", "not 1"}
     found = set().union(*report.groups) if report.groups else set()
     assert {f"c{w}" for w in range(20, 26)} <= {str(w) for w in found}

@@ -71,6 +71,9 @@ def _edge_columns(df: pd.DataFrame, label: str) -> pd.DataFrame:
 def edges_from_networkx(graph: nx.Graph) -> pd.DataFrame:
     """Edges of a networkx (multi)graph as ``source, target, weight`` (``weight`` attribute, default 1)."""
     rows = [(u, v, d.get("weight", 1.0)) for u, v, d in graph.edges(data=True)]
+    blank = next((i for i, (u, v, _) in enumerate(rows) if u is None or v is None or u == "" or v == ""), None)
+    if blank is not None:
+        raise UserInputError(f"graph edge {blank + 1:,} has no source or no target node; give both ends of every edge.")
     df = pd.DataFrame(rows, columns=["source", "target", "weight"], dtype=object)
     weights = pd.to_numeric(df["weight"], errors="coerce").to_numpy(dtype=float)
     if len(weights) and (~np.isfinite(weights) | (weights <= 0)).any():

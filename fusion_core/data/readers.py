@@ -146,9 +146,9 @@ def open_input(source: Source, name: str | None, max_bytes: int) -> Input:
         return Input(label, size, head, path=path)
     elif hasattr(source, "read"):
         found = str(getattr(source, "name", "") or "")
-        size = getattr(source, "size", None)
-        if isinstance(size, int) and size > max_bytes:
-            raise _too_big(name or found or "the upload", size, max_bytes)
+        declared = getattr(source, "size", None)
+        if isinstance(declared, int) and declared > max_bytes:
+            raise _too_big(name or found or "the upload", declared, max_bytes)
         if hasattr(source, "seek"):
             with contextlib.suppress(OSError, ValueError):
                 source.seek(0)
@@ -158,6 +158,8 @@ def open_input(source: Source, name: str | None, max_bytes: int) -> Input:
         raise UserInputError(f"cannot read a table from a {type(source).__name__}; give a file path or bytes.")
     label = name or found
     if len(data) > max_bytes:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            raise _too_big(label or "the input", len(data), max_bytes)
         raise UserInputError(
             f"{label or 'the input'} is over the {format_size(max_bytes)} limit; split the file or raise the limit."
         )

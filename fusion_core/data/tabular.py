@@ -8,6 +8,7 @@ against the limit before any data is read; values are mapped to canonical text (
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,35 +32,25 @@ from fusion_core.data.readers import (
 from fusion_core.data.text import canonical_text, format_size
 from fusion_core.errors import UserInputError
 
-
 # -------------------------------------------------------------------------------------------------- CSV
-class _RowProblem:
-    """Remembers the first row with the wrong number of fields (pyarrow's invalid-row handler)."""
-
-    def __init__(self) -> None:
-        self.row: Any = None
-
-    def __call__(self, row: Any) -> str:
-        if self.row is None:
-            self.row = row
-        return "error"
+_BAD_ROW = re.compile(r"Row #(\d+): Expected (\d+) columns, got (\d+)")
 
 
-def _csv_parse(fmt: str, handler: _RowProblem | None = None) -> pcsv.ParseOptions:
-    return pcsv.ParseOptions(
-        delimiter="\t" if fmt == "tsv" else ",", newlines_in_values=True, invalid_row_handler=handler
-    )
+def _csv_parse(fmt: str) -> pcsv.ParseOptions:
+    return pcsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",", newlines_in_values=True)
 
 
-def _csv_failure(exc: Exception, inp: Input, fmt: str, problem: _RowProblem | None) -> UserInputError:
+def _csv_failure(exc: Exception, inp: Input, fmt: str) -> UserInputError:
+    """One sentence for a CSV the parser refused (the row number is in pyarrow's message: rows counted from the
+    header, with ``use_threads=False``)."""
     msg = str(exc)
-    if problem is not None and problem.row is not None:
-        row = problem.row
-        what = "fewer" if row.actual_columns < row.expected_columns else "more"
+    bad = _BAD_ROW.search(msg)
+    if bad:
+        row, expected, got = (int(g) for g in bad.groups())
+        what = "fewer" if got < expected else "more"
         return UserInputError(
-            f"{inp.label} row {row.number:,} (counting the header as row 1) has {row.actual_columns} field(s) but the "
-            f"header has {row.expected_columns}: {what} fields than columns; fix that row, or quote values that "
-            f"contain the delimiter."
+            f"{inp.label} row {row:,} (counting the header as row 1) has {got} field(s) but the header has "
+            f"{expected}: {what} fields than columns; fix that row, or quote values that contain the delimiter."
         )
     if "UTF8" in msg or "UTF-8" in msg:
         return not_utf8(inp)
@@ -73,12 +64,11 @@ def _csv_header(inp: Input, fmt: str) -> tuple[list[str], int]:
     """The header names and a block size that holds the header row."""
     block = _HEAD
     while True:
-        problem = _RowProblem()
         try:
             reader = pcsv.open_csv(
                 inp.stream(),
                 read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
-                parse_options=_csv_parse(fmt, problem),
+                parse_options=_csv_parse(fmt),
                 convert_options=pcsv.ConvertOptions(include_columns=[]),
                 memory_pool=POOL,
             )
@@ -89,7 +79,7 @@ def _csv_header(inp: Input, fmt: str) -> tuple[list[str], int]:
             if "straddl" in str(exc) and block < inp.size + 1:
                 block *= 8
                 continue
-            raise _csv_failure(exc, inp, fmt, problem) from None
+            raise _csv_failure(exc, inp, fmt) from None
         except UnicodeDecodeError:
             raise not_utf8(inp, " in the header") from None
 
@@ -123,7 +113,6 @@ def _read_csv_blocks(
     inp: Input, fmt: str, header: tuple[list[str], list[str], list[int]], block: int, options: ReadOptions
 ) -> EncodedTable:
     raw_names, names, keep = header
-    problem = _RowProblem()
     dictionary = pa.dictionary(pa.int32(), pa.string())
     include = [raw_names[i] for i in keep]
     convert = pcsv.ConvertOptions(
@@ -140,7 +129,7 @@ def _read_csv_blocks(
         reader = pcsv.open_csv(
             inp.stream(),
             read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
-            parse_options=_csv_parse(fmt, problem),
+            parse_options=_csv_parse(fmt),
             convert_options=convert,
             memory_pool=POOL,
         )
@@ -151,7 +140,7 @@ def _read_csv_blocks(
     except pa.ArrowInvalid as exc:
         if "straddl" in str(exc):
             raise _Straddle from None
-        raise _csv_failure(exc, inp, fmt, problem) from None
+        raise _csv_failure(exc, inp, fmt) from None
     table = EncodedTable(inp.label, names, n_rows=budget.rows)
     for i, enc in zip(keep, encoders):
         table.columns[names[i]] = enc.finish(budget.rows, options)

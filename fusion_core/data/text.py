@@ -94,8 +94,8 @@ def canonical_text(arr: pa.Array | pa.ChunkedArray, *, column: str = "value", fi
         return _binary_text(arr if not pa.types.is_fixed_size_binary(t) else arr.cast(pa.binary()), column)
     if pa.types.is_timestamp(t):
         fmt = "%Y-%m-%dT%H:%M:%S" + ("%z" if t.tz else "")
-        text = pc.strftime(arr, format=fmt)
-        return pc.replace_substring_regex(text, r"\.0+(?=$|[+-]\d{4}$)", "")
+        text = pc.replace_substring_regex(pc.strftime(arr, format=fmt), r"\.0+$", "")
+        return pc.replace_substring_regex(text, r"\.0+([+-]\d{4})$", r"\1")
     if pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_decimal(t) or pa.types.is_duration(t):
         return arr.cast(pa.string())
     kind = "a list" if pa.types.is_list(t) or pa.types.is_large_list(t) else f"a {t} value"
@@ -153,7 +153,7 @@ def _numbers_of(text: pa.Array) -> np.ndarray | None:
     if len(text) == 0:
         return None
     if pc.all(pc.match_substring_regex(text, f"^{_INTEGER}$")).as_py():
-        return pc.cast(text, pa.int64()).to_numpy()
+        return pc.cast(pc.replace_substring_regex(text, r"^\+", ""), pa.int64()).to_numpy()
     if pc.all(pc.match_substring_regex(text, f"^{NUMBER}$")).as_py():
         return pc.cast(text, pa.float64()).to_numpy()
     return None
@@ -246,9 +246,9 @@ def _difference(bad: Sequence[Any], known: Sequence[Any]) -> str:
         for k in known_text:
             lookup.setdefault(norm(k), k)
         for v in bad[:20]:
-            k = lookup.get(norm(str(v)))
-            if k is not None and k != str(v):
-                return f"{show_value(str(v))} differs from {show_value(k)} {how}"
+            match = lookup.get(norm(str(v)))
+            if match is not None and match != str(v):
+                return f"{show_value(str(v))} differs from {show_value(match)} {how}"
     return ""
 
 
