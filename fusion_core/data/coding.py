@@ -31,6 +31,7 @@ from fusion_core.data.text import (
     explain_unknown,
     parse_numbers,
     show_value,
+    show_values,
     sorted_index,
     text_values,
 )
@@ -158,7 +159,7 @@ def _class_index(label: Coded, classes: Sequence[Any] | None) -> Coded:
         return label.compact()
     declared = pd.Index(list(classes))
     if declared.has_duplicates:
-        raise UserInputError(f"the declared classes repeat a value: {list(declared)}.")
+        raise UserInputError(f"the declared classes repeat a value: {show_values(list(declared), 10)}.")
     pos = declared.get_indexer(label.values)
     if (pos < 0).any():
         text = text_values(declared)
