@@ -90,6 +90,9 @@ def main() -> None:
     args = ap.parse_args()
     limit = 1024 * 1024 * 1024
     with tempfile.TemporaryDirectory() as tmp:
+        print(
+            "peak RSS = high-water mark above the RSS after imports, in a fresh process per file (ratio: to the file)"
+        )
         print(f"{'file':<34} {'size':>9} {'peak RSS':>10} {'ratio':>6} {'time':>7}  outcome")
         for shape in ("numeric", "text"):
             path = Path(tmp) / f"answers_{shape}.csv"
@@ -106,8 +109,9 @@ def main() -> None:
 def _report(label: str, path: Path, m: dict) -> None:
     size = path.stat().st_size
     mb = 1024 * 1024
+    ratio = "    —" if m["outcome"].startswith("refused") else f"{m['peak_delta'] / size:>5.2f}×"
     print(
-        f"{label:<34} {size / mb:>7.2f} MB {m['peak_delta'] / mb:>7.1f} MB {m['peak_delta'] / size:>5.2f}× "
+        f"{label:<34} {size / mb:>7.2f} MB {m['peak_delta'] / mb:>7.1f} MB {ratio} "
         f"{m['seconds']:>6.2f}s  {m['outcome'][:110]}"
     )
 

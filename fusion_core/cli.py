@@ -272,25 +272,8 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {text}; see `{self.prog} --help`.\n")
 
 
-def build_parser(method: str = "ds") -> argparse.ArgumentParser:
-    """The argument parser; ``fit --help`` lists the parameters of ``method`` with their allowed values."""
-    p = OneLineParser(prog="fusion-core", description="Annotator reliability without ground truth.")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    m = sub.add_parser("methods", help="list the registered methods")
-    m.add_argument("--json", action="store_true", help="machine-readable output")
-    m.add_argument("-v", "--verbose", action="store_true", help="show parameters and their allowed values")
-    m.set_defaults(func=_cmd_methods)
-
-    f = sub.add_parser(
-        "fit",
-        help="fit a method to an answers file and write the results",
-        epilog=_fit_epilog(method),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    f.add_argument("answers", help="CSV, TSV, Parquet or JSON-lines file of responses")
-    f.add_argument("--method", default="ds", help="registered method name (see `fusion-core methods`)")
-    f.add_argument("--out", required=True, help="output directory")
+def _add_io_options(f: argparse.ArgumentParser) -> None:
+    """``fit`` options for reading the input and writing the outputs (docs/DATA.md)."""
     f.add_argument("--input-format", choices=list(FORMATS), help="format of the answers file (default: from its name)")
     f.add_argument(
         "--format", choices=list(EXPORT_FORMATS), default="csv", help="format of the output tables (default csv)"
@@ -310,6 +293,29 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
         action="store_true",
         help="write CSV values starting with = + - @ as they are (for programs; spreadsheets would run them)",
     )
+    f.add_argument("--max-mb", type=float, default=1024.0, help="refuse inputs larger than this (MB)")
+
+
+def build_parser(method: str = "ds") -> argparse.ArgumentParser:
+    """The argument parser; ``fit --help`` lists the parameters of ``method`` with their allowed values."""
+    p = OneLineParser(prog="fusion-core", description="Annotator reliability without ground truth.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    m = sub.add_parser("methods", help="list the registered methods")
+    m.add_argument("--json", action="store_true", help="machine-readable output")
+    m.add_argument("-v", "--verbose", action="store_true", help="show parameters and their allowed values")
+    m.set_defaults(func=_cmd_methods)
+
+    f = sub.add_parser(
+        "fit",
+        help="fit a method to an answers file and write the results",
+        epilog=_fit_epilog(method),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    f.add_argument("answers", help="CSV, TSV, Parquet or JSON-lines file of responses")
+    f.add_argument("--method", default="ds", help="registered method name (see `fusion-core methods`)")
+    f.add_argument("--out", required=True, help="output directory")
+    _add_io_options(f)
     f.add_argument("--layout", choices=["long", "wide"], default="long")
     f.add_argument("--task-col", default="task")
     f.add_argument("--worker-col", default="worker")
@@ -338,7 +344,6 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="method parameter (repeatable); the method's parameters and allowed values are listed below",
     )
-    f.add_argument("--max-mb", type=float, default=1024.0, help="refuse inputs larger than this (MB)")
     f.set_defaults(func=_cmd_fit)
 
     s = sub.add_parser("simulate", help="write simulated Dawid–Skene demo data (answers.csv, truth.csv)")

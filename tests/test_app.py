@@ -523,7 +523,7 @@ def test_downloads_are_formula_safe_and_keep_ids():
 
     table = pd.DataFrame({"label": ["=1+2", "x"], "P(=1+2)": [0.9, 0.1]}, index=pd.Index(["007", "@7"], name="task"))
     data = csv_bytes(table)
-    assert data.splitlines()[1:] == [b"\"007\",\"'=1+2\",0.9", b"\"'@7\",\"x\",0.1"]
+    assert data.splitlines()[1:] == [b'"007","\'=1+2",0.9', b'"\'@7","x",0.1']
     back = read_csv_export(data)
     assert back["task"].tolist() == ["007", "@7"] and back["label"].tolist() == ["=1+2", "x"]
     clash = pd.DataFrame({"task": ["a"]}, index=pd.Index(["t1"], name="task"))
