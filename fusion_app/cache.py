@@ -5,6 +5,7 @@ reports (per session).  Switching pages or re-running a page never refits; only 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from fusion_core.methods import create, info
 from fusion_core.methods.results import FitResult
 
 FitKey = tuple[str, str, tuple[tuple[str, str], ...], str | None]
+_log = logging.getLogger(__name__)
 
 
 def fit_key(ds: Dataset, method: str, params: Mapping[str, Any], use_gold: bool = False) -> FitKey:
@@ -69,8 +71,12 @@ def fit_many(
             done[name] = get_fit(ds, name, params, use_gold=use_gold, ss=ss)
         except UserInputError as exc:
             errors[name] = str(exc)
-        except Exception as exc:  # a method failing must not take the page down
-            errors[name] = f"{type(exc).__name__}: {exc}"
+        except Exception:  # a method failing must not take the page down; the details go to the server log
+            _log.exception("fitting %s failed", name)
+            errors[name] = (
+                "the fit failed with an internal error (the details are in the server log); the other results are "
+                "unaffected — try other parameters or another method."
+            )
     if progress is not None:
         progress(len(requests), len(requests), "")
     return done, errors

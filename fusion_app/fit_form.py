@@ -18,7 +18,7 @@ NEEDS = {
     "sequence": "sequence + position columns",
     "graph": "an item graph",
     "context": "a context value per item",
-    "multilabel": "multi-label responses (label sets; use the library API)",
+    "multilabel": "multi-label responses (label sets; use the command line or the library)",
 }
 """What to tell the user a method needs, per input kind."""
 

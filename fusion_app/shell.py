@@ -13,6 +13,7 @@ import streamlit as st
 
 from fusion_app.cache import active_results
 from fusion_app.state import ensure_state
+from fusion_core.data import export
 from fusion_core.data.dataset import Dataset
 from fusion_core.methods.results import FitResult
 
@@ -48,9 +49,42 @@ def choose_one(where: Any, label: str, options: Sequence[T], value: T, *, key: s
     return chosen[0] if isinstance(chosen, tuple) else chosen
 
 
+def export_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """A shown table ready to download: its index (task or annotator ids) becomes the first column."""
+    if isinstance(df.index, pd.RangeIndex) and df.index.name is None:
+        return df
+    name = str(df.index.name or "id")
+    while name in map(str, df.columns):
+        name = f"{name} (id)"
+    return df.rename_axis(name).reset_index()
+
+
 def csv_bytes(df: pd.DataFrame) -> bytes:
-    """A table as UTF-8 CSV for a download button."""
-    return df.to_csv().encode("utf-8")
+    """A shown table as formula-safe UTF-8 CSV (:func:`fusion_core.data.export.csv_bytes`), index first."""
+    return export.csv_bytes(export_frame(df))
+
+
+def download_buttons(label: str, df: pd.DataFrame, stem: str, *, key: str) -> None:
+    """Two download buttons for a shown table: CSV that opens safely in a spreadsheet (formulas neutralised with a
+    leading ``'``) and Parquet with the raw values, for programs.  Files are built only when clicked."""
+    frame = export_frame(df)
+    left, right = st.columns(2)
+    left.download_button(
+        f"{label} (CSV)",
+        lambda: export.csv_bytes(frame),
+        file_name=f"{stem}.csv",
+        mime="text/csv",
+        key=key,
+        help="Opens in a spreadsheet as text: values starting with = + - @ get a leading ' so they never run.",
+    )
+    right.download_button(
+        f"{label} (Parquet)",
+        lambda: export.parquet_bytes(frame),
+        file_name=f"{stem}.parquet",
+        mime="application/vnd.apache.parquet",
+        key=f"{key}_parquet",
+        help="The raw values, for programs (pandas.read_parquet, Arrow, Spark).",
+    )
 
 
 def page_setup(title: str) -> Dataset | None:

@@ -1,6 +1,9 @@
 """Command line: ``fusion-core methods | fit | simulate``.
 
-Every user-input problem exits with status 2 and the one-line message of :class:`UserInputError`.
+Every user-input problem — bad files, bad columns, bad parameters and bad option values alike — exits with status 2
+and one line on stderr (:class:`UserInputError`'s message, or argparse's made one line by :class:`OneLineParser`).
+Output files are written by :mod:`fusion_core.data.export`: formula-safe CSV by default, Parquet with
+``--format parquet``; ids and labels come back exactly as they were read.
 """
 
 from __future__ import annotations
@@ -8,11 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+import pandas as pd
+
+from fusion_core.data.export import EXPORT_FORMATS, write_csv, write_table
+from fusion_core.data.readers import FORMATS
 from fusion_core.data.responses import Responses
+from fusion_core.data.text import text_values
 from fusion_core.diagnostics.tables import annotator_table, confusion_table
 from fusion_core.errors import UserInputError
 from fusion_core.methods import available, create, info
@@ -88,21 +97,55 @@ def _parse_params(items: Sequence[str] | None, method: str) -> dict[str, Any]:
     return out
 
 
-def write_outputs(est: Aggregator, out_dir: Path) -> dict[str, Any]:
-    """Write labels, posteriors, confusion (long), workers and summary files for a fitted estimator."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def posterior_table(est: Aggregator) -> pd.DataFrame:
+    """One row per item: ``task`` and ``P(<label>)`` for every class (prefixed headers, so a label named ``task``
+    never collides with the id column)."""
     res = est.result_
-    res.labels.rename("label").reset_index().to_csv(out_dir / "labels.csv", index=False)
-    res.probas.reset_index().to_csv(out_dir / "posteriors.csv", index=False)
-    confusion = confusion_table(res)
-    if confusion is not None:
-        confusion.to_csv(out_dir / "confusion.csv", index=False)
-    workers = annotator_table(res, est.responses_).rename_axis("worker").reset_index()
-    workers.to_csv(out_dir / "workers.csv", index=False)
+    columns = {f"P({c})": res.posterior[:, k] for k, c in enumerate(text_values(res.classes))}
+    return pd.DataFrame({"task": res.items, **columns})
+
+
+def write_outputs(
+    est: Aggregator, out_dir: Path, *, format: str = "csv", escape_formulas: bool = True
+) -> dict[str, Any]:
+    """Write labels, posteriors, confusion (long), workers and summary files for a fitted estimator.
+
+    Layout (user values are always cell values, never column names, except inside ``P(<label>)``):
+    ``labels`` (task, label), ``posteriors`` (task, P(<label>)…), ``confusion`` (worker, true, reported,
+    probability), ``workers`` (worker, skill, responses, the method's per-annotator columns), ``summary.json``.
+    """
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserInputError(
+            f"cannot create the output directory {out_dir}: {exc.strerror or 'not allowed'}."
+        ) from None
+    res = est.result_
+    tables = {
+        "labels": pd.DataFrame({"task": res.items, "label": res.classes.take(res.label_codes)}),
+        "posteriors": posterior_table(est),
+        "confusion": confusion_table(res),
+        "workers": annotator_table(res, est.responses_).rename_axis("worker").reset_index(),
+    }
+    for stem, table in tables.items():
+        if table is not None:
+            write_table(table, out_dir, stem, format=format, escape_formulas=escape_formulas)
     summary = res.summary()
     summary["validation"] = est.responses_.report.to_dict()
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    try:
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    except OSError as exc:
+        raise UserInputError(f"cannot write {out_dir / 'summary.json'}: {exc.strerror or 'not allowed'}.") from None
     return summary
+
+
+def _reading(args: argparse.Namespace) -> dict[str, Any]:
+    """The reading options shared by the answers file and the side inputs."""
+    return {
+        "max_bytes": int(args.max_mb * 1024 * 1024),
+        "na_values": tuple(args.missing or ()),
+        "strip_whitespace": args.strip_whitespace,
+    }
 
 
 def _side_inputs(args: argparse.Namespace, meta: MethodInfo, resp: Responses) -> dict[str, Any]:
@@ -111,12 +154,13 @@ def _side_inputs(args: argparse.Namespace, meta: MethodInfo, resp: Responses) ->
     from fusion_core.data.loading import read_context, read_gold
 
     fit_kwargs: dict[str, Any] = {}
+    reading = _reading(args)
     if args.gold:
-        fit_kwargs["true_labels"] = read_gold(args.gold)
+        fit_kwargs["true_labels"] = read_gold(args.gold, **reading)
     if args.context:
-        fit_kwargs["context"] = read_context(args.context, column=args.context_col)
+        fit_kwargs["context"] = read_context(args.context, column=args.context_col, **reading)
     if args.graph:
-        fit_kwargs["graph"] = read_graph(args.graph)
+        fit_kwargs["graph"] = read_graph(args.graph, **reading)
     missing = [
         n
         for n in meta.needs()
@@ -135,9 +179,19 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
     meta = info(args.method)
     params = _parse_params(args.param, args.method)
+    if not args.max_mb > 0:
+        raise UserInputError(f"--max-mb must be a positive number of megabytes; got {args.max_mb:g}.")
+    if "multilabel" in meta.needs():  # label sets per answer: their own reader and outputs
+        from fusion_core.cli_multilabel import fit_multilabel
+
+        if args.label_sep is not None and "sep" not in params:
+            params["sep"] = meta.param("sep").parse(args.label_sep)
+        return fit_multilabel(args, params, _reading(args))
+    if args.label_sep is not None:
+        raise UserInputError(f"--label-sep applies to multi-label methods (multilabel-em), not to '{meta.name}'.")
     resp = load_responses(
         args.answers,
-        format=args.format,
+        format=args.input_format,
         layout=args.layout,
         task=args.task_col,
         worker=args.worker_col,
@@ -145,14 +199,18 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         sequence=args.sequence_col,
         position=args.position_col,
         duplicates=args.duplicates,
-        max_bytes=int(args.max_mb * 1024 * 1024),
+        **_reading(args),
     )
     fit_kwargs = _side_inputs(args, meta, resp)
-    est = create(args.method, **params).fit(resp, **fit_kwargs)
-    summary = write_outputs(est, Path(args.out))
+    with warnings.catch_warnings(record=True) as caught:  # printed once below, not also by Python
+        warnings.simplefilter("always")
+        est = create(args.method, **params).fit(resp, **fit_kwargs)
+    summary = write_outputs(est, Path(args.out), format=args.format, escape_formulas=not args.no_escape_formulas)
     for line in resp.report.messages():
         print(line, file=sys.stderr)
-    for w in summary["warnings"]:
+    shown = list(summary["warnings"])
+    shown += [m for m in dict.fromkeys(str(w.message) for w in caught) if m not in shown]
+    for w in shown:
         print(f"warning: {w}", file=sys.stderr)
     ll = summary["log_likelihood"]
     print(
@@ -161,8 +219,16 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         f"log-likelihood={'n/a' if ll is None else f'{ll:.3f}'}, {summary['seconds']:.2f} s -> {args.out}"
     )
     if "chosen_method" in summary:
-        print(f"{args.method} chose {summary['chosen_method']} ({summary['selection_criterion']})")
+        print(f"{args.method} chose {_choice_words(summary)} (criterion: {summary['selection_criterion']})")
     return 0
+
+
+def _choice_words(summary: dict[str, Any]) -> str:
+    """What ``auto`` chose: one method, or the average of several (the best named)."""
+    members = summary.get("combined_methods") or [summary["chosen_method"]]
+    if len(members) <= 1:
+        return str(summary["chosen_method"])
+    return f"the average of {', '.join(members)} (best held-out score: {summary['chosen_method']})"
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -180,9 +246,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    sim.responses.to_csv(out / "answers.csv", index=False)
-    sim.truth.rename("truth").reset_index().to_csv(out / "truth.csv", index=False)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(sim.responses, out / "answers.csv")
+        write_csv(sim.truth.rename("truth").reset_index(), out / "truth.csv")
+    except OSError as exc:
+        raise UserInputError(f"cannot write the simulated data to {out}: {exc.strerror or 'not allowed'}.") from None
     print(f"wrote {len(sim.responses):,} responses for {args.items:,} items to {out}/answers.csv (+ truth.csv)")
     return 0
 
@@ -208,9 +277,41 @@ def _method_in(argv: Sequence[str]) -> str:
     return "ds"
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors (unknown option, bad choice, bad number) are one line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        text = " ".join(message.split()).rstrip(".")
+        self.exit(2, f"error: {text}; see `{self.prog} --help`.\n")
+
+
+def _add_io_options(f: argparse.ArgumentParser) -> None:
+    """``fit`` options for reading the input and writing the outputs (docs/DATA.md)."""
+    f.add_argument("--input-format", choices=list(FORMATS), help="format of the answers file (default: from its name)")
+    f.add_argument(
+        "--format", choices=list(EXPORT_FORMATS), default="csv", help="format of the output tables (default csv)"
+    )
+    f.add_argument(
+        "--missing",
+        action="append",
+        metavar="MARKER",
+        help="treat cells equal to MARKER as missing (repeatable, e.g. --missing NA --missing null); "
+        "by default only empty cells are missing",
+    )
+    f.add_argument(
+        "--strip-whitespace", action="store_true", help="trim spaces at both ends of every value and column name"
+    )
+    f.add_argument(
+        "--no-escape-formulas",
+        action="store_true",
+        help="write CSV values starting with = + - @ as they are (for programs; spreadsheets would run them)",
+    )
+    f.add_argument("--max-mb", type=float, default=1024.0, help="refuse inputs larger than this (MB)")
+
+
 def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     """The argument parser; ``fit --help`` lists the parameters of ``method`` with their allowed values."""
-    p = argparse.ArgumentParser(prog="fusion-core", description="Annotator reliability without ground truth.")
+    p = OneLineParser(prog="fusion-core", description="Annotator reliability without ground truth.")
     sub = p.add_subparsers(dest="command", required=True)
 
     m = sub.add_parser("methods", help="list the registered methods")
@@ -227,11 +328,17 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     f.add_argument("answers", help="CSV, TSV, Parquet or JSON-lines file of responses")
     f.add_argument("--method", default="ds", help="registered method name (see `fusion-core methods`)")
     f.add_argument("--out", required=True, help="output directory")
-    f.add_argument("--format", choices=["csv", "tsv", "parquet", "jsonl"], help="override format detection")
+    _add_io_options(f)
     f.add_argument("--layout", choices=["long", "wide"], default="long")
     f.add_argument("--task-col", default="task")
     f.add_argument("--worker-col", default="worker")
     f.add_argument("--label-col", default="label")
+    f.add_argument(
+        "--label-sep",
+        default=None,
+        metavar="SEP",
+        help="multi-label methods: the separator of the label set in each label cell (default |)",
+    )
     f.add_argument("--sequence-col", default=None, help="sequence id column (sequential data)")
     f.add_argument("--position-col", default=None, help="position column (sequential data)")
     f.add_argument(
@@ -250,7 +357,6 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="method parameter (repeatable); the method's parameters and allowed values are listed below",
     )
-    f.add_argument("--max-mb", type=float, default=1024.0, help="refuse inputs larger than this (MB)")
     f.set_defaults(func=_cmd_fit)
 
     s = sub.add_parser("simulate", help="write simulated Dawid–Skene demo data (answers.csv, truth.csv)")

@@ -27,6 +27,7 @@ NONE = "(none)"
 UPLOAD_TYPES = ["csv", "tsv", "txt", "tab", "parquet", "pq", "jsonl", "ndjson"]
 
 tab_demo, tab_upload, tab_inputs = st.tabs(["Demo datasets", "Upload responses", "Gold, graph, context"])
+MISSING_MARKERS = ["NA", "N/A", "null", "None", "nan", "-", "?"]
 
 with tab_demo:
     st.caption("Built-in **simulated** datasets with known truth (used only for evaluation on the Compare page).")
@@ -42,15 +43,33 @@ with tab_upload:
         f"CSV, TSV, Parquet or JSON lines; long (one row per response) or wide (one row per item, one column per "
         f"annotator). Limit {max_upload_bytes() / 1024 / 1024:,.0f} MB."
     )
+    with st.expander("Reading options: missing values, spaces"):
+        st.caption(
+            "Ids and labels are read exactly as written: an empty cell is missing, every other value (NA, null, "
+            "007, 1.0, TRUE) is kept as text. Choose extra missing-value markers or trimming if your file needs them."
+        )
+        markers = st.multiselect(
+            "Extra missing-value markers",
+            MISSING_MARKERS,
+            key="read_missing",
+            accept_new_options=True,
+            help="Cells equal to one of these (exactly) are treated as missing, in every uploaded file.",
+        )
+        strip = st.checkbox(
+            "Trim spaces at both ends of every value and column name",
+            key="read_strip",
+            help="Off: ' x' and 'x' are different labels. On: both become 'x'.",
+        )
+    reading = {"na_values": tuple(markers), "strip_whitespace": bool(strip)}
     up = st.file_uploader("Responses file", type=UPLOAD_TYPES, key="upload_responses")
     if up is not None:
         seen = ss.setdefault("fc_seen_uploads", {})
-        token = (up.file_id, up.name, up.size)
-        if seen.get("responses") != token:  # read each new upload once, not on every rerun
+        token = (up.file_id, up.name, up.size, reading["na_values"], reading["strip_whitespace"])
+        if seen.get("responses") != token:  # read each new upload once (again when the reading options change)
             seen["responses"] = token
             ss.pop("fc_upload_error", None)
             try:
-                table = read_upload(up.name, up.getvalue(), max_upload_bytes())
+                table = read_upload(up.name, up.getvalue(), max_upload_bytes(), **reading)
                 ss["fc_pending"] = {"name": up.name, "table": table}
             except UserInputError as exc:  # the previous data (and any pending mapping) stay as they were
                 ss["fc_upload_error"] = (token, str(exc))
@@ -138,7 +157,7 @@ with tab_inputs:
         if gold_up is not None and ss["fc_seen_uploads"].get("gold") != (gold_up.file_id, ds.fingerprint):
             ss["fc_seen_uploads"]["gold"] = (gold_up.file_id, ds.fingerprint)
             try:
-                gold = read_gold_upload(gold_up.name, gold_up.getvalue(), ds.responses, max_upload_bytes())
+                gold = read_gold_upload(gold_up.name, gold_up.getvalue(), ds.responses, max_upload_bytes(), **reading)
                 ds = ds.with_gold(gold)
                 set_dataset(ds)
                 st.success(f"Gold labels for {len(gold):,} items loaded.")
@@ -149,7 +168,9 @@ with tab_inputs:
         )
         if graph_up is not None and ss["fc_seen_uploads"].get("graph") != (graph_up.file_id, ds.fingerprint):
             try:
-                graph = read_graph_upload(graph_up.name, graph_up.getvalue(), ds.responses, max_upload_bytes())
+                graph = read_graph_upload(
+                    graph_up.name, graph_up.getvalue(), ds.responses, max_upload_bytes(), **reading
+                )
                 ds = ds.with_graph(graph, graph_up.name)
                 set_dataset(ds)
                 ss["fc_seen_uploads"]["graph"] = (graph_up.file_id, ds.fingerprint)
@@ -162,7 +183,7 @@ with tab_inputs:
         )
         if ctx_up is not None and ss["fc_seen_uploads"].get("context") != (ctx_up.file_id, ds.fingerprint):
             try:
-                ctx = read_context_upload(ctx_up.name, ctx_up.getvalue(), ds.responses, max_upload_bytes())
+                ctx = read_context_upload(ctx_up.name, ctx_up.getvalue(), ds.responses, max_upload_bytes(), **reading)
                 ds = ds.with_context(ctx)
                 set_dataset(ds)
                 st.success(f"Context values for {len(ctx):,} items loaded.")

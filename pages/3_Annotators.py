@@ -5,7 +5,7 @@ and the downloadable annotator table (:func:`fusion_core.diagnostics.tables.anno
 import streamlit as st
 
 from fusion_app.cache import bootstrap_for, cached_bootstrap
-from fusion_app.shell import choose_one, csv_bytes, md_escape, results_page
+from fusion_app.shell import choose_one, download_buttons, md_escape, results_page
 from fusion_app.state import session
 from fusion_core.diagnostics.tables import annotator_table
 from fusion_core.errors import UserInputError
@@ -95,10 +95,4 @@ else:
 
 st.subheader("Annotator table")
 st.dataframe(table, key="ann_table")
-st.download_button(
-    "Download annotator table (CSV)",
-    csv_bytes(table),
-    file_name=f"annotators_{method}.csv",
-    mime="text/csv",
-    key="ann_download",
-)
+download_buttons("Download annotator table", table, f"annotators_{method}", key="ann_download")

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from fusion_app.cache import cached_cartels, cartels_for
-from fusion_app.shell import choose_one, csv_bytes, md_escape, no_data_notice, page_setup
+from fusion_app.shell import choose_one, download_buttons, md_escape, no_data_notice, page_setup
 from fusion_app.state import session
 from fusion_core.errors import UserInputError
 from fusion_core.plots import loadings_scatter, scree_plot
@@ -104,10 +104,6 @@ if len(report.labels) and len(report.labels_without_cartel):
         changed = pd.DataFrame({"with cartel": a.loc[diff].astype(str), "without cartel": b.loc[diff].astype(str)})
         changed.index = changed.index.astype(str)
         st.dataframe(changed, key="cartel_changed")
-        st.download_button(
-            "Download changed items (CSV)",
-            csv_bytes(changed),
-            "cartel_changed_items.csv",
-            mime="text/csv",
-            key="cartel_download",
+        download_buttons(
+            "Download changed items", changed.rename_axis("task"), "cartel_changed_items", key="cartel_download"
         )

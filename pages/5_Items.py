@@ -3,7 +3,7 @@ histogram, items to re-annotate, posteriors along a sequence, and a graph neighb
 
 import streamlit as st
 
-from fusion_app.shell import csv_bytes, md_escape, results_page
+from fusion_app.shell import download_buttons, md_escape, results_page
 from fusion_core.diagnostics.tables import ITEM_ORDERS, filter_items, item_table
 from fusion_core.plots import neighbourhood_view, posterior_histogram, sequence_strip
 
@@ -34,13 +34,7 @@ st.dataframe(
         **number_format,
     },
 )
-st.download_button(
-    "Download posteriors (CSV)",
-    csv_bytes(table),
-    f"posteriors_{method}.csv",
-    mime="text/csv",
-    key="items_download_all",
-)
+download_buttons("Download posteriors", table, f"posteriors_{method}", key="items_download_all")
 
 st.subheader("Items to re-annotate")
 n_low = st.slider(
@@ -53,13 +47,7 @@ st.dataframe(
     height=240,
     column_config={"confidence": st.column_config.NumberColumn("confidence", format="%.3f"), **number_format},
 )
-st.download_button(
-    "Download items to re-annotate (CSV)",
-    csv_bytes(low),
-    f"reannotate_{method}.csv",
-    mime="text/csv",
-    key="items_download_low",
-)
+download_buttons("Download items to re-annotate", low, f"reannotate_{method}", key="items_download_low")
 
 r = ds.responses
 if r.has_sequences and r.sequences is not None:

@@ -3,7 +3,7 @@ accuracy against gold labels when given."""
 
 import streamlit as st
 
-from fusion_app.shell import csv_bytes, results_page
+from fusion_app.shell import download_buttons, results_page
 from fusion_core.diagnostics.compare import changed_items, compare_methods
 from fusion_core.plots import accuracy_bar, agreement_matrix
 
@@ -41,10 +41,6 @@ if len(results) >= 2:
         diff.index = diff.index.astype(str)
         st.caption(f"{len(diff):,} items change")
         st.dataframe(diff, key="cmp_diff")
-        st.download_button(
-            "Download changed items (CSV)",
-            csv_bytes(diff),
-            f"changed_{first}_vs_{second}.csv",
-            mime="text/csv",
-            key="cmp_download",
+        download_buttons(
+            "Download changed items", diff.rename_axis("task"), f"changed_{first}_vs_{second}", key="cmp_download"
         )

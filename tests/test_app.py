@@ -491,12 +491,54 @@ def test_cartel_page_on_multiclass_data_tests_one_label_against_the_rest():
     _use_columns(at)
     _visit(at, "pages/4_Cartels.py")
     assert at.selectbox(key="cartel_target").options == ["0", "1", "2"]
-    at.selectbox(key="cartel_target").set_value(1).run()
+    at.selectbox(key="cartel_target").set_value("1").run()  # labels read from a file are text, as written
     at.select_slider(key="cartel_nboot").set_value(50).run()
     at.button(key="cartel_run").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    report = at.session_state["fc_cartels"][(at.session_state["fc_dataset"].fingerprint, 50, 0.05, 1)]
+    report = at.session_state["fc_cartels"][(at.session_state["fc_dataset"].fingerprint, 50, 0.05, "1")]
     assert list(report.labels.unique()) != [] and set(map(str, report.labels.unique())) <= {"1", "not 1"}
     found = set().union(*report.groups) if report.groups else set()
     assert {f"c{w}" for w in range(20, 26)} <= {str(w) for w in found}
     assert len(found) <= 8
+
+
+def test_upload_keeps_ids_and_labels_as_written_with_reading_options():
+    data = b"task,worker,label\n007,a,=HYPERLINK(1)\n007,b,x\n7,a, x\n7,b,NA\n1e3,a,x\n1e3,b,x \n"
+    at = _app()
+    _visit(at, "pages/1_Data.py")
+    at.file_uploader(key="upload_responses").set_value(("ids.csv", data, "text/csv")).run()
+    _use_columns(at)
+    resp = at.session_state["fc_dataset"].responses
+    assert list(resp.items) == ["007", "7", "1e3"] and set(resp.classes) == {"=HYPERLINK(1)", "x", " x", "x ", "NA"}
+    at.multiselect(key="read_missing").set_value(["NA"]).run()
+    at.checkbox(key="read_strip").check().run()  # new options: the same upload is read again
+    _use_columns(at)
+    resp = at.session_state["fc_dataset"].responses
+    assert list(resp.classes) == ["=HYPERLINK(1)", "x"] and resp.report.dropped_missing_label == 1
+
+
+def test_downloads_are_formula_safe_and_keep_ids():
+    from fusion_app.shell import csv_bytes, export_frame
+    from fusion_core.data.export import read_csv_export
+
+    table = pd.DataFrame({"label": ["=1+2", "x"], "P(=1+2)": [0.9, 0.1]}, index=pd.Index(["007", "@7"], name="task"))
+    data = csv_bytes(table)
+    assert data.splitlines()[1:] == [b'"007","\'=1+2",0.9', b'"\'@7","x",0.1']
+    back = read_csv_export(data)
+    assert back["task"].tolist() == ["007", "@7"] and back["label"].tolist() == ["=1+2", "x"]
+    clash = pd.DataFrame({"task": ["a"]}, index=pd.Index(["t1"], name="task"))
+    assert list(export_frame(clash).columns) == ["task (id)", "task"]
+
+
+def test_internal_fit_errors_show_a_sentence_not_the_exception(monkeypatch):
+    from fusion_app import cache
+
+    class Broken:
+        def fit(self, *args, **kwargs):
+            raise RuntimeError("internal detail at /srv/app/secret.py line 3")
+
+    monkeypatch.setattr(cache, "create", lambda name, **params: Broken())
+    at = _app()
+    ds = at.session_state["fc_dataset"]
+    done, errors = cache.fit_many(ds, {"ds": {}}, ss={})
+    assert not done and "internal error" in errors["ds"] and "secret" not in errors["ds"]

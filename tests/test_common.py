@@ -104,7 +104,7 @@ def test_deterministic_under_a_seed(name):
     assert a.labels_.equals(b.labels_)
 
 
-ROW_ORDER_KNOWN = {"auto": "issue 14: auto's hidden folds are random row splits"}
+ROW_ORDER_KNOWN: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", METHODS)
@@ -125,7 +125,6 @@ RENAMING_KNOWN = {
         "issue 11: ties broken towards the lowest internal class code",
     ),
     "mv": "issue 11: exact vote ties go to the smallest label, so renaming labels changes tied items",
-    "auto": "issue 11/14: auto's candidates inherit the tie-breaks above",
 }
 
 

@@ -36,7 +36,8 @@ def test_every_format_round_trips(fmt, tmp_path):
     assert resp.n_responses == 6 and resp.n_items == 3 and resp.n_workers == 3
     assert list(resp.classes) == ["x", "y"]
     back = resp.to_frame().sort_values(["task", "worker"]).reset_index(drop=True)
-    pd.testing.assert_frame_equal(back, LONG.sort_values(["task", "worker"]).reset_index(drop=True), check_dtype=False)
+    as_written = LONG.astype(str).sort_values(["task", "worker"]).reset_index(drop=True)  # files are read as text
+    pd.testing.assert_frame_equal(back, as_written, check_dtype=False)
     # from bytes and from a file-like object with a name, as uploads arrive
     assert load_responses(_bytes(LONG, fmt), name=f"up.{fmt}").n_responses == 6
     f = io.BytesIO(_bytes(LONG, fmt))
@@ -88,13 +89,20 @@ def test_duplicate_policies():
 def test_missing_labels_dropped_and_counted():
     df = LONG.copy()
     df.loc[0, "label"] = None
-    df.loc[1, "label"] = "  "
+    df.loc[1, "label"] = ""
     df.loc[2, "worker"] = None
     resp = Responses.from_frame(df)
     assert resp.n_responses == 3
     assert resp.report.dropped_missing_label == 2 and resp.report.dropped_missing_id == 1
     text = " ".join(resp.report.messages())
     assert "missing label" in text and "missing task or worker" in text
+    # a cell of spaces is a value unless whitespace is trimmed; extra missing-value markers are opt-in
+    df.loc[1, "label"] = "  "
+    assert "  " in list(Responses.from_frame(df).classes)
+    assert Responses.from_frame(df, strip_whitespace=True).report.dropped_missing_label == 2
+    df.loc[1, "label"] = "NA"
+    assert "NA" in list(Responses.from_frame(df).classes)
+    assert Responses.from_frame(df, na_values=["NA"]).report.dropped_missing_label == 2
 
 
 @pytest.mark.parametrize(
@@ -119,7 +127,9 @@ def test_bad_frames_raise_one_clear_message(df, pattern):
         (b"   \n\n", "only whitespace|no columns"),
         ("task,worker,label\n1,a,caf\xe9\n".encode("latin-1"), "not UTF-8"),
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", "not UTF-8|binary"),
-        (b"task,worker,label\n1,a,x,extra,cols\n2,b\n", "could not read"),
+        (b"task,worker,label\n1,a,x,extra,cols\n2,b\n", "row 2 .* has 5 field"),
+        (b"task,worker,label\n1,a,x\n2,b\n", "row 3 .* has 2 field"),
+        (b"task,label,label\n1,a,x\n", "repeats the column name 'label'"),
     ],
 )
 def test_bad_files_raise_one_clear_message(content, pattern):
@@ -149,13 +159,13 @@ def test_html_labels_kept_verbatim():
 
 def test_gold_and_context_readers():
     gold = read_gold(b"task,truth\n1,x\n2,y\n", name="g.csv")
-    assert gold.to_dict() == {1: "x", 2: "y"}
+    assert gold.to_dict() == {"1": "x", "2": "y"}  # ids and labels read from a file are text
     with pytest.raises(UserInputError, match="truth"):
         read_gold(b"task,foo\n1,x\n", name="g.csv")
     with pytest.raises(UserInputError, match="more than once"):
         read_gold(b"task,truth\n1,x\n1,y\n", name="g.csv")
     ctx = read_context(b"task,context\n1,0.5\n2,3\n", name="c.csv")
-    assert ctx.loc[2] == 3.0
+    assert ctx.loc["2"] == 3.0
     with pytest.raises(UserInputError, match="numeric"):
         read_context(b"task,context\n1,abc\n", name="c.csv")
     resp = Responses.from_frame(LONG)

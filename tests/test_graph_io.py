@@ -79,7 +79,7 @@ def test_unknown_node_in_networkx_graph_and_bad_files(tmp_path, resp):
     with pytest.raises(UserInputError, match="both directions"):
         graph_for_responses(d, resp)
     (tmp_path / "bad.graphml").write_text("<graphml><broken")
-    with pytest.raises(UserInputError, match="GRAPHML"):
+    with pytest.raises(UserInputError, match="not well-formed XML"):
         read_graph(tmp_path / "bad.graphml")
     with pytest.raises(UserInputError, match="not found"):
         read_graph(tmp_path / "missing.csv")

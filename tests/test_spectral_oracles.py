@@ -320,16 +320,30 @@ def test_mcar_sparse_full(mcar_full):
     assert res[:, 4].mean() >= res[:, 5].mean() + 0.005
 
 
+def _mcar_spearman(seed):
+    """Spearman of the spectral ranking v̂ with ψ+η−1 on the §8.10 MCAR crowd (30% of entries observed)."""
+    sim = independent(m=30, n=3000, b=0.3, psi_range=(0.55, 0.85), observed=0.3, seed=seed)
+    resp, B = _binary(sim)
+    fit = fit_binary(B, warn=False)
+    return spearmanr(fit.spectral.v, _aligned(sim, resp, "psi") + _aligned(sim, resp, "eta") - 1).statistic
+
+
+def test_mcar_spearman_seeds():
+    """§8.10 ranking bound as decided in issue 14 (the spec's "≥ 0.80 on every seed" fails ~1 in 3 sets of 20
+    seeds for the reference estimator too), default-run version on 20 seeds: the 200-seed bounds (mean ≥ 0.92,
+    ≤ 3 % of seeds below 0.80) scaled to 20 seeds — mean ≥ 0.90 (0.92 less 3 standard errors of a 20-seed mean,
+    per-seed sd 0.035) and at most 1 seed below 0.80 (3 % of 20, rounded up).  Measured: mean 0.922, 1 seed
+    (0.798) below."""
+    sp = np.array([_mcar_spearman(s) for s in FULL])
+    assert sp.mean() >= 0.90 and (sp < 0.80).sum() <= 1
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="spectral v̂ (pairwise covariances, Method A or B with any of the n_ij / "
-    "delta / precision weights) gives 0.798 on seed 8 (20-seed mean 0.922); over 200 seeds its mean "
-    "0.929 equals the spec's reference 0.928 but 4/200 draws fall below 0.80, so a per-seed bound "
-    "fails ~1 in 3 sets of 20 seeds. Labelled-data empirical BA reaches only 0.857 on seed 8.",
-)
-def test_mcar_spearman_every_seed(mcar_full):
-    assert mcar_full[:, 0].min() >= 0.80
+def test_mcar_spearman_200_seeds():
+    """§8.10 ranking bound as decided in issue 14: mean Spearman ≥ 0.92 over 200 seeds and at most 3 % of the
+    seeds below 0.80 (the reference estimator gives 2 %).  Measured: mean 0.929, 4 of 200 below 0.80."""
+    sp = np.array([_mcar_spearman(s) for s in range(200)])
+    assert sp.mean() >= 0.92 and (sp < 0.80).mean() <= 0.03
 
 
 @pytest.mark.slow

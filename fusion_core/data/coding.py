@@ -1,47 +1,52 @@
-"""Coding a user's table into :class:`~fusion_core.data.responses.Responses`: validation, missing values,
-duplicate (task, worker) pairs, class order, sequences.  Every unusable input raises
-:class:`~fusion_core.errors.UserInputError` with one actionable message."""
+"""Coding a user's table into :class:`~fusion_core.data.responses.Responses`: missing values, duplicate (task, worker)
+pairs, class order, sequences.  Every unusable input raises :class:`~fusion_core.errors.UserInputError` with one
+actionable message.
+
+Each id/label column is factorised once (categorical columns from the readers are already codes); duplicate pairs
+come from the codes, so coding is linear in the number of rows.  Values are kept as given: text exactly (an empty
+string is missing; ``na_values``/``strip_whitespace`` as in ``docs/DATA.md``), numbers and booleans as they are,
+and a column mixing types (e.g. ``3`` and ``"3"``) is mapped to canonical text so equal values are one class.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from numbers import Number
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fusion_core.data.columns import (
+    Coded,
+    _as_text,
+    _kind,
+    check_columns,
+    confidence_values,
+    role_codes,
+    row_numbers,
+)
+from fusion_core.data.readers import EncodedTable, read_options
 from fusion_core.data.responses import DUPLICATE_POLICIES, Responses, ValidationReport
+from fusion_core.data.text import (
+    explain_unknown,
+    parse_numbers,
+    show_value,
+    show_values,
+    sorted_index,
+    text_values,
+)
 from fusion_core.errors import UserInputError
 
-
-def _is_missing(values: pd.Series) -> np.ndarray:
-    miss = values.isna().to_numpy().copy()
-    if values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
-        stripped = values.astype("string").str.strip()
-        miss |= (stripped == "").fillna(True).to_numpy(dtype=bool)
-    return miss
-
-
-def sorted_index(values: Iterable[Any]) -> pd.Index:
-    """Unique values in a natural order: numeric order when all are numbers, string order otherwise."""
-    uniq = pd.unique(pd.Series(list(values) if not isinstance(values, (pd.Series, pd.Index, np.ndarray)) else values))
-    if all(isinstance(v, (Number, np.number)) and not isinstance(v, bool) for v in uniq):
-        return pd.Index(sorted(uniq))
-    try:
-        return pd.Index(sorted(uniq))
-    except TypeError:
-        return pd.Index(sorted(uniq, key=str))
-
-
-def _factorize(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
-    try:
-        codes, uniques = pd.factorize(values, sort=True)
-    except TypeError:  # mixed types that do not sort: order by their text
-        codes, uniques = pd.factorize(values.astype(str), sort=True)
-        first = pd.Series(values.to_numpy()).groupby(codes).first()
-        uniques = pd.Index(first.to_numpy(), dtype=object)
-    return codes.astype(np.int64), pd.Index(uniques)
+__all__ = [
+    "check_columns",
+    "code_long",
+    "code_table",
+    "code_wide",
+    "confidence_values",
+    "role_codes",
+    "row_numbers",
+    "sorted_index",
+]
 
 
 def code_long(
@@ -55,18 +60,20 @@ def code_long(
     classes: Sequence[Any] | None = None,
     duplicates: str = "keep",
     min_workers: int = 2,
+    na_values: Sequence[str] | str | None = None,
+    strip_whitespace: bool = False,
     confidence: str | None = None,
 ) -> Responses:
     """Validate and code a long-format table (crowd-kit columns by default).
 
-    ``sequence``/``position`` default to the columns of those names when both are present.  ``confidence`` names
-    an optional column with each response's confidence in [0, 1] (kept as :attr:`Responses.weight`).
-    Raises :class:`UserInputError` with one actionable message for any unusable input.
+    ``sequence``/``position`` default to the columns of those names when both are present.  ``na_values`` and
+    ``strip_whitespace`` apply to text cells as when reading a file.  ``confidence`` names an optional column with
+    each response's confidence in [0, 1] (kept as :attr:`Responses.weight`).
     """
     if not isinstance(df, pd.DataFrame):
         raise UserInputError(f"expected a table (pandas DataFrame) of responses, got {type(df).__name__}.")
     if duplicates not in DUPLICATE_POLICIES:
-        raise UserInputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {duplicates!r}.")
+        raise UserInputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {show_value(duplicates)}.")
     if sequence is None and position is None and {"sequence", "position"} <= set(df.columns):
         sequence, position = "sequence", "position"
     if (sequence is None) != (position is None):
@@ -76,83 +83,188 @@ def code_long(
         wanted.update(sequence=sequence, position=str(position))
     if confidence is not None:
         wanted["confidence"] = confidence
-    missing = [f"{role} column '{col}'" for role, col in wanted.items() if col not in df.columns]
-    if missing:
-        raise UserInputError(
-            f"missing {', '.join(missing)}; the table has columns {[str(c) for c in df.columns]}. "
-            "Map the columns (e.g. --task-col/--worker-col/--label-col) or rename them."
-        )
+    check_columns(wanted, list(df.columns))
+    if df.columns.duplicated().any():
+        dup = df.columns[df.columns.duplicated()][0]
+        raise UserInputError(f"the table repeats the column name {show_value(dup)}; column names must be unique.")
     if len(df) == 0:
         raise UserInputError("the responses table is empty: it has a header but no rows.")
-    report = ValidationReport(rows_read=len(df), duplicate_policy=duplicates)
-    cols = list(dict.fromkeys(wanted.values()))
-    work = df[cols].copy()
-
-    id_missing = _is_missing(work[task]) | _is_missing(work[worker])
-    label_missing = _is_missing(work[label]) & ~id_missing
+    opts = read_options(na_values, strip_whitespace)
+    cols = {role: role_codes(df[col], column=str(col), options=opts) for role, col in wanted.items()}
+    seq = None
     if sequence is not None:
-        id_missing |= _is_missing(work[sequence]) | work[position].isna().to_numpy()
+        seq = (cols["sequence"], cols["position"], str(sequence), str(position))
+    return assemble(
+        cols["task"],
+        cols["worker"],
+        cols["label"],
+        report=ValidationReport(rows_read=len(df), duplicate_policy=duplicates),
+        classes=classes,
+        duplicates=duplicates,
+        min_workers=min_workers,
+        sequence=seq,
+        confidence=(cols["confidence"], str(confidence)) if confidence is not None else None,
+    )
+
+
+def code_table(
+    table: EncodedTable,
+    *,
+    task: str = "task",
+    worker: str = "worker",
+    label: str = "label",
+    sequence: str | None = None,
+    position: str | None = None,
+    classes: Sequence[Any] | None = None,
+    duplicates: str = "keep",
+    min_workers: int = 2,
+    confidence: str | None = None,
+) -> Responses:
+    """Code a long-format table read by :mod:`fusion_core.data.readers` (its columns are already codes into
+    cleaned text values; they are handed over, not copied, and removed from ``table``)."""
+    if duplicates not in DUPLICATE_POLICIES:
+        raise UserInputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {show_value(duplicates)}.")
+    if sequence is None and position is None and {"sequence", "position"} <= set(table.columns):
+        sequence, position = "sequence", "position"
+    if (sequence is None) != (position is None):
+        raise UserInputError("sequential data needs both a sequence column and a position column.")
+    wanted = {"task": task, "worker": worker, "label": label}
+    if sequence is not None:
+        wanted.update(sequence=sequence, position=str(position))
+    if confidence is not None:
+        wanted["confidence"] = confidence
+    check_columns(wanted, table.names)
+    if table.n_rows == 0:
+        raise UserInputError(f"{table.name} has a header but no rows.")
+    cols = {role: Coded(table.columns[col].codes, table.columns[col].values) for role, col in wanted.items()}
+    table.columns.clear()
+    seq = (cols["sequence"], cols["position"], str(sequence), str(position)) if sequence is not None else None
+    return assemble(
+        cols.pop("task"),
+        cols.pop("worker"),
+        cols.pop("label"),
+        report=ValidationReport(rows_read=table.n_rows, duplicate_policy=duplicates),
+        classes=classes,
+        duplicates=duplicates,
+        min_workers=min_workers,
+        sequence=seq,
+        confidence=(cols["confidence"], str(confidence)) if confidence is not None else None,
+    )
+
+
+def _class_index(label: Coded, classes: Sequence[Any] | None) -> Coded:
+    """Label codes into the declared ``classes`` (matched exactly, then by canonical text), or the labels used in
+    their natural order."""
+    if classes is None:
+        return label.compact()
+    declared = pd.Index(list(classes))
+    if declared.has_duplicates:
+        raise UserInputError(f"the declared classes repeat a value: {show_values(list(declared), 10)}.")
+    pos = declared.get_indexer(label.values)
+    if (pos < 0).any():
+        text = text_values(declared)
+        if not text.has_duplicates:
+            retry = text.get_indexer(text_values(label.values))
+            pos = np.where(pos < 0, retry, pos)
+    used = np.zeros(len(label.values), dtype=bool)
+    used[label.codes] = True
+    bad = label.values[used & (pos < 0)]
+    if len(bad):
+        raise UserInputError(explain_unknown(list(bad), list(declared), what="labels", among="the declared classes"))
+    return Coded(pos.astype(np.int64)[label.codes], declared)
+
+
+def _drop_duplicates(task: Coded, worker: Coded, report: ValidationReport) -> np.ndarray | None:
+    """Rows to keep under the duplicate policy (None = all), from the (item, worker) codes (one pair key per row;
+    no second factorisation of the ids)."""
+    item, n_workers = task.codes, len(worker.values)
+    key = item.astype(np.int64)
+    key *= max(n_workers, 1)
+    key += worker.codes
+    if report.duplicate_policy == "keep":  # only the count is needed: sort the keys in place (8 bytes a row)
+        key.sort()
+        report.duplicate_rows = int(len(key) - 1 - np.count_nonzero(key[1:] != key[:-1])) if len(key) else 0
+        return None
+    dup = pd.Series(key).duplicated(keep="first").to_numpy()
+    report.duplicate_rows = int(dup.sum())
+    if not report.duplicate_rows:
+        return None
+    if report.duplicate_policy == "error":
+        i = int(np.argmax(dup))
+        t, w = task.values[task.codes[i]], worker.values[worker.codes[i]]
+        raise UserInputError(
+            f"{report.duplicate_rows:,} rows repeat a (task, worker) pair, e.g. task {show_value(t)} by worker "
+            f"{show_value(w)}; choose duplicates='keep', 'first' or 'last'."
+        )
+    keep = ~pd.Series(key).duplicated(keep=report.duplicate_policy).to_numpy()
+    report.duplicates_removed = int((~keep).sum())
+    return keep
+
+
+def assemble(
+    task: Coded,
+    worker: Coded,
+    label: Coded,
+    *,
+    report: ValidationReport,
+    classes: Sequence[Any] | None = None,
+    duplicates: str = "keep",
+    min_workers: int = 2,
+    sequence: tuple[Coded, Coded, str, str] | None = None,
+    confidence: tuple[Coded, str] | None = None,
+) -> Responses:
+    """Responses from coded columns: drop rows with a missing id or label, apply the duplicate policy, order the
+    items, annotators and classes naturally, check the sequences and read the confidence column."""
+    rows = np.arange(len(task.codes)) if confidence is not None else None  # table positions, for messages
+    id_missing = (task.codes < 0) | (worker.codes < 0)
+    if sequence is not None:
+        id_missing |= (sequence[0].codes < 0) | (sequence[1].codes < 0)
+    label_missing = (label.codes < 0) & ~id_missing
     report.dropped_missing_id = int(id_missing.sum())
     report.dropped_missing_label = int(label_missing.sum())
-    kept_rows = np.flatnonzero(~(id_missing | label_missing))
-    work = work[~(id_missing | label_missing)]
-    if len(work) == 0:
+    keep = ~(id_missing | label_missing)
+    if not keep.all():
+        task, worker, label = task.take(keep), worker.take(keep), label.take(keep)
+        if sequence is not None:
+            sequence = (sequence[0].take(keep), sequence[1].take(keep), sequence[2], sequence[3])
+        if confidence is not None and rows is not None:
+            confidence, rows = (confidence[0].take(keep), confidence[1]), rows[keep]
+    if len(task.codes) == 0:
         raise UserInputError("no usable responses: every row has a missing task, worker or label.")
-    weight = None if confidence is None else confidence_values(work[confidence], kept_rows, confidence)
-
-    pair_dup = work.duplicated(subset=[task, worker], keep="first").to_numpy()
-    report.duplicate_rows = int(pair_dup.sum())
-    if report.duplicate_rows:
-        if duplicates == "error":
-            ex = work[pair_dup].iloc[0]
-            raise UserInputError(
-                f"{report.duplicate_rows:,} rows repeat a (task, worker) pair, e.g. task {ex[task]!r} by worker "
-                f"{ex[worker]!r}; choose duplicates='keep', 'first' or 'last'."
-            )
-        if duplicates in ("first", "last"):
-            keep = ~work.duplicated(subset=[task, worker], keep=duplicates).to_numpy()
-            report.duplicates_removed = int((~keep).sum())
-            work = work[keep]
-            weight = None if weight is None else weight[keep]
-
-    labels = work[label]
-    if classes is None:
-        class_index = sorted_index(labels.to_numpy())
-    else:
-        class_index = pd.Index(list(classes))
-        if class_index.has_duplicates:
-            raise UserInputError(f"the declared classes repeat a value: {list(class_index)}.")
-    label_code = class_index.get_indexer(labels.to_numpy())
-    if (label_code < 0).any():
-        bad = sorted({str(v) for v in labels.to_numpy()[label_code < 0]})[:5]
-        raise UserInputError(f"labels {bad} are not among the declared classes {list(class_index)}.")
-    if len(class_index) < 2:
+    weight = confidence_values(confidence[0], rows, confidence[1]) if confidence is not None else None
+    kept = _drop_duplicates(task, worker, report)
+    if kept is not None:
+        task, worker, label = task.take(kept), worker.take(kept), label.take(kept)
+        if sequence is not None:
+            sequence = (sequence[0].take(kept), sequence[1].take(kept), sequence[2], sequence[3])
+        weight = None if weight is None else weight[kept]
+    cls = _class_index(label, classes)
+    del label
+    if len(cls.values) < 2:
         raise UserInputError(
-            f"only one label value ({class_index[0]!r}) occurs, so there is nothing to aggregate; "
-            "pass the full list of classes if the others exist but were never chosen."
+            f"only one label value ({show_value(cls.values[0])}) occurs, so there is nothing to aggregate; pass the "
+            "full list of classes if the others exist but were never chosen."
         )
-    item_code, item_index = _factorize(work[task])
-    worker_code, worker_index = _factorize(work[worker])
-    if len(worker_index) < min_workers:
+    items = task.compact()
+    del task
+    workers = worker.compact()
+    del worker
+    if len(workers.values) < min_workers:
         raise UserInputError(
-            f"only {len(worker_index)} annotator ({worker_index[0]!r}) gave responses; estimating reliability "
-            f"needs at least {min_workers} annotators."
+            f"only {len(workers.values)} annotator ({show_value(workers.values[0])}) gave responses; estimating "
+            f"reliability needs at least {min_workers} annotators."
         )
-
     seq_codes = pos = seq_index = None
     if sequence is not None:
-        seq_codes, seq_index, pos = _code_sequences(
-            work, item_code, len(item_index), columns=(sequence, str(position), worker), report=report
-        )
-
-    report.responses = len(work)
+        seq_codes, seq_index, pos = _code_sequences(items, workers.codes, sequence, report)
+    report.responses = len(items.codes)
     return Responses(
-        item=item_code,
-        worker=worker_code,
-        label=label_code.astype(np.int64),
-        items=item_index,
-        workers=worker_index,
-        classes=class_index,
+        item=items.codes,
+        worker=workers.codes,
+        label=cls.codes,
+        items=items.values,
+        workers=workers.values,
+        classes=cls.values,
         report=report,
         sequence=seq_codes,
         position=pos,
@@ -161,101 +273,103 @@ def code_long(
     )
 
 
-def row_numbers(positions: np.ndarray, limit: int = 5) -> str:
-    """Row numbers for messages, e.g. "row 3" or "rows 3, 8 and 12 more" (1 = the first data row)."""
-    shown = ", ".join(str(int(p) + 1) for p in positions[:limit])
-    more = f" and {len(positions) - limit:,} more" if len(positions) > limit else ""
-    return ("row " if len(positions) == 1 else "rows ") + shown + more
-
-
-def confidence_values(values: pd.Series, rows: np.ndarray, column: str) -> np.ndarray:
-    """The confidence column as floats in [0, 1]; ``rows`` are the table positions of ``values`` (for messages)."""
-    num = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
-    blank = _is_missing(values)
-    if blank.any():
-        raise UserInputError(
-            f"confidence column '{column}' is empty in {row_numbers(rows[blank])}; fill in a confidence "
-            "between 0 and 1 (e.g. 1 for a sure answer) or drop those rows."
-        )
-    bad = ~np.isfinite(num) | (num < 0) | (num > 1)
-    if bad.any():
-        first = values.to_numpy()[bad][0]
-        raise UserInputError(
-            f"confidence column '{column}' must hold numbers between 0 and 1, but {row_numbers(rows[bad])} "
-            f"hold other values (e.g. {str(first)!r}); rescale percentages to 0–1."
-        )
-    return num
-
-
 def code_wide(
     df: pd.DataFrame,
     *,
     task: str | None = None,
     classes: Sequence[Any] | None = None,
     min_workers: int = 2,
+    na_values: Sequence[str] | str | None = None,
+    strip_whitespace: bool = False,
 ) -> Responses:
-    """Wide format: one row per item, one column per annotator, blanks = no response.
+    """Wide format: one row per item, one column per annotator, empty cells = no response.
 
-    ``task`` names the item-id column; without it the index is the item id.
+    ``task`` names the item-id column; without it the index is the item id.  Labels of every annotator column
+    share one set of classes (a column of numbers and a column of text are compared by canonical text).
     """
     if not isinstance(df, pd.DataFrame):
         raise UserInputError(f"expected a table (pandas DataFrame), got {type(df).__name__}.")
     if len(df) == 0:
         raise UserInputError("the responses table is empty: it has a header but no rows.")
+    if df.columns.duplicated().any():
+        dup = df.columns[df.columns.duplicated()][0]
+        raise UserInputError(f"the table repeats the column name {show_value(dup)}; column names must be unique.")
+    opts = read_options(na_values, strip_whitespace)
     if task is not None:
-        if task not in df.columns:
-            raise UserInputError(f"missing task column '{task}'; the table has columns {[str(c) for c in df.columns]}.")
-        df = df.set_index(task)
-    if df.shape[1] == 0:
+        check_columns({"task": task}, list(df.columns))
+        ids, annot = df[task], df.drop(columns=[task])
+    else:
+        ids, annot = pd.Series(df.index, index=df.index), df
+    if annot.shape[1] == 0:
         raise UserInputError("the wide table has no annotator columns.")
-    wide = df.copy()
-    wide.index = wide.index.rename("task")
-    wide.columns = pd.Index(wide.columns, name="worker")
-    long = wide.stack(future_stack=True).rename("label").reset_index()
-    blank = _is_missing(long["label"])
-    report_blank = int(blank.sum())
-    resp = code_long(long[~blank], classes=classes, min_workers=min_workers)
-    resp.report.rows_read = len(wide)
+    item = role_codes(ids.reset_index(drop=True), column=str(task or "index"), options=opts)
+    per_column = [
+        role_codes(annot.iloc[:, j].reset_index(drop=True), column=str(c), options=opts)
+        for j, c in enumerate(annot.columns)
+    ]
+    label = _shared_classes(per_column)
+    n, m = len(df), annot.shape[1]
+    matrix = np.column_stack([c.codes for c in label])  # n × m label codes, −1 = no response
+    blank = matrix < 0
+    present = ~blank.reshape(-1)
+    rows = np.repeat(np.arange(n), m)[present]
+    cols = np.tile(np.arange(m), n)[present]
+    resp = assemble(
+        Coded(item.codes[rows], item.values),
+        Coded(cols.astype(np.int64), pd.Index(annot.columns)),
+        Coded(matrix.reshape(-1)[present], label[0].values if label else pd.Index([])),
+        report=ValidationReport(rows_read=n, duplicate_policy="keep"),
+        classes=classes,
+        min_workers=min_workers,
+    )
     resp.report.notes.append(
-        f"Wide table: {len(wide):,} items × {wide.shape[1]:,} annotators; {report_blank:,} blank cells = no response."
+        f"Wide table: {n:,} items × {m:,} annotators; {int(blank.sum()):,} blank cells = no response."
     )
     return resp
 
 
+def _shared_classes(columns: list[Coded]) -> list[Coded]:
+    """The label columns of a wide table re-coded into one shared set of values."""
+    kinds = {_kind(c.values) for c in columns if len(c.values)}
+    if len(kinds) > 1:
+        columns = [Coded(c.codes, _as_text(c.values, c.codes, "label")) for c in columns]
+    sizes = np.cumsum([0] + [len(c.values) for c in columns])
+    allv = columns[0].values.append([c.values for c in columns[1:]])
+    ids, uniques = pd.factorize(allv)
+    uniques = pd.Index(uniques)
+    out = []
+    for j, c in enumerate(columns):
+        remap = np.append(ids[sizes[j] : sizes[j + 1]].astype(np.int64), -1)
+        out.append(Coded(remap[c.codes], uniques))
+    return out
+
+
 def _code_sequences(
-    work: pd.DataFrame,
-    item_code: np.ndarray,
-    n_items: int,
-    *,
-    columns: tuple[str, str, str],
-    report: ValidationReport,
+    items: Coded, worker_codes: np.ndarray, sequence: tuple[Coded, Coded, str, str], report: ValidationReport
 ) -> tuple[np.ndarray, pd.Index, np.ndarray]:
-    """Per-item sequence code and position, with the checks sequential models rely on (``columns``: the sequence,
-    position and worker columns)."""
-    sequence, position, worker_col = columns
-    pos_raw = pd.to_numeric(work[position], errors="coerce")
-    if pos_raw.isna().any() or (pos_raw % 1 != 0).any():
-        bad = work[position][pos_raw.isna() | (pos_raw % 1 != 0)].iloc[0]
-        raise UserInputError(f"position column '{position}' must hold whole numbers; found {bad!r}.")
-    seq_code_rows, seq_index = _factorize(work[sequence])
-    pos_rows = pos_raw.to_numpy().astype(np.int64)
+    """Per-item sequence code and position, with the checks sequential models rely on."""
+    seq, pos_col, seq_name, pos_name = sequence
+    numbers = parse_numbers(pd.Series(pos_col.values), what=f"position column {show_value(pos_name)}", whole=True)
+    pos_rows = numbers.astype(np.int64)[pos_col.codes]
+    seqs = seq.compact()
+    seq_rows, n_items = seqs.codes, len(items.values)
     seq_of_item = np.full(n_items, -1, dtype=np.int64)
     pos_of_item = np.full(n_items, -1, dtype=np.int64)
-    seq_of_item[item_code] = seq_code_rows
-    pos_of_item[item_code] = pos_rows
-    conflict = (seq_of_item[item_code] != seq_code_rows) | (pos_of_item[item_code] != pos_rows)
+    seq_of_item[items.codes] = seq_rows
+    pos_of_item[items.codes] = pos_rows
+    conflict = (seq_of_item[items.codes] != seq_rows) | (pos_of_item[items.codes] != pos_rows)
     if conflict.any():
-        row = work.iloc[int(np.flatnonzero(conflict)[0])]
+        t = items.values[items.codes[int(np.argmax(conflict))]]
         raise UserInputError(
-            f"task {row.iloc[0]!r} appears at more than one (sequence, position); each task must sit at one place."
+            f"task {show_value(t)} appears at more than one (sequence, position); each task must sit at one place."
         )
     key = pd.DataFrame({"s": seq_of_item, "p": pos_of_item})
     clash = key.duplicated(keep=False).to_numpy()
     if clash.any():
-        i = int(np.flatnonzero(clash)[0])
+        i = int(np.argmax(clash))
         raise UserInputError(
-            f"two different tasks share sequence {seq_index[seq_of_item[i]]!r} position {pos_of_item[i]}; "
-            "positions must be unique within a sequence."
+            f"two different tasks share sequence {show_value(seqs.values[seq_of_item[i]])} position "
+            f"{int(pos_of_item[i])}; positions must be unique within a sequence ({seq_name!s})."
         )
     order = np.lexsort((pos_of_item, seq_of_item))
     s_sorted, p_sorted = seq_of_item[order], pos_of_item[order]
@@ -266,14 +380,12 @@ def _code_sequences(
             f"{gaps:,} gaps in sequence positions (e.g. a missing token); the tokens on either side are "
             "treated as neighbours."
         )
-    # within each annotator's pass over a sequence, rows should come in position order
-    worker_rows = pd.factorize(work[worker_col])[0]
-    grp = np.lexsort((seq_code_rows, worker_rows))  # stable: keeps row order inside a group
-    same_grp = (worker_rows[grp][1:] == worker_rows[grp][:-1]) & (seq_code_rows[grp][1:] == seq_code_rows[grp][:-1])
+    grp = np.lexsort((seq_rows, worker_codes))  # stable: keeps row order inside a group
+    same_grp = (worker_codes[grp][1:] == worker_codes[grp][:-1]) & (seq_rows[grp][1:] == seq_rows[grp][:-1])
     unsorted = int((np.diff(pos_rows[grp]) < 0)[same_grp].sum())
     if unsorted:
         report.notes.append(
             f"{unsorted:,} rows came before an earlier position of the same sequence and annotator; "
             "order never matters here: tokens are placed by their position."
         )
-    return seq_of_item, seq_index, pos_of_item
+    return seq_of_item, seqs.values, pos_of_item

@@ -9,17 +9,20 @@ symmetric sparse adjacency every MRF method uses.  Undirected: (a, b) and (b, a)
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from fusion_core.data.loading import _read_bytes, read_table
+from fusion_core.data.readers import open_input, read_encoded, read_options
 from fusion_core.data.responses import Responses
+from fusion_core.data.text import parse_numbers, plain_values, show_value, show_values
 from fusion_core.errors import UserInputError
 
 GRAPH_FORMATS = ("csv", "tsv", "graphml", "gml")
@@ -37,7 +40,7 @@ TARGET_NAMES = ("target", "dst", "to", "v", "node2")
 
 
 def _edge_columns(df: pd.DataFrame, label: str) -> pd.DataFrame:
-    cols = {c.lower(): c for c in df.columns}
+    cols = {str(c).lower(): c for c in df.columns}
     src = next((cols[c] for c in SOURCE_NAMES if c in cols), None)
     dst = next((cols[c] for c in TARGET_NAMES if c in cols), None)
     if src is None or dst is None:
@@ -47,59 +50,95 @@ def _edge_columns(df: pd.DataFrame, label: str) -> pd.DataFrame:
             raise UserInputError(
                 f"{label} needs 'source' and 'target' columns (optional 'weight'); it has {[str(c) for c in df.columns]}."
             )
-    out = pd.DataFrame({"source": df[src].to_numpy(), "target": df[dst].to_numpy()})
+    out = pd.DataFrame({"source": plain_values(df[src]), "target": plain_values(df[dst])})
+    if out[["source", "target"]].isna().any().any():
+        row = int(out[["source", "target"]].isna().any(axis=1).to_numpy().argmax()) + 1
+        raise UserInputError(f"{label}: edge {row:,} has an empty source or target; give both ends of every edge.")
     wcol = cols.get("weight")
     if wcol is not None:
-        w = pd.to_numeric(df[wcol], errors="coerce")
-        if w.isna().any() or not np.all(np.isfinite(w)) or (w <= 0).any():
-            raise UserInputError(f"{label}: the weight column must hold positive numbers.")
-        out["weight"] = w.to_numpy(dtype=float)
+        w = parse_numbers(plain_values(df[wcol]), what=f"{label}: the weight column")
+        if (w <= 0).any():
+            row = int(np.argmax(w <= 0)) + 1
+            raise UserInputError(
+                f"{label}: the weight column must hold positive numbers; edge {row:,} has {w[row - 1]:g}."
+            )
+        out["weight"] = w
     else:
         out["weight"] = 1.0
-    if out[["source", "target"]].isna().any().any():
-        raise UserInputError(f"{label}: some edges have an empty source or target.")
     return out
 
 
 def edges_from_networkx(graph: nx.Graph) -> pd.DataFrame:
     """Edges of a networkx (multi)graph as ``source, target, weight`` (``weight`` attribute, default 1)."""
     rows = [(u, v, d.get("weight", 1.0)) for u, v, d in graph.edges(data=True)]
-    df = pd.DataFrame(rows, columns=["source", "target", "weight"])
-    df["weight"] = pd.to_numeric(df["weight"], errors="coerce")
-    if df["weight"].isna().any() or (df["weight"] <= 0).any():
-        raise UserInputError("graph edge weights must be positive numbers.")
+    blank = next((i for i, (u, v, _) in enumerate(rows) if u is None or v is None or u == "" or v == ""), None)
+    if blank is not None:
+        raise UserInputError(f"graph edge {blank + 1:,} has no source or no target node; give both ends of every edge.")
+    df = pd.DataFrame(rows, columns=["source", "target", "weight"], dtype=object)
+    weights = pd.to_numeric(df["weight"], errors="coerce").to_numpy(dtype=float)
+    if len(weights) and (~np.isfinite(weights) | (weights <= 0)).any():
+        bad = df["weight"].iloc[int(np.argmax(~np.isfinite(weights) | (weights <= 0)))]
+        raise UserInputError(f"graph edge weights must be positive numbers; found {show_value(bad)}.")
+    df["weight"] = weights
     df.attrs["nodes"] = list(graph.nodes())
     return df
 
 
-def read_graph(source: Any, *, name: str | None = None, format: str | None = None) -> pd.DataFrame:
+def _parse_failure(exc: Exception, label: str, fmt: str) -> UserInputError:
+    """One sentence for a GraphML/GML file networkx cannot read (never the parser's internal text)."""
+    kind = {"graphml": "GraphML", "gml": "GML"}[fmt]
+    if isinstance(exc, ElementTree.ParseError):
+        line, column = getattr(exc, "position", (0, 0))
+        return UserInputError(
+            f"{label} is not well-formed XML (line {line:,}, column {column:,}); check that the file is complete "
+            f"{kind}."
+        )
+    if isinstance(exc, KeyError):
+        key = exc.args[0] if exc.args else ""
+        return UserInputError(
+            f"{label} refers to an attribute key {show_value(key)} that no <key> element declares; it is not valid "
+            f"{kind} (write it with networkx, Gephi or yEd)."
+        )
+    text = str(exc).strip()
+    if isinstance(exc, nx.NetworkXError) and text and "\n" not in text:
+        return UserInputError(f"could not read {label} as {kind}: {text.rstrip('.')}.")
+    return UserInputError(
+        f"{label} is not a valid {kind} file: nodes and edges could not be read (write it with networkx, Gephi or yEd, "
+        "or give an edge list CSV with source,target columns)."
+    )
+
+
+def read_graph(
+    source: Any,
+    *,
+    name: str | None = None,
+    format: str | None = None,
+    max_bytes: int | None = None,
+    na_values: Sequence[str] | str | None = None,
+    strip_whitespace: bool = False,
+) -> pd.DataFrame:
     """Read an item graph from a path, bytes or file-like (with ``.name``).
 
-    Formats: edge-list CSV/TSV (``source,target[,weight]``), GraphML, GML (via networkx).  Returns a
-    DataFrame ``source, target, weight``; validate it against the data with :func:`graph_for_responses`.
+    Formats: edge-list CSV/TSV (``source,target[,weight]``; node ids as text, like task ids), GraphML, GML (via
+    networkx).  Returns a DataFrame ``source, target, weight``; validate it against the data with
+    :func:`graph_for_responses`.
     """
-    if isinstance(source, (str, Path)) and not Path(source).is_file():
-        raise UserInputError(f"graph file not found: {source}")
-    guess = name or (str(source) if isinstance(source, (str, Path)) else str(getattr(source, "name", "") or ""))
-    fmt = (format or _EXT.get(Path(guess).suffix.lower(), "")).lower()
+    opts = read_options(na_values, strip_whitespace, max_bytes)
+    inp = open_input(source, name, opts.max_bytes)
+    fmt = (format or _EXT.get(Path(inp.name).suffix.lower(), "")).lower()
     if not fmt:
-        data, _ = _read_bytes(source, None)
-        head = data[:512].lstrip().lower()
-        fmt = (
-            "graphml"
-            if head.startswith(b"<?xml") or b"<graphml" in head
-            else ("gml" if head.startswith(b"graph") else "csv")
-        )
-        source = data
+        head = inp.head[:512].lstrip().lower()
+        xml = head.startswith(b"<?xml") or b"<graphml" in head
+        fmt = "graphml" if xml else ("gml" if head.startswith(b"graph") else "csv")
     if fmt not in GRAPH_FORMATS:
-        raise UserInputError(f"unknown graph format {fmt!r}; use one of {', '.join(GRAPH_FORMATS)}.")
-    label = guess or "the graph file"
+        raise UserInputError(f"unknown graph format {show_value(fmt)}; use one of {', '.join(GRAPH_FORMATS)}.")
+    label = inp.label if inp.name else "the graph file"
     if fmt in ("csv", "tsv"):
-        df = read_table(source, name=name or guess or None, format=fmt)
-        if len(df) == 0:
+        table = read_encoded(inp.read_all() if inp.path is None else inp.path, name=label, format=fmt, options=opts)
+        if table.n_rows == 0:
             raise UserInputError(f"{label} has a header but no edges.")
-        return _edge_columns(df, label)
-    data, _ = _read_bytes(source, None)
+        return _edge_columns(table.frame(), label)
+    data = inp.read_all()
     try:
         if fmt == "graphml":
             g = nx.read_graphml(io.BytesIO(data), force_multigraph=True)
@@ -108,9 +147,8 @@ def read_graph(source: Any, *, name: str | None = None, format: str | None = Non
                 g = nx.read_gml(io.BytesIO(data), label="label")
             except nx.NetworkXError:
                 g = nx.read_gml(io.BytesIO(data), label="id")
-    except Exception as exc:  # networkx parser errors, one line for the user
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserInputError(f"could not read {label} as {fmt.upper()}: {msg}") from None
+    except Exception as exc:  # networkx and XML parser errors, one sentence for the user
+        raise _parse_failure(exc, label, fmt) from None
     if g.number_of_edges() == 0:
         raise UserInputError(f"{label} has no edges.")
     return edges_from_networkx(g)
@@ -163,7 +201,7 @@ def graph_for_responses(graph: Any, responses: Responses) -> ItemGraph:
             dup = [(u, v) for u, v in graph.edges() if u != v and graph.has_edge(v, u) and str(u) < str(v)]
             if dup:
                 raise UserInputError(
-                    f"the directed graph has {len(dup)} edge(s) in both directions, e.g. {dup[0]}; the item graph is "
+                    f"the directed graph has {len(dup)} edge(s) in both directions, e.g. {show_value(dup[0][0])} → {show_value(dup[0][1])}; the item graph is "
                     "undirected, so keep one direction."
                 )
         edges = edges_from_networkx(graph)
@@ -191,26 +229,27 @@ def graph_for_responses(graph: Any, responses: Responses) -> ItemGraph:
         )
     if len(bad):
         uniq_bad = list(pd.unique(pd.Series(bad, dtype=object)))
-        examples, count = uniq_bad[:5], len(uniq_bad)
         raise UserInputError(
-            f"{count} graph node(s) are not tasks in the responses (for example {examples}); the graph's node ids "
-            "must be the task ids of the answers file."
+            f"{len(uniq_bad)} graph node(s) are not tasks in the responses ({show_values(uniq_bad)}); the graph's "
+            "node ids must be the task ids of the answers file."
         )
     if len(edges) == 0:
         return empty_graph(n)
     loops = src == dst
     if loops.any():
         ex = edges["source"].to_numpy()[loops][0]
-        raise UserInputError(f"the graph has {int(loops.sum())} self-loop(s), e.g. on node {ex!r}; remove them.")
+        raise UserInputError(
+            f"the graph has {int(loops.sum())} self-loop(s), e.g. on node {show_value(ex)}; remove them."
+        )
     lo, hi = np.minimum(src, dst), np.maximum(src, dst)
     key = lo * n + hi
-    _uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+    _, first, counts = np.unique(key, return_index=True, return_counts=True)
     if (counts > 1).any():
         d = int(np.flatnonzero(counts > 1)[0])
         i = first[d]
         raise UserInputError(
             f"the graph lists {int((counts > 1).sum())} edge(s) more than once (in either direction), e.g. "
-            f"{edges['source'].iloc[i]!r} – {edges['target'].iloc[i]!r}; keep each undirected edge once."
+            f"{show_value(edges['source'].iloc[i])} – {show_value(edges['target'].iloc[i])}; keep each undirected edge once."
         )
     w = edges["weight"].to_numpy(dtype=float)
     adj = sp.csr_matrix((np.r_[w, w], (np.r_[lo, hi], np.r_[hi, lo])), shape=(n, n))

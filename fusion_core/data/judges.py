@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from fusion_core.data.coding import _is_missing
+from fusion_core.data.columns import _is_missing
 from fusion_core.errors import UserInputError
 
 JUDGE_COLUMNS = ("model", "prompt_version")

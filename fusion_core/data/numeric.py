@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fusion_core.data.coding import _factorize, _is_missing, row_numbers
+from fusion_core.data.columns import _factorize, _is_missing, row_numbers
 from fusion_core.data.responses import DUPLICATE_POLICIES, ValidationReport
 from fusion_core.errors import UserInputError
 

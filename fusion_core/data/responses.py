@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from fusion_core.data.text import difference_hint, explain_unknown, show_values, text_values
 from fusion_core.errors import UserInputError
 
 DUPLICATE_POLICIES = ("keep", "first", "last", "error")
@@ -203,35 +204,26 @@ class Responses:
         return df
 
     def item_codes(self, ids: Iterable[Any], *, what: str = "tasks", strict: bool = True) -> np.ndarray:
-        """Codes of the given item ids; ids not in the data raise (``strict``) or map to -1."""
+        """Codes of the given item ids; ids not in the data raise (``strict``) or map to -1.  Ids are matched
+        exactly, then by canonical text (a gold file read as text matches integer task ids)."""
         idx = pd.Index(list(ids) if not isinstance(ids, (pd.Index, pd.Series, np.ndarray)) else ids)
-        codes = self.items.get_indexer(idx)
-        if (codes < 0).any():
-            # ids may come from a file read with another dtype ("7" vs 7): retry on their text
-            text_index = pd.Index(self.items.astype(str))
-            retry = text_index.get_indexer(idx.astype(str))
-            codes = np.where(codes < 0, retry, codes)
+        codes = _match(self.items, idx)
         if strict and (codes < 0).any():
-            bad = list(idx[codes < 0][:5])
+            bad = list(pd.unique(np.asarray(idx[codes < 0], dtype=object)))
             raise UserInputError(
-                f"{int((codes < 0).sum())} {what} are not in the responses (for example {bad}); "
+                f"{len(bad):,} {what} are not in the responses ({show_values(bad)}){difference_hint(bad, self.items)}; "
                 "check that they use the same task ids as the answers file."
             )
         return codes
 
     def label_codes(self, values: Iterable[Any], *, what: str = "labels") -> np.ndarray:
-        """Codes of label values in :attr:`classes`; unknown labels raise :class:`UserInputError`."""
+        """Codes of label values in :attr:`classes` (exact, then canonical text); unknown labels raise
+        :class:`UserInputError` showing the values as written and what differs."""
         idx = pd.Index(list(values) if not isinstance(values, (pd.Index, pd.Series, np.ndarray)) else values)
-        codes = self.classes.get_indexer(idx)
+        codes = _match(self.classes, idx)
         if (codes < 0).any():
-            text_index = pd.Index(self.classes.astype(str))
-            retry = text_index.get_indexer(idx.astype(str))
-            codes = np.where(codes < 0, retry, codes)
-        if (codes < 0).any():
-            bad = sorted({str(v) for v in idx[codes < 0]})[:5]
-            raise UserInputError(
-                f"{what} contain values that are not among the response labels {list(self.classes)}: {bad}."
-            )
+            bad = list(pd.unique(np.asarray(idx[codes < 0], dtype=object)))
+            raise UserInputError(explain_unknown(bad, list(self.classes), what=what, among="the response labels"))
         return codes
 
     def align_items(self, series: pd.Series | Mapping[Any, Any], *, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -318,6 +310,17 @@ class Responses:
         from fusion_core.data.coding import code_wide
 
         return code_wide(df, **kwargs)
+
+
+def _match(known: pd.Index, wanted: pd.Index) -> np.ndarray:
+    """Positions of ``wanted`` in ``known`` (−1 where absent): exact match first, then by canonical text."""
+    codes = known.get_indexer(wanted) if len(wanted) else np.zeros(0, dtype=np.int64)
+    if (codes < 0).any():
+        text_known = text_values(known)
+        if not text_known.has_duplicates:
+            retry = text_known.get_indexer(text_values(wanted))
+            codes = np.where(codes < 0, retry, codes)
+    return np.asarray(codes, dtype=np.int64)
 
 
 def as_responses(data: Responses | pd.DataFrame, **kwargs: Any) -> Responses:

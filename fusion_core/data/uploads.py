@@ -6,15 +6,15 @@ Label values containing HTML markup are refused: they would be a display hazard 
 
 from __future__ import annotations
 
-import io
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 import pandas as pd
 
 from fusion_core.data.graph import ItemGraph, graph_for_responses, read_graph
 from fusion_core.data.loading import read_context, read_gold, read_table
 from fusion_core.data.responses import Responses
+from fusion_core.data.text import parse_numbers, plain_values, show_value, size_over_limit
 from fusion_core.errors import UserInputError
 
 _MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?][^>]*>|&[A-Za-z#0-9]+;")
@@ -44,17 +44,21 @@ def guess_column(columns: list[str], role: str, taken: Collection[str] = frozens
 
 
 def _check_size(name: str, data: bytes, limit: int) -> None:
+    """The upload limit, checked before anything is parsed (the upload widget's own limit may be higher)."""
     if len(data) > limit:
         raise UserInputError(
-            f"{name} is {len(data) / 1e6:,.1f} MB, over the {limit / 1e6:,.1f} MB upload limit; "
-            "split the file or ask the administrator to raise the upload limit."
+            f"{name} {size_over_limit(len(data), limit)} upload limit; split the file or ask the administrator to "
+            "raise the upload limit."
         )
 
 
-def read_upload(name: str, data: bytes, limit: int) -> pd.DataFrame:
-    """An uploaded table (CSV/TSV/Parquet/JSON lines) read within the size limit (bytes)."""
+def read_upload(
+    name: str, data: bytes, limit: int, *, na_values: Sequence[str] = (), strip_whitespace: bool = False
+) -> pd.DataFrame:
+    """An uploaded table (CSV/TSV/Parquet/JSON lines) read as text within the size limit (bytes); the limit also
+    bounds the number of cells and, for Parquet, the declared size (checked before reading the data)."""
     _check_size(name, data, limit)
-    return read_table(io.BytesIO(data), name=name, max_bytes=limit)
+    return read_table(data, name=name, max_bytes=limit, na_values=na_values, strip_whitespace=strip_whitespace)
 
 
 def build_responses(
@@ -107,19 +111,23 @@ def _on_items(values: pd.Series, responses: Responses, what: str) -> pd.Series:
 def context_from_table(table: pd.DataFrame, task: str, column: str, responses: Responses) -> pd.Series:
     """One numeric context value per item from a column of the responses table."""
     ctx = table[[task, column]].dropna().drop_duplicates(subset=[task])
-    values = pd.to_numeric(ctx[column], errors="coerce")
-    if values.isna().any():
-        raise UserInputError(
-            f"context column '{column}' must be numeric; found {ctx[column][values.isna()].iloc[0]!r}."
-        )
-    out = pd.Series(values.to_numpy(), index=pd.Index(ctx[task]), name="context")
+    values = parse_numbers(plain_values(ctx[column]), what=f"context column {show_value(column)}")
+    out = pd.Series(values, index=pd.Index(plain_values(ctx[task])), name="context")
     return _on_items(out, responses, "context tasks")
 
 
-def read_gold_upload(name: str, data: bytes, responses: Responses, limit: int) -> pd.Series:
+def read_gold_upload(
+    name: str,
+    data: bytes,
+    responses: Responses,
+    limit: int,
+    *,
+    na_values: Sequence[str] = (),
+    strip_whitespace: bool = False,
+) -> pd.Series:
     """Gold labels from an uploaded file (task + truth/label/gold column), checked against the responses."""
     _check_size(name, data, limit)
-    gold = read_gold(io.BytesIO(data), name=name, max_bytes=limit)
+    gold = read_gold(data, name=name, max_bytes=limit, na_values=na_values, strip_whitespace=strip_whitespace)
     bad = find_markup(pd.unique(gold.astype(str)))
     if bad:
         raise UserInputError(f"gold labels contain HTML markup, e.g. {bad[0]!r}; labels must be plain text.")
@@ -128,14 +136,31 @@ def read_gold_upload(name: str, data: bytes, responses: Responses, limit: int) -
     return gold
 
 
-def read_context_upload(name: str, data: bytes, responses: Responses, limit: int) -> pd.Series:
+def read_context_upload(
+    name: str,
+    data: bytes,
+    responses: Responses,
+    limit: int,
+    *,
+    na_values: Sequence[str] = (),
+    strip_whitespace: bool = False,
+) -> pd.Series:
     """A numeric context value per item from an uploaded file with ``task`` and ``context`` columns."""
     _check_size(name, data, limit)
-    ctx = read_context(io.BytesIO(data), name=name, max_bytes=limit)
+    ctx = read_context(data, name=name, max_bytes=limit, na_values=na_values, strip_whitespace=strip_whitespace)
     return _on_items(ctx, responses, "context tasks").rename("context")
 
 
-def read_graph_upload(name: str, data: bytes, responses: Responses, limit: int) -> ItemGraph:
+def read_graph_upload(
+    name: str,
+    data: bytes,
+    responses: Responses,
+    limit: int,
+    *,
+    na_values: Sequence[str] = (),
+    strip_whitespace: bool = False,
+) -> ItemGraph:
     """An item graph (edge-list CSV, GraphML, GML) from an upload, validated against the responses."""
     _check_size(name, data, limit)
-    return graph_for_responses(read_graph(io.BytesIO(data), name=name), responses)
+    edges = read_graph(data, name=name, max_bytes=limit, na_values=na_values, strip_whitespace=strip_whitespace)
+    return graph_for_responses(edges, responses)

@@ -19,28 +19,24 @@ methods without confusion matrices, e.g. context curves, the pooled training res
     P̃_w(l | k) = (ñ_wk · P_w(l | k; θ̂) + β · P̄(l | k)) / (ñ_wk + β)
 
 i.e. each worker's fitted row shrunk towards the population's by β pseudo-responses: for Dawid–Skene exactly the
-Dirichlet(β P̄) posterior predictive given the expected counts.  β (``prior_strength``) defaults to 2: enough that
-a cell training never showed costs a few nats instead of tens, small next to the responses of any annotator
-whose row matters.  β = 0 is the spec's plug-in score; ``"auto"`` picks β per candidate from
-:data:`PRIOR_STRENGTHS` by its own mean held-out score (empirical Bayes; it tends to shrink strongly, which blurs
-differences such as annealed vs plain EM, spec ML20: 5/10 seeds prefer plain EM against 8/10 with β = 2 and
-9/10 plug-in).  The same rule applies to every candidate.  Why: with the plug-in fit, a full-confusion model fitted on sparse data puts near-zero mass on
-(worker, class, label) cells that training happened not to show, so one hidden response can cost ~30 nats: on
-labelme (2.5 responses per item) DS scored −3.53 nats per response against −1.06 for the one-coin model,
-although its labels are better, and simulated sparse crowds with adversarial workers are misjudged the same way.
+Dirichlet(β P̄) posterior predictive given the expected counts.  β (``prior_strength``) defaults to 2: enough
+that a cell training never showed costs a few nats instead of tens (the plug-in fit of a full confusion matrix on sparse data puts near-zero mass on such cells), small next to the
+responses of any annotator whose row matters.  β = 0 is the spec's plug-in score; ``"auto"`` picks β per candidate
+from :data:`PRIOR_STRENGTHS` by its own mean held-out score (empirical Bayes).  The same rule applies to every
+candidate.  ``auto`` (:mod:`fusion_core.methods.auto`) uses :func:`predictive_log_likelihood` on hashed folds.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fusion_core.data.responses import as_responses
+from fusion_core.data.responses import Responses, as_responses
 from fusion_core.errors import UserInputError
 from fusion_core.methods.numerics import safe_log
 
@@ -85,7 +81,7 @@ def heldout_splits(
     per_item = np.bincount(item, minlength=n_items)
     per_worker = np.bincount(worker, minlength=n_workers)
     eligible = np.flatnonzero((per_item[item] >= 2) & (per_worker[worker] >= 2))
-    n_hide = min(int(round(frac * R)), len(eligible))
+    n_hide = min(round(frac * R), len(eligible))
     if n_hide == 0:
         raise UserInputError("no response can be held out: every item or worker has a single response.")
     masks = []
@@ -119,16 +115,17 @@ PRIOR_STRENGTHS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 
 def predictive_log_likelihood(
     log_lik: np.ndarray,
-    train,
-    test_worker: np.ndarray,
-    test_label: np.ndarray,
+    train: Responses,
+    test: Responses,
+    *,
     posterior: np.ndarray,
-    prior_strengths,
+    prior_strengths: Sequence[float],
     confusion: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``log P̃_w(l | k)`` of held-out responses, ``len(prior_strengths) × R_h × K``, from the fitted
+    """``log P̃_w(l | k)`` of the held-out responses ``test``, ``len(prior_strengths) × R_h × K``, from the fitted
     ``log P_w(l | k)`` (R_h × K): each worker's row shrunk towards the population one by β (module docstring).
     ``confusion`` (workers × true × reported), when the model has one, defines the population row."""
+    test_worker, test_label = test.worker, test.label
     K = posterior.shape[1]
     W = int(max(train.worker.max(initial=-1), test_worker.max(initial=-1))) + 1
     q_tr = posterior[train.item]
@@ -143,7 +140,7 @@ def predictive_log_likelihood(
     n = n_wk[test_worker]
     p = np.exp(log_lik)
     pbar = pooled[:, test_label].T
-    out = np.empty((len(prior_strengths),) + log_lik.shape)
+    out = np.empty((len(prior_strengths), *log_lik.shape))
     for j, beta in enumerate(prior_strengths):
         out[j] = log_lik if beta <= 0 else safe_log((n * p + beta * pbar) / (n + beta))
     return out
@@ -162,7 +159,7 @@ def _score_split(
     post = np.asarray(est.result_.posterior, float)
     ll = np.asarray(est.response_log_likelihood(test), float)  # R_h × K
     lls = predictive_log_likelihood(
-        ll, train, test.worker, test.label, post, prior_strengths, getattr(est, "confusion_", None)
+        ll, train, test, posterior=post, prior_strengths=prior_strengths, confusion=getattr(est, "confusion_", None)
     )
     K = post.shape[1]
     items = np.unique(test.item)

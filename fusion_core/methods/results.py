@@ -133,11 +133,13 @@ class GraphSummary:
 @dataclass(frozen=True)
 class ModelChoice:
     """The choice an automatic method made: ``chosen`` (a registered method name), ``criterion`` in plain words,
-    and ``table`` (one row per candidate: method, score, se, seconds, error, chosen, …)."""
+    ``table`` (one row per candidate: method, score, se, seconds, error, chosen, …) and ``members``: the methods
+    whose posteriors the result averages (just ``(chosen,)`` when one method was kept)."""
 
     chosen: str
     criterion: str
     table: pd.DataFrame
+    members: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -301,6 +303,7 @@ class FitResult:
         }
         if self.selection is not None:
             out["chosen_method"] = self.selection.chosen
+            out["combined_methods"] = list(self.selection.members or (self.selection.chosen,))
             out["selection_criterion"] = self.selection.criterion
             out["candidates"] = [
                 {k: jsonable(v) for k, v in row.items()} for row in self.selection.table.to_dict("records")

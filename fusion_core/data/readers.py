@@ -1,0 +1,393 @@
+"""Streaming readers for user tables: every cell is text, dictionary-encoded as it streams.
+
+* CSV/TSV go through pyarrow's streaming CSV reader (never one Python string for the whole file);
+* JSON lines are parsed line by line (:mod:`fusion_core.data.jsonl`);
+* Parquet metadata (rows, columns, uncompressed size) is checked before any data is read, then row batches are read
+  and their values mapped to canonical text (:mod:`fusion_core.data.text`).
+
+Each column is kept as integer codes into its unique values, so memory is the codes (4 bytes a cell) plus the
+distinct values, not a Python string per cell.  The size limit (``max_bytes``) bounds the file, the number of cells
+(``max_bytes // 2``) and, for Parquet, the declared uncompressed size.  Reading rules: ``docs/DATA.md``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from fusion_core.data.text import format_size, show_value, size_over_limit
+from fusion_core.errors import UserInputError
+
+FORMATS = ("csv", "tsv", "parquet", "jsonl")
+DEFAULT_MAX_BYTES = 200 * 1024 * 1024
+EXTENSIONS = {
+    ".csv": "csv",
+    ".txt": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+}
+_HEAD = 1 << 16
+_BLOCK = 1 << 22
+
+
+def _pool() -> pa.MemoryPool:
+    try:
+        pool = pa.jemalloc_memory_pool()
+        pa.jemalloc_set_decay_ms(0)  # freed pages go back to the system at once
+        return pool
+    except NotImplementedError:  # pragma: no cover - Arrow built without jemalloc
+        return pa.default_memory_pool()
+
+
+POOL = _pool()
+"""The readers' Arrow memory pool: jemalloc returning freed pages at once kept the peak lowest (with 4 MB CSV
+blocks) of the pools measured by ``benchmarks/bench_io_memory.py`` (malloc and mimalloc keep freed blocks)."""
+
+Source = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How cells become values: ``na_values`` are extra missing-value markers (an empty cell is always missing),
+    ``strip_whitespace`` trims both ends of every cell and column name, ``max_bytes`` is the size limit."""
+
+    na_values: tuple[str, ...] = ()
+    strip_whitespace: bool = False
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    @property
+    def max_cells(self) -> int:
+        """Most cells (rows × columns) a table may have: one per four bytes of the limit (a coded cell takes about
+        12–16 bytes while responses are built, so memory stays within a few times the limit)."""
+        return max(self.max_bytes // 4, 10_000)
+
+
+def read_options(
+    na_values: Sequence[str] | str | None = None, strip_whitespace: bool = False, max_bytes: int | None = None
+) -> ReadOptions:
+    """Checked :class:`ReadOptions`."""
+    if isinstance(na_values, str):
+        na_values = (na_values,)
+    markers = tuple(na_values or ())
+    if not all(isinstance(m, str) for m in markers):
+        raise UserInputError(f"na_values must be text markers such as 'NA'; got {list(markers)}.")
+    limit = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit <= 0:
+        raise UserInputError(f"the size limit must be a positive number of bytes; got {limit!r}.")
+    return ReadOptions(markers, bool(strip_whitespace), int(limit))
+
+
+# ------------------------------------------------------------------------------------------------- inputs
+@dataclass(frozen=True)
+class Input:
+    """An opened source: its name (for messages), size, first bytes, and either a path or the bytes."""
+
+    name: str
+    size: int
+    head: bytes
+    path: Path | None = None
+    data: bytes | None = None
+
+    @property
+    def label(self) -> str:
+        return self.name or "the file"
+
+    def stream(self) -> pa.NativeFile:
+        return pa.OSFile(str(self.path)) if self.path is not None else pa.BufferReader(self.data)
+
+    def binary(self) -> BinaryIO:
+        return open(self.path, "rb") if self.path is not None else io.BytesIO(self.data or b"")
+
+    def read_all(self) -> bytes:
+        return self.path.read_bytes() if self.path is not None else bytes(self.data or b"")
+
+
+def _too_big(label: str, size: int, limit: int) -> UserInputError:
+    return UserInputError(
+        f"{label} {size_over_limit(size, limit)}; split the file or raise the limit (max_bytes, --max-mb)."
+    )
+
+
+def open_input(source: Source, name: str | None, max_bytes: int) -> Input:
+    """Name, size and head of a path, bytes or file-like source, refusing what is over the limit or empty."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data, found = bytes(source), ""
+    elif isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise UserInputError(f"file not found: {path}")
+        size = path.stat().st_size
+        label = name or path.name
+        if size > max_bytes:
+            raise _too_big(label, size, max_bytes)
+        if size == 0:
+            raise UserInputError(f"{label} is empty (0 bytes).")
+        try:
+            with path.open("rb") as fh:
+                head = fh.read(_HEAD)
+        except OSError as exc:
+            raise UserInputError(f"cannot read {path}: {exc.strerror or 'permission denied'}.") from None
+        return Input(label, size, head, path=path)
+    elif hasattr(source, "read"):
+        found = str(getattr(source, "name", "") or "")
+        declared = getattr(source, "size", None)
+        if isinstance(declared, int) and declared > max_bytes:
+            raise _too_big(name or found or "the upload", declared, max_bytes)
+        if hasattr(source, "seek"):
+            with contextlib.suppress(OSError, ValueError):
+                source.seek(0)
+        raw = source.read(max_bytes + 1)
+        data = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
+    else:
+        raise UserInputError(f"cannot read a table from a {type(source).__name__}; give a file path or bytes.")
+    label = name or found
+    if len(data) > max_bytes:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            raise _too_big(label or "the input", len(data), max_bytes)
+        raise UserInputError(
+            f"{label or 'the input'} is over the {format_size(max_bytes)} limit; split the file or raise the limit."
+        )
+    if not data:
+        raise UserInputError(f"{label or 'the file'} is empty (0 bytes).")
+    return Input(label, len(data), data[:_HEAD], data=data)
+
+
+def detect_format(name: str, head: bytes) -> str:
+    """Format from the file extension, falling back to content sniffing."""
+    ext = Path(name).suffix.lower() if name else ""
+    if ext in EXTENSIONS:
+        return EXTENSIONS[ext]
+    if head[:4] == b"PAR1":
+        return "parquet"
+    start = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if start.startswith((b"{", b"[")):
+        return "jsonl"
+    first_line = start.split(b"\n", 1)[0]
+    return "tsv" if first_line.count(b"\t") > first_line.count(b",") else "csv"
+
+
+def not_utf8(inp: Input, where: str = "") -> UserInputError:
+    """The message for a text file that is not UTF-8, naming the first bad byte and its line."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset, lines = 0, 1
+    with inp.binary() as fh:
+        while chunk := fh.read(1 << 20):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                pos = exc.start
+                byte = chunk[pos] if pos < len(chunk) else 0
+                line = lines + chunk.count(b"\n", 0, max(pos, 0))
+                return UserInputError(
+                    f"{inp.label} is not UTF-8 text (byte 0x{byte:02x} on line {line:,}{where}); re-save it as UTF-8, "
+                    "or use Parquet."
+                )
+            offset += len(chunk)
+            lines += chunk.count(b"\n")
+    return UserInputError(f"{inp.label} is not UTF-8 text; re-save it as UTF-8, or use Parquet.")
+
+
+# ---------------------------------------------------------------------------------------------- encoding
+def code_dtype(n_values: int) -> type[np.signedinteger]:
+    """The smallest signed integer type for codes 0..n_values−1 and −1 (missing)."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if n_values <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
+
+
+@dataclass
+class Column:
+    """One column as integer ``codes`` (int32, −1 = missing) into its distinct text ``values``."""
+
+    codes: np.ndarray
+    values: pd.Index
+
+    def categorical(self) -> pd.Categorical:
+        return pd.Categorical.from_codes(self.codes, dtype=pd.CategoricalDtype(self.values), validate=False)
+
+
+def clean_text(values: pa.Array, options: ReadOptions) -> pa.Array:
+    """Whitespace trimmed (if asked) and missing markers (the empty cell and ``na_values``) made null."""
+    if options.strip_whitespace:
+        values = pc.utf8_trim_whitespace(values, memory_pool=POOL)
+    missing = pc.equal(values, "")
+    if options.na_values:
+        missing = pc.or_(missing, pc.is_in(values, value_set=pa.array(options.na_values, pa.string())))
+    return pc.if_else(missing, pa.scalar(None, values.type), values)
+
+
+def _as_string(values: pa.Array) -> pa.Array:
+    return values if values.type == pa.string() else values.cast(pa.string())
+
+
+class Encoder:
+    """Incremental dictionary encoding of one text column.
+
+    Each batch is dictionary-encoded; its codes go straight into one growing int32 array and its distinct values
+    wait in ``pending``.  When the pending values outgrow the merged ones they are merged (one hash pass; values
+    already merged keep their codes) and the batch codes are mapped in place, so memory is the codes plus at most
+    twice the distinct values, and the total work stays linear.
+    """
+
+    def __init__(self, capacity: int = 1 << 16) -> None:
+        """``capacity``: expected rows (an upper bound costs nothing: untouched memory is never committed)."""
+        self.codes = np.empty(max(capacity, 16), dtype=np.int32)
+        self.rows = 0
+        self.values = pa.array([], pa.string())
+        self.pending: list[tuple[int, int, pa.Array]] = []
+        self.pending_bytes = 0
+
+    def _reserve(self, stop: int) -> None:
+        if stop > len(self.codes):  # a new block: untouched pages of np.empty take no memory, only copied ones do
+            grown = np.empty(max(stop, 2 * len(self.codes)), dtype=np.int32)
+            grown[: self.rows] = self.codes[: self.rows]
+            self.codes = grown
+        if self.rows < stop:
+            self.codes[self.rows : stop] = -1
+            self.rows = stop
+
+    def add(self, start: int, values: pa.Array) -> None:
+        """Values of rows ``start, start+1, …``: a string array or a dictionary array of strings."""
+        if not pa.types.is_dictionary(values.type):
+            values = pc.dictionary_encode(values, memory_pool=POOL)
+        indices = values.indices
+        if indices.null_count:
+            indices = pc.fill_null(indices, -1)
+        stop = start + len(indices)
+        self._reserve(stop)
+        self.codes[start:stop] = indices.to_numpy(zero_copy_only=False)
+        dictionary = values.dictionary
+        if dictionary.type != self.values.type:
+            dictionary = dictionary.cast(self.values.type, memory_pool=POOL)
+        self.pending.append((start, stop, dictionary))
+        self.pending_bytes += dictionary.nbytes
+        if self.pending_bytes > max(1 << 22, self.values.nbytes):
+            self._merge()
+
+    def _merge(self) -> None:
+        if not self.pending:
+            return
+        if self.values.type == pa.string() and self.values.nbytes + self.pending_bytes > 1 << 30:
+            self.values = self.values.cast(pa.large_string(), memory_pool=POOL)  # offsets beyond 2 GB
+            self.pending = [(a, b, d.cast(pa.large_string(), memory_pool=POOL)) for a, b, d in self.pending]
+        first = [self.values] if len(self.values) else []
+        chunks = first + [d for _, _, d in self.pending if len(d)]
+        merged = pc.dictionary_encode(pa.chunked_array(chunks, type=self.values.type), memory_pool=POOL)
+        if merged.num_chunks != len(chunks):  # pragma: no cover - Arrow keeps one output chunk per input chunk
+            raise RuntimeError("dictionary encoding changed the chunking")
+        outputs = iter(merged.chunks[len(first) :])  # merged values come first and keep their codes
+        for start, stop, dictionary in self.pending:
+            ids = pc.fill_null(next(outputs).indices, -1).to_numpy(zero_copy_only=False) if len(dictionary) else []
+            mapping = np.append(np.asarray(ids, dtype=np.int32), np.int32(-1))  # code −1 (missing) → −1
+            self.codes[start:stop] = mapping[self.codes[start:stop]]
+        if merged.num_chunks:
+            self.values = merged.chunk(0).dictionary
+        self.pending, self.pending_bytes = [], 0
+
+    def finish(self, n_rows: int, options: ReadOptions) -> Column:
+        """The column: codes in the smallest integer type into the cleaned distinct values."""
+        self._merge()
+        self._reserve(n_rows)
+        cleaned = clean_text(self.values, options)
+        codes = self.codes[:n_rows]
+        if cleaned.null_count or not cleaned.equals(self.values):
+            again = pc.dictionary_encode(cleaned, memory_pool=POOL)
+            mapping = np.append(pc.fill_null(again.indices, -1).to_numpy(zero_copy_only=False), np.int32(-1))
+            for i in range(0, n_rows, 1 << 20):
+                codes[i : i + (1 << 20)] = mapping[codes[i : i + (1 << 20)]]
+            cleaned = again.dictionary
+        dtype = code_dtype(len(cleaned))
+        out = codes.copy() if dtype == np.int32 else codes.astype(dtype)
+        del codes
+        self.codes = np.empty(0, dtype=np.int32)
+        return Column(out, pd.Index(cleaned.to_pandas(), dtype="str"))
+
+
+@dataclass
+class EncodedTable:
+    """A table read as text: every column ``names`` of the file, the ``columns`` that were read, ``n_rows``."""
+
+    name: str
+    names: list[str]
+    columns: dict[str, Column] = field(default_factory=dict)
+    n_rows: int = 0
+
+    def frame(self) -> pd.DataFrame:
+        """The columns read as a DataFrame of categoricals of text (missing = NaN), in file order."""
+        return pd.DataFrame(
+            {n: self.columns[n].categorical() for n in self.names if n in self.columns},
+            index=pd.RangeIndex(self.n_rows),
+        )
+
+
+def check_names(names: Sequence[str], label: str, options: ReadOptions) -> list[str]:
+    """Column names as written (trimmed with ``strip_whitespace``), refusing repeated or missing ones."""
+    out = [str(n).strip() if options.strip_whitespace else str(n) for n in names]
+    if not out:
+        raise UserInputError(f"{label} has no columns: it has no header line.")
+    seen: dict[str, int] = {}
+    for i, n in enumerate(out):
+        if n in seen:
+            raise UserInputError(
+                f"{label} repeats the column name {show_value(n)} (columns {seen[n] + 1} and {i + 1}); column names "
+                "must be unique."
+            )
+        seen[n] = i
+    return out
+
+
+class Budget:
+    """Counts cells while reading and refuses a table with more than the limit allows."""
+
+    def __init__(self, label: str, options: ReadOptions, n_columns: int) -> None:
+        self.label, self.options, self.n_columns, self.rows = label, options, max(n_columns, 1), 0
+
+    def add(self, rows: int) -> None:
+        self.rows += rows
+        if self.rows * self.n_columns > self.options.max_cells:
+            raise UserInputError(
+                f"{self.label} has more than {self.options.max_cells:,} cells (rows × columns), the most the "
+                f"{format_size(self.options.max_bytes)} limit allows; split the file or raise the limit."
+            )
+
+
+# --------------------------------------------------------------------------------------------- dispatch
+def read_encoded(
+    source: Source,
+    *,
+    name: str | None = None,
+    format: str | None = None,
+    columns: Sequence[str] | None = None,
+    options: ReadOptions | None = None,
+) -> EncodedTable:
+    """Read a table as text columns (only ``columns`` when given; the file's names are always listed)."""
+    from fusion_core.data.jsonl import read_jsonl
+    from fusion_core.data.tabular import read_csv, read_parquet
+
+    opts = options or ReadOptions()
+    inp = open_input(source, name, opts.max_bytes)
+    fmt = (format or detect_format(inp.name, inp.head)).lower()
+    if fmt not in FORMATS:
+        raise UserInputError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}.")
+    if fmt == "parquet":
+        return read_parquet(inp, columns, opts)
+    if fmt == "jsonl":
+        return read_jsonl(inp, columns, opts)
+    return read_csv(inp, fmt, columns, opts)
