@@ -18,6 +18,7 @@ from conftest import dataset_path
 pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
+from fusion_core.data import load_responses  # noqa: E402
 from fusion_core.engines.dask import DaskDawidSkene, create, fit, ingest  # noqa: E402
 from fusion_core.errors import ConvergenceWarning, UserInputError  # noqa: E402
 from fusion_core.methods import create as create_in_memory  # noqa: E402
@@ -136,6 +137,35 @@ def test_one_coin_collapse_guard_as_in_memory(client):
     with pytest.warns(Warning, match="collapsed"):
         mem = create_in_memory("ds1").fit(answers)
     assert np.allclose(est.priors_.to_numpy(), 0.5) and est.warnings_ == mem.warnings_
+    _compare(est, mem)
+
+
+def test_files_read_by_the_in_memory_rules(client, tmp_path):
+    """Parquet numbers become canonical text and CSV cells follow the reading options, exactly as load_responses:
+    same ids, labels, classes (declared order) and dropped rows."""
+    sim = dawid_skene(n_items=150, n_workers=6, n_classes=3, seed=1).responses
+    typed = pd.DataFrame(
+        {
+            "item": sim["task"].str[1:].astype("int64"),  # integers: "7", not 7
+            "who": sim["worker"],
+            "grade": sim["label"].astype(float) + 1.0,  # floats 1.0, 2.0, 3.0: "1", "2", "3"
+        }
+    )
+    typed.to_parquet(tmp_path / "typed.parquet", index=False)
+    opts = {"task": "item", "worker": "who", "label": "grade", "classes": ["3", "2", "1"]}
+    est = create("ds").fit(str(tmp_path / "typed.parquet"), scheduler=client, **opts)
+    mem = create_in_memory("ds").fit(load_responses(tmp_path / "typed.parquet", **opts))
+    assert list(est.classes_) == ["3", "2", "1"] == list(mem.classes_)
+    _compare(est, mem)
+    text = sim.astype(object)
+    text.loc[:4, "label"] = "NA"  # missing with na_values=["NA"]
+    text.loc[5:9, "worker"] = "  " + text.loc[5:9, "worker"] + " "  # the same worker once trimmed
+    text.to_csv(tmp_path / "text.csv", index=False)
+    read = {"na_values": ["NA"], "strip_whitespace": True}
+    est = create("mv").fit(str(tmp_path / "text.csv"), scheduler=client, **read)
+    mem = create_in_memory("mv").fit(load_responses(tmp_path / "text.csv", **read))
+    assert est.result_.report.dropped_missing_label == mem.responses_.report.dropped_missing_label == 5
+    assert list(est.workers_) == list(mem.workers_) and len(est.workers_) == 6
     _compare(est, mem)
 
 

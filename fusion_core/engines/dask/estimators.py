@@ -14,13 +14,13 @@ import atexit
 import shutil
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from fusion_core.engines.dask.em import EngineFit, fit_ds, one_sided_message, write_posteriors
-from fusion_core.engines.dask.ingest import PARTITION_SIZE, CodedResponses, ingest, local_temp_dir
+from fusion_core.engines.dask.ingest import CodedResponses, ingest, local_temp_dir
 from fusion_core.engines.dask.kernels import agreement_skill, worker_skill_from_confusion
 from fusion_core.engines.dask.results import DaskFitResult
 from fusion_core.engines.dask.runner import require_dask
@@ -51,14 +51,8 @@ class DaskAggregator(Declared):
         output: str | None = None,
         scheduler: Any = None,
         cache: str = "disk",
-        task: str = "task",
-        worker: str = "worker",
-        label: str = "label",
-        format: str | None = None,
-        classes: Sequence[Any] | None = None,
-        scratch: str | None = None,
-        partition_size: int = PARTITION_SIZE,
         storage_options: Mapping[str, Any] | None = None,
+        **ingest_options: Any,
     ) -> Self:
         """Fit on ``data``: a ``dask.dataframe`` (or pandas DataFrame) of long-format responses, a path, glob or
         object-storage URL of Parquet or CSV/TSV files, or :class:`CodedResponses` from :func:`ingest`.
@@ -67,7 +61,9 @@ class DaskAggregator(Declared):
         when Python exits).  ``scheduler``: None (the active ``distributed.Client`` or dask's default), a
         ``Client``, a scheduler address or 'threads'/'synchronous'.  ``cache='disk'`` re-reads the coded
         partitions every iteration (memory per worker bounded by the partition size); ``'memory'`` keeps them on
-        the workers (faster, memory ∝ data / workers).  The other keywords are :func:`ingest`'s."""
+        the workers (faster, memory ∝ data / workers).  ``storage_options`` go to fsspec for the input, the
+        scratch and the output.  The other keywords are :func:`ingest`'s (``task``, ``worker``, ``label``,
+        ``format``, ``classes``, ``na_values``, ``strip_whitespace``, ``scratch``, ``partition_size``)."""
         require_dask()
         t0 = time.perf_counter()
         params = self.validated_params()
@@ -75,18 +71,12 @@ class DaskAggregator(Declared):
             raise UserInputError(f"cache must be 'disk' or 'memory', got {cache!r}.")
         with use_scheduler(scheduler):
             coded = data
-            if not isinstance(data, CodedResponses):
-                coded = ingest(
-                    data,
-                    task=task,
-                    worker=worker,
-                    label=label,
-                    format=format,
-                    classes=classes,
-                    scratch=scratch,
-                    partition_size=partition_size,
-                    storage_options=storage_options,
+            if isinstance(data, CodedResponses) and ingest_options:
+                raise UserInputError(
+                    f"the responses are already ingested; pass {', '.join(sorted(ingest_options))} to ingest()."
                 )
+            if not isinstance(data, CodedResponses):
+                coded = ingest(data, storage_options=storage_options, **ingest_options)
             out = Store(output or _temporary_output(), dict(storage_options or {}) if output else {})
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", AggregationWarning)

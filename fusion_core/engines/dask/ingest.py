@@ -1,10 +1,14 @@
 """Ingest for the Dask engine: read, validate, code globally, shuffle by item once, store coded partitions.
 
-1. **Read** partitioned Parquet (``dd.read_parquet``; types kept) or CSV/TSV (``dd.read_csv`` with every column as
-   text, only empty cells missing: ids and labels come back exactly as written), from a local path, a glob or an
-   object-storage URL; or take a ``dask.dataframe`` / pandas DataFrame as it is.
+1. **Read** partitioned Parquet (``dd.read_parquet``) or CSV/TSV (``dd.read_csv``, every column as text), from a
+   local path, a glob or an object-storage URL, or take a ``dask.dataframe`` / pandas DataFrame as it is.  Cells
+   follow the in-memory reading rules (``docs/DATA.md``): the empty cell and ``na_values`` are missing, whitespace
+   is trimmed only with ``strip_whitespace``; ids and labels read from files come back as canonical text
+   (:mod:`fusion_core.data.text`: ``007`` stays ``"007"``, a Parquet integer 7 becomes ``"7"``), values of a
+   DataFrame as they are.
 2. **Census** (one pass, tree-reduced): rows, rows with a missing id or label, and the distinct workers and labels.
-   They become the small global categories (natural order, as in memory), broadcast to every partition.
+   They become the small global codebooks (natural order, as in memory), broadcast to every partition; partitions
+   code the values as they are and only the distinct values (and the output task ids) are turned into text.
 3. **Shuffle** the clean responses by a hash of the task id into partitions of about ``partition_size`` responses
    (``DataFrame.shuffle(on=task)``: every response of an item lands in the same partition).
 4. **Code and store** each partition: items coded locally (sorted task ids), workers and labels by the global
@@ -29,9 +33,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from fusion_core.data.coding import sorted_index
+from fusion_core.data.columns import Coded
+from fusion_core.data.readers import ReadOptions, clean_text, read_options
 from fusion_core.data.responses import ValidationReport
+from fusion_core.data.text import canonical_text, explain_unknown, show_value, show_values, text_values
 from fusion_core.engines.dask.runner import active_client, broadcast, cluster_is_local, require_dask, tree_sum
 from fusion_core.engines.dask.store import PartitionRef, Store, write_coded
 from fusion_core.errors import UserInputError
@@ -201,46 +208,75 @@ def read_frame(
 
 
 # ------------------------------------------------------------------------------------ per-partition steps
-def _missing(values: pd.Series) -> np.ndarray:
-    """Missing cells: NA, or text that is empty after stripping (as the in-memory coder)."""
-    miss = values.isna().to_numpy().copy()
-    if values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
-        stripped = values.astype("string").str.strip()
-        miss |= (stripped == "").fillna(True).to_numpy(dtype=bool)
-    return miss
+def _clean_column(col: pd.Series, options: ReadOptions) -> pd.Series:
+    """One id or label column with missing cells as NA: text as the in-memory readers clean it (the empty cell and
+    ``na_values`` missing, both ends trimmed with ``strip_whitespace``), categoricals as their values."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.astype(col.dtype.categories.dtype)
+    if not (col.dtype == object or pd.api.types.is_string_dtype(col.dtype)):
+        return col
+    try:
+        arr = pa.array(col, type=pa.string(), from_pandas=True)
+    except (pa.ArrowException, TypeError, ValueError):  # an object column mixing text and other values
+        return col.mask(col.isin(("", *options.na_values)))
+    out = clean_text(arr, options).to_pandas()
+    out.index = col.index
+    return out
+
+
+def clean(df: pd.DataFrame, options: ReadOptions) -> pd.DataFrame:
+    """The role columns of one raw partition, cleaned (:func:`_clean_column`)."""
+    return pd.DataFrame({r: _clean_column(df[r], options) for r in ROLES}, index=df.index)
 
 
 def _drop_missing(df: pd.DataFrame) -> pd.DataFrame:
-    keep = ~(_missing(df["task"]) | _missing(df["worker"]) | _missing(df["label"]))
-    return df[keep]
+    return df[df[list(ROLES)].notna().all(axis=1)]
 
 
 def census(df: pd.DataFrame) -> Census:
-    """Row counts and the distinct workers and labels of one raw partition."""
-    ids = _missing(df["task"]) | _missing(df["worker"])
-    lab = _missing(df["label"]) & ~ids
+    """Row counts and the distinct workers and labels of one cleaned partition."""
+    ids = (df["task"].isna() | df["worker"].isna()).to_numpy()
+    lab = df["label"].isna().to_numpy() & ~ids
     kept = df[~(ids | lab)]
     return Census(
         len(df), int(ids.sum()), int(lab.sum()), pd.Index(kept["worker"].unique()), pd.Index(kept["label"].unique())
     )
 
 
-def code_partition(df: pd.DataFrame, i: int, store: Store, workers: pd.Index, classes: pd.Index) -> Coding:
+@dataclass(frozen=True)
+class Codebook:
+    """Global codes of the distinct workers and labels, as they appear in the data (``*_keys``, any order), and
+    whether ids are shown as canonical text (file inputs)."""
+
+    worker_keys: pd.Index
+    worker_code: np.ndarray
+    label_keys: pd.Index
+    label_code: np.ndarray
+    n_workers: int
+    n_classes: int
+    as_text: bool
+
+    def codes(self, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        worker = self.worker_keys.get_indexer(df["worker"])
+        label = self.label_keys.get_indexer(df["label"])
+        if (worker < 0).any() or (label < 0).any():  # the census saw every value; this would be a bug
+            raise RuntimeError("a worker or label was not in the global codebook")
+        return self.worker_code[worker], self.label_code[label]
+
+
+def code_partition(df: pd.DataFrame, i: int, store: Store, book: Codebook) -> Coding:
     """Code one shuffled partition (local items, global workers and labels), sort it by item and store it."""
-    k = len(classes)
-    empty = np.zeros((len(workers), k), dtype=np.int64)
+    w, k = book.n_workers, book.n_classes
     if len(df) == 0:
-        return Coding({}, empty, 0)
+        return Coding({}, np.zeros((w, k), dtype=np.int64), 0)
     item, tasks = pd.factorize(df["task"], sort=True)
-    worker = workers.get_indexer(df["worker"])
-    label = classes.get_indexer(df["label"])
-    if (worker < 0).any() or (label < 0).any():  # the census saw every value; this would be a bug
-        raise RuntimeError("a worker or label was not in the global categories")
-    order = np.argsort((item * len(workers) + worker) * k + label, kind="stable")  # by item, worker, label
+    worker, label = book.codes(df)
+    order = np.argsort((item * w + worker) * k + label, kind="stable")  # by item, worker, label
     item, worker, label = item[order], worker[order], label[order]
     dup = int(np.count_nonzero((item[1:] == item[:-1]) & (worker[1:] == worker[:-1])))
-    write_coded(store, i, pd.Index(tasks), (item, worker, label))
-    counts = np.bincount(worker * k + label, minlength=len(workers) * k).reshape(len(workers), k)
+    ids = pa.array(np.asarray(tasks), from_pandas=True)
+    write_coded(store, i, canonical_text(ids, column="task") if book.as_text else ids, (item, worker, label))
+    counts = np.bincount(worker * k + label, minlength=w * k).reshape(w, k)
     return Coding({i: (len(tasks), len(df))}, counts, dup)
 
 
@@ -253,35 +289,39 @@ def ingest(
     label: str = "label",
     format: str | None = None,
     classes: Sequence[Any] | None = None,
+    na_values: Sequence[str] | str | None = None,
+    strip_whitespace: bool = False,
     scratch: str | None = None,
     partition_size: int = PARTITION_SIZE,
     storage_options: Mapping[str, Any] | None = None,
     min_workers: int = 2,
 ) -> CodedResponses:
     """Read, validate and code responses for the Dask engine (see the module docstring); runs on the active
-    scheduler.  ``scratch`` is where the coded partitions go (in a subdirectory of their own): a local temporary
-    directory by default (right for a ``LocalCluster``; deleted with the result), or a shared filesystem /
-    object-storage URL that every worker of a cluster can reach (delete it with :meth:`CodedResponses.cleanup`)."""
+    scheduler.  ``na_values`` / ``strip_whitespace`` / ``classes`` as for in-memory reading (``docs/DATA.md``).
+    ``scratch`` is where the coded partitions go (in a subdirectory of their own): a local temporary directory by
+    default (right for a ``LocalCluster``; deleted with the result), or a shared filesystem / object-storage URL
+    that every worker of a cluster can reach (delete it with :meth:`CodedResponses.cleanup`)."""
     import dask
+    import dask.dataframe as dd
     from dask import delayed
 
     require_dask()
     if int(partition_size) < 1:
         raise UserInputError(f"partition_size must be a positive number of responses, got {partition_size!r}.")
+    options = read_options(na_values, strip_whitespace)
+    as_text = not isinstance(source, (pd.DataFrame, dd.DataFrame))  # files: ids and labels as canonical text
     frame = read_frame(
-        source,
-        columns={"task": task, "worker": worker, "label": label},
-        format=format,
-        storage_options=storage_options,
-    )
+        source, columns={"task": task, "worker": worker, "label": label}, format=format, storage_options=storage_options
+    ).map_partitions(clean, options)
     seen = dask.compute(tree_sum([delayed(census, pure=True)(p) for p in frame.to_delayed()]))[0]
-    workers, class_index = _categories(seen, classes, min_workers)
+    book, workers, class_index = _codebook(seen, classes, min_workers, as_text)
     store, owned = _scratch(scratch, storage_options)
     kept = seen.rows - seen.missing_id - seen.missing_label
-    n_out = max(1, math.ceil(kept / int(partition_size)))
-    shuffled = frame.map_partitions(_drop_missing).shuffle(on="task", npartitions=n_out)
+    shuffled = frame.map_partitions(_drop_missing).shuffle(
+        on="task", npartitions=max(1, math.ceil(kept / partition_size))
+    )
     code = delayed(code_partition, pure=True)
-    shared = broadcast(store), broadcast(workers), broadcast(class_index)
+    shared = broadcast(store), broadcast(book)
     coded = dask.compute(tree_sum([code(p, i, *shared) for i, p in enumerate(shuffled.to_delayed())]))[0]
     report = ValidationReport(
         rows_read=seen.rows,
@@ -298,34 +338,51 @@ def ingest(
     return out
 
 
-def _categories(seen: Census, classes: Sequence[Any] | None, min_workers: int) -> tuple[pd.Index, pd.Index]:
-    """The global worker and class indexes (natural order, as in memory), with the in-memory checks."""
+def _natural(keys: pd.Index, as_text: bool) -> Coded:
+    """Distinct values in their natural order (``codes[i]`` = the code of ``keys[i]``), shown as canonical text for
+    file inputs or a column mixing types, else as they are (the in-memory rules)."""
+    mixed = keys.dtype == object and len({type(v) for v in keys}) > 1
+    return Coded(np.arange(len(keys)), text_values(keys) if as_text or mixed else keys).compact()
+
+
+def _codebook(
+    seen: Census, classes: Sequence[Any] | None, min_workers: int, as_text: bool
+) -> tuple[Codebook, pd.Index, pd.Index]:
+    """The global codebook and the worker and class indexes users see, with the in-memory checks."""
     if seen.rows == 0:
         raise UserInputError("the responses table is empty: it has a header but no rows.")
     if len(seen.workers) == 0:
         raise UserInputError("no usable responses: every row has a missing task, worker or label.")
-    if classes is None:
-        class_index = sorted_index(seen.labels)
-    else:
-        class_index = pd.Index(list(classes))
-        if class_index.has_duplicates:
-            raise UserInputError(f"the declared classes repeat a value: {list(class_index)}.")
-        unknown = seen.labels[class_index.get_indexer(seen.labels) < 0]
-        if len(unknown):
-            bad = sorted(str(v) for v in unknown)[:5]
-            raise UserInputError(f"labels {bad} are not among the declared classes {list(class_index)}.")
-    if len(class_index) < 2:
+    labels = _natural(seen.labels, as_text)
+    cls = labels if classes is None else class_codes(labels, classes)
+    if len(cls.values) < 2:
         raise UserInputError(
-            f"only one label value ({class_index[0]!r}) occurs, so there is nothing to aggregate; "
-            "pass the full list of classes if the others exist but were never chosen."
+            f"only one label value ({show_value(cls.values[0])}) occurs, so there is nothing to aggregate; pass "
+            "the full list of classes if the others exist but were never chosen."
         )
-    workers = sorted_index(seen.workers)
-    if len(workers) < min_workers:
+    workers = _natural(seen.workers, as_text)
+    if len(workers.values) < min_workers:
         raise UserInputError(
-            f"only {len(workers)} annotator ({workers[0]!r}) gave responses; estimating reliability "
-            f"needs at least {min_workers} annotators."
+            f"only {len(workers.values)} annotator ({show_value(workers.values[0])}) gave responses; estimating "
+            f"reliability needs at least {min_workers} annotators."
         )
-    return workers, class_index
+    book = Codebook(seen.workers, workers.codes, seen.labels, cls.codes, len(workers.values), len(cls.values), as_text)
+    return book, workers.values, cls.values
+
+
+def class_codes(labels: Coded, classes: Sequence[Any]) -> Coded:
+    """Labels coded into the declared ``classes`` (matched exactly, then by canonical text, as in memory)."""
+    declared = pd.Index(list(classes))
+    if declared.has_duplicates:
+        raise UserInputError(f"the declared classes repeat a value: {show_values(list(declared), 10)}.")
+    pos = declared.get_indexer(labels.values)
+    text = text_values(declared)
+    if (pos < 0).any() and not text.has_duplicates:
+        pos = np.where(pos < 0, text.get_indexer(text_values(labels.values)), pos)
+    bad = labels.values[pos < 0]
+    if len(bad):
+        raise UserInputError(explain_unknown(list(bad), list(declared), what="labels", among="the declared classes"))
+    return Coded(pos.astype(np.int64)[labels.codes], declared)
 
 
 def _scratch(scratch: str | None, storage_options: Mapping[str, Any] | None) -> tuple[Store, bool]:

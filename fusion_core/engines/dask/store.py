@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -59,7 +58,7 @@ class Store:
             fs.rm(base, recursive=True)
 
 
-def write_coded(store: Store, i: int, tasks: pd.Index, codes: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+def write_coded(store: Store, i: int, tasks: pa.Array, codes: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
     """Store partition ``i``: its coded responses (int32 item and worker codes, int16 label codes) and task ids."""
     item, worker, label = codes
     store.write(
@@ -73,7 +72,7 @@ def write_coded(store: Store, i: int, tasks: pd.Index, codes: tuple[np.ndarray, 
             }
         ),
     )
-    store.write(TASKS, i, pa.table({"task": pa.array(np.asarray(tasks), from_pandas=True)}))
+    store.write(TASKS, i, pa.table({"task": tasks}))
 
 
 @dataclass(frozen=True)
