@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 import pandas as pd
 
+from fusion_core.cli_dask import add_engine_options
 from fusion_core.data.export import EXPORT_FORMATS, write_csv, write_table
 from fusion_core.data.readers import FORMATS
 from fusion_core.data.responses import Responses
@@ -189,6 +190,10 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         return fit_multilabel(args, params, _reading(args))
     if args.label_sep is not None:
         raise UserInputError(f"--label-sep applies to multi-label methods (multilabel-em), not to '{meta.name}'.")
+    if args.engine == "dask":
+        from fusion_core.cli_dask import fit_dask
+
+        return fit_dask(args, params, _reading(args))
     resp = load_responses(
         args.answers,
         format=args.input_format,
@@ -329,6 +334,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     f.add_argument("--method", default="ds", help="registered method name (see `fusion-core methods`)")
     f.add_argument("--out", required=True, help="output directory")
     _add_io_options(f)
+    add_engine_options(f)
     f.add_argument("--layout", choices=["long", "wide"], default="long")
     f.add_argument("--task-col", default="task")
     f.add_argument("--worker-col", default="worker")

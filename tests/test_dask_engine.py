@@ -193,3 +193,23 @@ def test_bad_inputs_raise_one_clear_message(client, answers, tmp_path):
         warnings.simplefilter("ignore")
         with pytest.raises(UserInputError, match="scheduler must be"):
             fit(answers, "ds", scheduler=3.5)
+
+
+def test_cli_fits_on_the_dask_engine(tmp_path, capsys):
+    """``fusion-core fit --engine dask`` writes the same workers/confusion tables as the in-memory fit."""
+    import pandas as pd
+
+    from fusion_core.cli import main
+    from fusion_core.simulate import dawid_skene
+
+    sim = dawid_skene(n_items=200, n_workers=8, n_classes=3, seed=4)
+    src = tmp_path / "answers.csv"
+    sim.responses.to_csv(src, index=False)
+    assert main(["fit", str(src), "--method", "ds", "--out", str(tmp_path / "mem")]) == 0
+    args = ["fit", str(src), "--method", "ds", "--engine", "dask", "--scheduler", "synchronous", "--out"]
+    assert main([*args, str(tmp_path / "dask")]) == 0
+    assert "Dask engine" in capsys.readouterr().out
+    mem = pd.read_csv(tmp_path / "mem" / "workers.csv", dtype={"worker": str}).set_index("worker").sort_index()
+    dsk = pd.read_csv(tmp_path / "dask" / "workers.csv", dtype={"worker": str}).set_index("worker").sort_index()
+    assert np.allclose(mem["skill"], dsk.loc[mem.index, "skill"], atol=1e-6)
+    assert main([*args, str(tmp_path / "x"), "--gold", str(src)]) == 2

@@ -42,7 +42,8 @@ def scheduler(spec: Any = None) -> Iterator[None]:
         yield
         return
     if isinstance(spec, str) and spec in LOCAL_SCHEDULERS:
-        with dask.config.set(scheduler=spec):
+        # a local scheduler shuffles by tasks even when a distributed Client is active in the process
+        with dask.config.set({"scheduler": spec, "dataframe.shuffle.method": "tasks"}):
             yield
         return
     if isinstance(spec, str):
