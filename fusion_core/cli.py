@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import pandas as pd
 
 from fusion_core.cli_dask import add_engine_options
+from fusion_core.cli_ratings import add_rating_commands
 from fusion_core.data.export import EXPORT_FORMATS, write_csv, write_table
 from fusion_core.data.readers import FORMATS
 from fusion_core.data.responses import Responses
@@ -204,6 +205,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         sequence=args.sequence_col,
         position=args.position_col,
         duplicates=args.duplicates,
+        confidence=args.confidence_col,
         **_reading(args),
     )
     fit_kwargs = _side_inputs(args, meta, resp)
@@ -345,6 +347,9 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
         metavar="SEP",
         help="multi-label methods: the separator of the label set in each label cell (default |)",
     )
+    f.add_argument(
+        "--confidence-col", default=None, help="per-response confidence in [0, 1] (e.g. an LLM judge's probability)"
+    )
     f.add_argument("--sequence-col", default=None, help="sequence id column (sequential data)")
     f.add_argument("--position-col", default=None, help="position column (sequential data)")
     f.add_argument(
@@ -378,6 +383,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     s.add_argument("--activity", choices=["uniform", "zipf"], default="uniform")
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=_cmd_simulate)
+    add_rating_commands(sub, _add_io_options)
     return p
 
 
