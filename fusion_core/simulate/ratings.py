@@ -18,6 +18,7 @@ ORDINAL_ROLES: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
     "lenient": ((0.6, 1.0), (0.25, 0.45)),
     "harsh": ((-1.0, -0.6), (0.25, 0.45)),
     "noisy": ((-0.15, 0.15), (1.0, 1.5)),
+    "near chance": ((-0.15, 0.15), (3.5, 5.0)),
 }
 
 
@@ -47,6 +48,7 @@ def ordinal_crowd(
     n_lenient: int = 5,
     n_harsh: int = 5,
     n_noisy: int = 4,
+    n_chance: int = 0,
     class_prior: Sequence[float] | None = None,
     labels: Sequence[Any] | None = None,
     seed: int | None = 0,
@@ -55,7 +57,7 @@ def ordinal_crowd(
     """An ordinal crowd under the ordered-probit model of :mod:`fusion_core.methods.ordinal` (thresholds at the
     midpoints l − ½): each item's true level k, each annotator reports the level whose interval holds
     ``k + b_j + s_j ε``.  Roles (:data:`ORDINAL_ROLES`): lenient (bias +0.6…+1), harsh (−1…−0.6), noisy (noise
-    1…1.5 levels), the rest reliable.  Labels are ``1 … n_levels`` unless given.  ``workers_seed`` (default
+    1…1.5 levels), near chance (noise 3.5…5 levels: the report says little about the level), the rest reliable.  Labels are ``1 … n_levels`` unless given.  ``workers_seed`` (default
     ``seed``) draws the annotators' roles and parameters, ``seed`` the items and responses, so simulation studies
     can keep one crowd fixed.  ``extras``: ``role``, ``bias``, ``noise`` (Series by worker).
 
@@ -76,7 +78,8 @@ def ordinal_crowd(
     prior = np.full(k, 1.0 / k) if class_prior is None else np.asarray(class_prior, dtype=float)
     if prior.shape != (k,) or np.any(prior < 0) or not np.isclose(prior.sum(), 1.0):
         raise UserInputError(f"class_prior must be {k} non-negative numbers summing to 1.")
-    role = _roles(n_workers, {"lenient": n_lenient, "harsh": n_harsh, "noisy": n_noisy}, wrng)
+    counts = {"lenient": n_lenient, "harsh": n_harsh, "noisy": n_noisy, "near chance": n_chance}
+    role = _roles(n_workers, counts, wrng)
     lo_b = np.array([ORDINAL_ROLES[r][0][0] for r in role])
     hi_b = np.array([ORDINAL_ROLES[r][0][1] for r in role])
     lo_s = np.array([ORDINAL_ROLES[r][1][0] for r in role])
@@ -168,5 +171,73 @@ def numeric_ratings(
             "bias": pd.Series(bias, index=worker_ids, name="bias"),
             "noise": pd.Series(noise, index=worker_ids, name="noise"),
             "outlier": outlier,
+        },
+    )
+
+
+#: (bias range, noise range) in units of the true values' sd for each numeric role
+NUMERIC_ROLES: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
+    "reliable": ((-0.05, 0.05), (0.1, 0.3)),
+    "lenient": ((0.5, 0.8), (0.1, 0.3)),
+    "harsh": ((-0.8, -0.5), (0.1, 0.3)),
+    "noisy": ((-0.05, 0.05), (0.9, 1.3)),
+    "near chance": ((-0.05, 0.05), (3.0, 4.0)),
+}
+
+
+def numeric_crowd(
+    n_items: int = 400,
+    n_workers: int = 15,
+    responses_per_item: int = 5,
+    *,
+    n_lenient: int = 3,
+    n_harsh: int = 3,
+    n_noisy: int = 2,
+    n_chance: int = 0,
+    truth_mean: float = 50.0,
+    truth_sd: float = 10.0,
+    seed: int | None = 0,
+    workers_seed: int | None = None,
+) -> Simulation:
+    """Numeric ratings ``x = μ_i + b_j + ε`` (μ_i ~ N(truth_mean, truth_sd²), ε ~ N(0, s_j²)) from a crowd with
+    known roles (:data:`NUMERIC_ROLES`, in units of truth_sd): lenient (bias +0.5…+0.8 sd), harsh, noisy (noise
+    0.9…1.3 sd), near chance (3…4 sd), the rest reliable.  Biases are re-centred so that the average response is
+    unbiased, as :func:`numeric_ratings`.  ``extras``: ``role``, ``bias``, ``noise`` (Series by worker).
+
+    Examples
+    --------
+    >>> sim = numeric_crowd(n_items=50, n_workers=8, n_lenient=1, n_harsh=1, n_noisy=1, seed=0)
+    >>> len(sim.responses), dict(sorted(sim.extras["role"].value_counts().items()))
+    (250, {'harsh': 1, 'lenient': 1, 'noisy': 1, 'reliable': 5})
+    """
+    if n_workers < 2 or n_items < 1 or truth_sd <= 0:
+        raise UserInputError("simulation needs at least 2 workers, 1 item and truth_sd > 0.")
+    _check_design(n_workers, responses_per_item)
+    rng = np.random.default_rng(seed)
+    wrng = rng if workers_seed is None else np.random.default_rng(workers_seed)
+    counts = {"lenient": n_lenient, "harsh": n_harsh, "noisy": n_noisy, "near chance": n_chance}
+    role = _roles(n_workers, counts, wrng)
+    ranges = np.array([[*NUMERIC_ROLES[r][0], *NUMERIC_ROLES[r][1]] for r in role])
+    bias = truth_sd * wrng.uniform(ranges[:, 0], ranges[:, 1])
+    noise = truth_sd * wrng.uniform(ranges[:, 2], ranges[:, 3])
+    mu = truth_mean + truth_sd * rng.standard_normal(n_items)
+    chosen = sample_distinct(rng, n_items, responses_per_item, np.ones(n_workers))
+    item = np.repeat(np.arange(n_items), responses_per_item)
+    worker = chosen.ravel()
+    bias -= np.bincount(worker, minlength=n_workers) @ bias / len(worker)
+    value = mu[item] + bias[worker] + noise[worker] * rng.standard_normal(len(item))
+    task_ids = pd.Index([f"t{i}" for i in range(n_items)])
+    worker_ids = pd.Index([f"w{j}" for j in range(n_workers)])
+    return Simulation(
+        responses=pd.DataFrame({"task": task_ids.take(item), "worker": worker_ids.take(worker), "value": value}),
+        truth=pd.Series(mu, index=pd.Index(task_ids, name="task"), name="truth"),
+        confusion=None,
+        class_prior=None,
+        workers=worker_ids,
+        classes=pd.Index([]),
+        extras={
+            "role": pd.Series(role, index=worker_ids, name="role"),
+            "bias": pd.Series(bias, index=worker_ids, name="bias"),
+            "noise": pd.Series(noise, index=worker_ids, name="noise"),
         },
     )

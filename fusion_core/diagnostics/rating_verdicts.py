@@ -1,0 +1,364 @@
+"""Per-annotator verdicts for ordinal and numeric ratings — reliable, harsh, lenient, noisy, near chance, or not
+enough ratings to tell — from the fitted bias and noise *with* their bootstrap intervals.
+
+The model gives each annotator a bias b (> 0 lenient) and a noise level s: ``ordinal-em`` in levels
+(:mod:`fusion_core.methods.ordinal`), :class:`~fusion_core.methods.numeric.NumericTruth` in the data's units.
+Intervals are percentile intervals over ``n_bootstrap`` refits on items resampled with replacement (Efron &
+Tibshirani 1993, §13.3); an ordinal replicate starts from the full-data parameters (the level order fixes the
+labels, so no permutation problem arises).  The thresholds are declared once, in :data:`ORDINAL_RULE` and
+:data:`NUMERIC_RULE` (docs/RATINGS.md).  A property is flagged when its estimate is past the threshold *and* its
+whole interval is past ``evidence`` (½) of it — materially off, and surely off in that direction:
+
+* fewer than ``min_ratings`` ratings (or fewer than ``min_valid`` of the replicates saw the annotator):
+  **not enough ratings to tell**;
+* **near chance** when the annotator's reliability ``ρ = τ²/(τ² + s²)`` (τ the spread of the true values:
+  the share of the annotator's rating variance that is true-score variance, classical test theory) is at most
+  ``near_chance``, i.e. the noise is at least ``τ √(1/near_chance − 1)`` (2τ);
+* **lenient** (bias above +``bias``), **harsh** (below −``bias``), **noisy** (noise above ``noise``); joined
+  as "lenient and noisy";
+* **reliable** when both intervals lie inside the thresholds; otherwise (an interval reaches past a threshold
+  but nothing is flagged) **not enough ratings to tell**.
+
+Ordinal thresholds are in levels (``ordinal.LENIENT_BIAS``, ``ordinal.NOISY_NOISE``, the rule of the fit's own
+point verdicts); numeric ones in units of τ, the estimated sd of the true values, since the data's units vary.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from threadpoolctl import threadpool_limits
+
+from fusion_core.data.numeric import NumericResponses, as_numeric_responses
+from fusion_core.data.responses import Responses, as_responses
+from fusion_core.errors import AggregationWarning, UserInputError
+from fusion_core.methods.em import EMSettings, run_em
+from fusion_core.methods.numeric import NumericTruth
+from fusion_core.methods.ordinal import LENIENT_BIAS, NOISY_NOISE, OrdinalEM, OrdinalModel, OrdinalState, with_levels
+from fusion_core.methods.results import FitResult, OrdinalScale
+
+VERDICTS = ("reliable", "lenient", "harsh", "noisy", "near chance", "not enough ratings to tell")
+"""The plain words; "lenient and noisy" / "harsh and noisy" join two of them."""
+FLAGS = ("lenient", "harsh", "noisy", "near chance")
+
+
+@dataclass(frozen=True)
+class VerdictRule:
+    """Thresholds of the verdicts (module docstring): ``bias`` and ``noise`` in ``unit``; ``near_chance`` on the
+    reliability τ²/(τ² + s²); ``min_ratings`` per annotator; ``min_valid`` share of bootstrap replicates that
+    must include the annotator."""
+
+    bias: float
+    noise: float
+    unit: str
+    near_chance: float = 0.2
+    evidence: float = 0.5
+    min_ratings: int = 10
+    min_valid: float = 0.8
+
+    def text(self) -> str:
+        e = f"{self.evidence:g}×"
+        return (
+            f"lenient if the bias is above +{self.bias:g} {self.unit} and its whole interval above {e} that, harsh "
+            f"likewise below −{self.bias:g}; noisy if the noise is above {self.noise:g} {self.unit} and its whole "
+            f"interval above {e} that; near chance if the reliability τ²/(τ² + noise²) is at most "
+            f"{self.near_chance:g} (noise ≥ τ√(1/{self.near_chance:g} − 1), whole interval above {e} that); reliable "
+            f"if both intervals are inside the thresholds; otherwise, or below {self.min_ratings} ratings, not "
+            "enough ratings to tell"
+        )
+
+
+ORDINAL_RULE = VerdictRule(bias=LENIENT_BIAS, noise=NOISY_NOISE, unit="levels")
+NUMERIC_RULE = VerdictRule(bias=0.25, noise=0.5, unit="true-value sd")
+
+
+@dataclass(frozen=True)
+class RatingVerdicts:
+    """Verdicts of one fit.
+
+    ``table`` (index ``worker``, the user's ids): ``ratings``, ``bias``, ``bias_low``, ``bias_high``, ``noise``,
+    ``noise_low``, ``noise_high`` (in ``unit``: levels, or the data's units), ``reliability``, ``verdict``,
+    ``reason`` (one plain sentence).  ``scale_sd`` is τ in the same unit; numeric thresholds are multiples of it.
+    ``fit`` is the ``FitResult`` (ordinal) or the fitted :class:`NumericTruth` (numeric).
+    """
+
+    kind: str
+    table: pd.DataFrame
+    rule: VerdictRule
+    unit: str
+    scale_sd: float
+    level: float
+    n_bootstrap: int
+    fit: Any
+    notes: tuple[str, ...] = field(default=())
+
+    def counts(self) -> dict[str, int]:
+        """Annotators per verdict, in table order of first appearance."""
+        return {str(k): int(v) for k, v in self.table["verdict"].value_counts(sort=False).items()}
+
+    def flagged(self, word: str) -> pd.Index:
+        """Annotators whose verdict contains ``word`` (e.g. "noisy" also matches "lenient and noisy")."""
+        return self.table.index[self.table["verdict"].str.contains(word, regex=False)]
+
+    def export_frame(self) -> pd.DataFrame:
+        """The table with the annotator ids as the first column, ready for the formula-safe writer."""
+        return self.table.rename_axis("worker").reset_index()
+
+
+def decide(
+    ratings: np.ndarray,
+    bias: np.ndarray,
+    bias_ci: tuple[np.ndarray, np.ndarray],
+    noise: np.ndarray,
+    noise_ci: tuple[np.ndarray, np.ndarray],
+    *,
+    valid: np.ndarray,
+    rule: VerdictRule,
+    scale_sd: float,
+    unit: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Verdict words and reasons per annotator (module docstring); ``valid`` is the share of bootstrap replicates
+    that saw each annotator; thresholds ``rule.bias``/``rule.noise`` are already in ``unit``."""
+    blo, bhi = bias_ci
+    nlo, nhi = noise_ci
+    thin = (ratings < rule.min_ratings) | (valid < rule.min_valid) | ~np.isfinite(blo + bhi + nlo + nhi)
+    chance_noise = scale_sd * np.sqrt(1.0 / rule.near_chance - 1.0)  # ρ ≤ near_chance ⇔ s ≥ τ √(1/ρ − 1)
+    e = rule.evidence
+    verdict = np.empty(len(bias), dtype=object)
+    reason = np.empty(len(bias), dtype=object)
+    u = f" {unit}" if unit else ""
+    for j in range(len(bias)):  # one entry per annotator (not per response): plain words need a loop
+        b = f"bias {bias[j]:+.2f}{u} ({blo[j]:+.2f} to {bhi[j]:+.2f})"
+        s = f"noise {noise[j]:.2f}{u} ({nlo[j]:.2f} to {nhi[j]:.2f})"
+        if thin[j]:
+            verdict[j] = "not enough ratings to tell"
+            reason[j] = f"{int(ratings[j])} ratings; the verdicts need {rule.min_ratings} or more"
+            continue
+        if noise[j] >= chance_noise and nlo[j] >= e * chance_noise:
+            verdict[j], reason[j] = "near chance", f"{s} ≥ {chance_noise:.2f}: reliability ≤ {rule.near_chance:g}"
+            continue
+        lenient = bias[j] >= rule.bias and blo[j] >= e * rule.bias
+        harsh = bias[j] <= -rule.bias and bhi[j] <= -e * rule.bias
+        side = "lenient" if lenient else "harsh" if harsh else ""
+        noisy = noise[j] >= rule.noise and nlo[j] >= e * rule.noise
+        words = [w for w in (side, "noisy" if noisy else "") if w]
+        bias_clear = -rule.bias < blo[j] and bhi[j] < rule.bias
+        noise_clear = nhi[j] < rule.noise
+        if words:
+            verdict[j] = " and ".join(words)
+            parts = [b] if side else []
+            parts += [s] if noisy else []
+            reason[j] = "; ".join(parts) + f" (thresholds ±{rule.bias:.2f} and {rule.noise:.2f})"
+        elif bias_clear and noise_clear:
+            verdict[j] = "reliable"
+            reason[j] = f"{b} and {s} inside ±{rule.bias:.2f} and {rule.noise:.2f}"
+        else:
+            verdict[j] = "not enough ratings to tell"
+            straddles = [x for x, clear in ((b, bias_clear), (s, noise_clear)) if not clear]
+            reason[j] = (
+                "; ".join(straddles) + f": the interval reaches past a threshold (±{rule.bias:.2f}, {rule.noise:.2f})"
+            )
+    return verdict, reason
+
+
+def _percentiles(samples: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per column: low and high percentile over the finite replicates, and the share of finite replicates."""
+    finite = np.isfinite(samples)
+    valid = finite.mean(axis=0) if len(samples) else np.zeros(samples.shape[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns give NaN bounds
+        lo, hi = np.nanquantile(samples, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return lo, hi, valid
+
+
+def _check(n_bootstrap: int, level: float) -> None:
+    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)) or n_bootstrap < 20:
+        raise UserInputError(f"the verdicts need at least 20 bootstrap replicates; got {n_bootstrap!r}.")
+    if not 0 < level < 1:
+        raise UserInputError(f"level must be between 0 and 1 (e.g. 0.95); got {level!r}.")
+
+
+def _table(
+    workers: pd.Index,
+    ratings: np.ndarray,
+    bias: np.ndarray,
+    noise: np.ndarray,
+    samples: tuple[np.ndarray, np.ndarray],
+    *,
+    rule: VerdictRule,
+    scale_sd: float,
+    unit: str,
+    level: float,
+) -> pd.DataFrame:
+    blo, bhi, valid = _percentiles(samples[0], level)
+    nlo, nhi, _ = _percentiles(samples[1], level)
+    words, why = decide(
+        ratings, bias, (blo, bhi), noise, (nlo, nhi), valid=valid, rule=rule, scale_sd=scale_sd, unit=unit
+    )
+    return pd.DataFrame(
+        {
+            "ratings": ratings.astype(np.int64),
+            "bias": bias,
+            "bias_low": blo,
+            "bias_high": bhi,
+            "noise": noise,
+            "noise_low": nlo,
+            "noise_high": nhi,
+            "reliability": scale_sd**2 / (scale_sd**2 + noise**2),
+            "verdict": words,
+            "reason": why,
+        },
+        index=pd.Index(workers, name="worker"),
+    )
+
+
+# ------------------------------------------------------------------------------------------ ordinal
+def _ordinal_state(res: FitResult, scale: OrdinalScale, model: OrdinalModel) -> OrdinalState:
+    """The fitted parameters as an EM state (gap logits recovered from the level positions and cut points)."""
+    points = np.empty(2 * len(scale.positions) - 1)
+    points[0::2], points[1::2] = scale.positions, scale.thresholds
+    logits = np.log(np.maximum(np.diff(points), 1e-12))
+    return OrdinalState(
+        np.asarray(scale.bias, float),
+        np.log(np.asarray(scale.noise, float)),
+        logits - logits.mean() if model.estimate_scale else np.zeros(len(logits)),
+        np.asarray(res.class_prior, float),
+    )
+
+
+def ordinal_verdicts(
+    data: Responses | pd.DataFrame,
+    *,
+    levels: Any = "numeric",
+    scale: str = "estimated",
+    n_bootstrap: int = 100,
+    level: float = 0.95,
+    random_state: int | None = 0,
+    rule: VerdictRule = ORDINAL_RULE,
+) -> RatingVerdicts:
+    """Fit ``ordinal-em`` (``levels`` as in :class:`~fusion_core.methods.ordinal.OrdinalEM`) and give each
+    annotator a verdict from the bias and noise intervals of ``n_bootstrap`` item-resampled refits.
+
+    Examples
+    --------
+    >>> from fusion_core.simulate.ratings import ordinal_crowd
+    >>> sim = ordinal_crowd(n_items=300, n_workers=12, n_lenient=3, n_harsh=3, n_noisy=2, seed=0)
+    >>> v = ordinal_verdicts(sim.responses, n_bootstrap=40)
+    >>> v.table.loc[["w1", "w2", "w4", "w0"], "verdict"].tolist()
+    ['reliable', 'lenient', 'harsh', 'noisy']
+    """
+    _check(n_bootstrap, level)
+    resp = with_levels(as_responses(data), levels)
+    est = OrdinalEM(scale=scale, levels=list(resp.classes)).fit(resp)
+    res = est.result_
+    fitted = res.ordinal
+    if fitted is None:  # pragma: no cover - ordinal-em always sets it
+        raise RuntimeError("ordinal-em returned no ordinal scale")
+    model = OrdinalModel(resp, scale == "estimated", float(est.regularization))
+    start = _ordinal_state(res, fitted, model)
+    rng = np.random.default_rng(random_state)
+    w = resp.n_workers
+    b_s, s_s = np.full((n_bootstrap, w), np.nan), np.full((n_bootstrap, w), np.nan)
+    settings = EMSettings(tol=1e-6, max_iter=200, name="ordinal verdict bootstrap", warn=False)
+    with threadpool_limits(limits=1, user_api="blas"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", AggregationWarning)
+        for r in range(n_bootstrap):  # replicates, not responses
+            boot = resp.with_items_resampled(rng.integers(0, resp.n_items, size=resp.n_items))
+            run = run_em(OrdinalModel(boot, model.estimate_scale, model.regularization), start, settings)
+            seen = np.bincount(boot.worker, minlength=w) > 0
+            b_s[r, seen] = run.state.bias[seen]
+            s_s[r, seen] = np.exp(run.state.log_noise[seen])
+    prior = np.asarray(res.class_prior, float)
+    pos = np.asarray(fitted.positions, float)
+    tau = float(np.sqrt(prior @ (pos - prior @ pos) ** 2))
+    ratings = np.bincount(resp.worker, minlength=w)
+    table = _table(
+        resp.workers, ratings, fitted.bias, fitted.noise, (b_s, s_s),
+        rule=rule, scale_sd=tau, unit="levels", level=level,
+    )  # fmt: skip
+    return RatingVerdicts("ordinal", table, rule, "levels", tau, level, n_bootstrap, res, tuple(res.warnings))
+
+
+# ------------------------------------------------------------------------------------------ numeric
+def resample_numeric(resp: NumericResponses, draw: np.ndarray) -> NumericResponses:
+    """Bootstrap copy: items ``draw`` (codes, with repeats) become new items 0 … len − 1; annotators kept."""
+    order = np.argsort(resp.item, kind="stable")
+    starts = np.searchsorted(resp.item[order], np.arange(resp.n_items + 1))
+    lens = starts[draw + 1] - starts[draw]
+    offset = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    src = order[np.repeat(starts[draw], lens) + offset]
+    return NumericResponses(
+        item=np.repeat(np.arange(len(draw)), lens),
+        worker=resp.worker[src],
+        value=resp.value[src],
+        items=pd.RangeIndex(len(draw), name="bootstrap_item"),
+        workers=resp.workers,
+    )
+
+
+def numeric_verdicts(
+    data: NumericResponses | pd.DataFrame,
+    *,
+    noise: str = "gaussian",
+    reference: Any = None,
+    n_bootstrap: int = 100,
+    level: float = 0.95,
+    random_state: int | None = 0,
+    rule: VerdictRule = NUMERIC_RULE,
+) -> RatingVerdicts:
+    """Fit :class:`~fusion_core.methods.numeric.NumericTruth` and give each annotator a verdict from the bias and
+    noise intervals of ``n_bootstrap`` item-resampled refits; thresholds are ``rule`` × τ (the estimated sd of
+    the true values).  ``table`` columns are in the data's units.
+
+    Examples
+    --------
+    >>> from fusion_core.simulate.ratings import numeric_crowd
+    >>> sim = numeric_crowd(n_items=300, n_workers=12, n_lenient=2, n_harsh=2, n_noisy=2, seed=0)
+    >>> v = numeric_verdicts(sim.responses, n_bootstrap=40)
+    >>> bool((v.table["verdict"] == sim.extras["role"].reindex(v.table.index)).all())
+    True
+    """
+    _check(n_bootstrap, level)
+    resp = as_numeric_responses(data)
+    est = NumericTruth(noise=noise, reference=reference).fit(resp)
+    fit = est.result_
+    tau = float(fit.truth_sd)
+    rng = np.random.default_rng(random_state)
+    w = resp.n_workers
+    b_s, s_s = np.full((n_bootstrap, w), np.nan), np.full((n_bootstrap, w), np.nan)
+    boot_est = NumericTruth(noise=noise, reference=reference, tol=1e-7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AggregationWarning)
+        for r in range(n_bootstrap):  # replicates, not responses
+            boot = resample_numeric(resp, rng.integers(0, resp.n_items, size=resp.n_items))
+            bf = boot_est.fit(boot).result_
+            seen = np.bincount(boot.worker, minlength=w) > 0
+            b_s[r, seen] = bf.bias.to_numpy()[seen]
+            s_s[r, seen] = bf.noise.to_numpy()[seen]
+    scaled = VerdictRule(
+        bias=rule.bias * tau, noise=rule.noise * tau, unit=f"(τ = {tau:.3g})", near_chance=rule.near_chance,
+        evidence=rule.evidence, min_ratings=rule.min_ratings, min_valid=rule.min_valid,
+    )  # fmt: skip
+    table = _table(
+        resp.workers, resp.responses_per_worker, fit.bias.to_numpy(), fit.noise.to_numpy(), (b_s, s_s),
+        rule=scaled, scale_sd=tau, unit="", level=level,
+    )  # fmt: skip
+    return RatingVerdicts("numeric", table, rule, "data units", tau, level, n_bootstrap, est, fit.warnings)
+
+
+__all__ = [
+    "FLAGS",
+    "NUMERIC_RULE",
+    "ORDINAL_RULE",
+    "VERDICTS",
+    "RatingVerdicts",
+    "VerdictRule",
+    "decide",
+    "numeric_verdicts",
+    "ordinal_verdicts",
+    "resample_numeric",
+]
