@@ -19,7 +19,12 @@ from typing import Any, NoReturn
 import pandas as pd
 
 from fusion_core.cli_dask import add_engine_options
-from fusion_core.cli_ratings import add_rating_commands
+from fusion_core.cli_ratings import (
+    add_fit_rating_options,
+    add_rating_commands,
+    fit_rating_params,
+    write_fit_rating_outputs,
+)
 from fusion_core.data.export import EXPORT_FORMATS, write_csv, write_table
 from fusion_core.data.readers import FORMATS
 from fusion_core.data.responses import Responses
@@ -180,7 +185,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     from fusion_core.data.loading import load_responses
 
     meta = info(args.method)
-    params = _parse_params(args.param, args.method)
+    params = fit_rating_params(args, meta, _parse_params(args.param, args.method))
     if not args.max_mb > 0:
         raise UserInputError(f"--max-mb must be a positive number of megabytes; got {args.max_mb:g}.")
     if "multilabel" in meta.needs():  # label sets per answer: their own reader and outputs
@@ -213,6 +218,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         est = create(args.method, **params).fit(resp, **fit_kwargs)
     summary = write_outputs(est, Path(args.out), format=args.format, escape_formulas=not args.no_escape_formulas)
+    write_fit_rating_outputs(args, est, resp, params, fit_kwargs.get("true_labels"))
     for line in resp.report.messages():
         print(line, file=sys.stderr)
     shown = list(summary["warnings"])
@@ -350,6 +356,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     f.add_argument(
         "--confidence-col", default=None, help="per-response confidence in [0, 1] (e.g. an LLM judge's probability)"
     )
+    add_fit_rating_options(f)
     f.add_argument("--sequence-col", default=None, help="sequence id column (sequential data)")
     f.add_argument("--position-col", default=None, help="position column (sequential data)")
     f.add_argument(

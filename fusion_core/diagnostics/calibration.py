@@ -50,13 +50,15 @@ def wilson(successes: np.ndarray, n: np.ndarray, level: float) -> tuple[np.ndarr
     return centre - half, centre + half
 
 
-def _reference_codes(resp: Responses, reference: pd.Series | None, method: str) -> tuple[np.ndarray, str]:
+def _reference_codes(
+    resp: Responses, reference: pd.Series | None, method: str, name: str | None
+) -> tuple[np.ndarray, str]:
     """Reference label code per item (−1 where none) and its description."""
     codes = np.full(resp.n_items, -1)
     if reference is not None:
         items, values = resp.align_items(reference.dropna(), what="reference label")
         codes[items] = resp.label_codes(values, what="reference labels")
-        return codes, "gold labels"
+        return codes, name or "gold labels"
     from fusion_core.methods.registry import create
 
     with warnings.catch_warnings():
@@ -72,9 +74,11 @@ def calibration(
     method: str = "ds",
     bins: int = 10,
     level: float = 0.95,
+    reference_name: str | None = None,
 ) -> Calibration:
     """Reliability diagram numbers per judge and pooled (module docstring); a long table's ``confidence`` column
-    is the stated confidence.
+    is the stated confidence.  ``reference_name`` describes a given ``reference`` (default "gold labels"; e.g.
+    "the labels of ds" when they are a fit's labels).
 
     Examples
     --------
@@ -96,7 +100,7 @@ def calibration(
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or not 2 <= bins <= 100:
         raise UserInputError(f"bins must be a whole number from 2 to 100; got {bins!r}.")
     conf = np.asarray(resp.weight, dtype=float)
-    ref, source = _reference_codes(resp, reference, method)
+    ref, source = _reference_codes(resp, reference, method, reference_name)
     keep = ref[resp.item] >= 0
     if not keep.any():
         raise UserInputError("no response is on an item with a reference label.")
