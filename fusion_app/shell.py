@@ -25,6 +25,7 @@ PAGES = (
     ("pages/4_Cartels.py", "4 · Cartels", ":material/hub:"),
     ("pages/5_Items.py", "5 · Items", ":material/list:"),
     ("pages/6_Compare.py", "6 · Compare", ":material/compare:"),
+    ("pages/7_Ratings.py", "7 · Ratings", ":material/star_half:"),
 )
 """Sidebar navigation (path, label, icon).  Streamlit's automatic page list is hidden in
 ``.streamlit/config.toml`` because it would label the home page by its file name ("app")."""

@@ -7,6 +7,12 @@ of responses equal to the reference label, a Wilson interval for that share, and
 the gold label where given, else the consensus of a method that weighs confidences (Dawid–Skene by default) —
 a consensus that includes the judge itself, so accuracies against it run somewhat high.  ``ECE = Σ_b (n_b/N)
 |accuracy_b − confidence_b|``; ``overconfidence`` is the mean confidence minus the accuracy.
+
+Verdict per judge (thresholds declared once: :data:`CALIBRATION_GAP`, :data:`MIN_RESPONSES`): **over-confident**
+when the mean confidence exceeds the accuracy by at least the gap and lies above the accuracy's Wilson interval,
+**under-confident** likewise below, **calibrated on average** when the gap is smaller and the mean confidence lies
+inside the interval (calibration in the large: the ECE column says how well single bins match), otherwise (or
+with fewer than ``MIN_RESPONSES`` referenced responses) **not enough responses to tell**.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from scipy.special import ndtri
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.errors import AggregationWarning, UserInputError
 
+CALIBRATION_GAP = 0.05  # |mean confidence − accuracy| at least this: over- or under-confident
+MIN_RESPONSES = 20  # fewer referenced responses: not enough to tell
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -29,7 +38,8 @@ class Calibration:
     ``bins``: one row per (judge, bin) with responses — columns ``judge`` (the user's id, or None for the pooled
     rows), ``bin_low``, ``bin_high``, ``confidence`` (mean stated), ``accuracy`` (observed), ``low``/``high``
     (Wilson interval at ``level``), ``count``.  ``summary``: one row per judge (index ``worker``): ``responses``,
-    ``confidence``, ``accuracy``, ``overconfidence``, ``ece``; ``pooled`` the same numbers over every response.
+    ``confidence``, ``accuracy``, ``accuracy_low``, ``accuracy_high``, ``overconfidence``, ``ece``, ``verdict``;
+    ``pooled`` the numbers over every response.
     ``reference`` says what accuracy is measured against.
     """
 
@@ -152,7 +162,11 @@ def calibration(
             },
             index=pd.Index(judge_ids, name="worker"),
         )
-    summary.insert(3, "overconfidence", summary["confidence"] - summary["accuracy"])
+    acc_lo, acc_hi = wilson(sum_r.reshape(w, bins).sum(axis=1), resp_n, level)
+    summary.insert(3, "accuracy_low", acc_lo)
+    summary.insert(4, "accuracy_high", acc_hi)
+    summary.insert(5, "overconfidence", summary["confidence"] - summary["accuracy"])
+    summary["verdict"] = judge_verdicts(summary)
     total = float(pooled_n.sum())
     pooled = {
         "responses": total,
@@ -164,4 +178,17 @@ def calibration(
     return Calibration(table, summary, pooled, source, level)
 
 
-__all__ = ["Calibration", "calibration", "wilson"]
+def judge_verdicts(summary: pd.DataFrame) -> np.ndarray:
+    """Over-confident / under-confident / calibrated on average / not enough responses to tell (module docstring)."""
+    gap = summary["overconfidence"].to_numpy()
+    conf = summary["confidence"].to_numpy()
+    lo, hi = summary["accuracy_low"].to_numpy(), summary["accuracy_high"].to_numpy()
+    enough = summary["responses"].to_numpy() >= MIN_RESPONSES
+    out = np.full(len(summary), "not enough responses to tell", dtype=object)
+    out[enough & (gap >= CALIBRATION_GAP) & (conf > hi)] = "over-confident"
+    out[enough & (gap <= -CALIBRATION_GAP) & (conf < lo)] = "under-confident"
+    out[enough & (np.abs(gap) < CALIBRATION_GAP) & (conf >= lo) & (conf <= hi)] = "calibrated on average"
+    return out
+
+
+__all__ = ["CALIBRATION_GAP", "MIN_RESPONSES", "Calibration", "calibration", "judge_verdicts", "wilson"]
