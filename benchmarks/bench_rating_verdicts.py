@@ -4,8 +4,8 @@ any flag (misflagged) or left undecided ("not enough ratings to tell"), and the 
 intervals (numeric: the true biases are known exactly).
 
 Design per seed: 20 annotators (4 lenient, 4 harsh, 4 noisy, 2 near chance, 6 reliable), 5 ratings per item;
-ordinal: 400 items on 5 levels; numeric: 300 items.  Run: python benchmarks/bench_rating_verdicts.py [--seeds 20]
-[--bootstrap 100]
+400 items (≈ 100 ratings per annotator), and with ``--sparse`` 120 items (≈ 30).
+Run: python benchmarks/bench_rating_verdicts.py [--seeds 20] [--bootstrap 100] [--sparse]
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ KINDS = ("lenient", "harsh", "noisy", "near chance")
 DESIGN = {"n_workers": 20, "n_lenient": 4, "n_harsh": 4, "n_noisy": 4, "n_chance": 2}
 
 
-def run(kind: str, seeds: int, n_bootstrap: int) -> None:
+def run(kind: str, seeds: int, n_bootstrap: int, items: int) -> None:
     hits: dict[str, list[bool]] = {k: [] for k in KINDS}
     misflag, undecided, covered = [], [], []
     t0 = time.perf_counter()
     for seed in range(seeds):
         if kind == "ordinal":
-            sim = ordinal_crowd(n_items=400, seed=1000 + seed, **DESIGN)
+            sim = ordinal_crowd(n_items=items, seed=1000 + seed, **DESIGN)
             v = ordinal_verdicts(sim.responses, n_bootstrap=n_bootstrap, random_state=seed)
         else:
-            sim = numeric_crowd(n_items=300, seed=1000 + seed, **DESIGN)
+            sim = numeric_crowd(n_items=items, seed=1000 + seed, **DESIGN)
             v = numeric_verdicts(sim.responses, n_bootstrap=n_bootstrap, random_state=seed)
             true = sim.extras["bias"].reindex(v.table.index)
             covered += ((v.table["bias_low"] <= true) & (true <= v.table["bias_high"])).tolist()
@@ -50,11 +50,14 @@ def run(kind: str, seeds: int, n_bootstrap: int) -> None:
                 hits[r].append(r in verdict[w])
     secs = (time.perf_counter() - t0) / seeds
     flagged = ", ".join(f"{k} {100 * np.mean(h):.1f} % of {len(h)}" for k, h in hits.items())
-    print(f"{kind}: {seeds} seeds, {n_bootstrap} bootstrap refits, {secs:.1f} s per crowd")
+    per = 5 * items / DESIGN["n_workers"]
+    print(f"{kind}: {items} items (≈ {per:.0f} ratings per annotator), {seeds} seeds, {n_bootstrap} refits, "
+          f"{secs:.1f} s per crowd", flush=True)  # fmt: skip
     print(f"  flagged as their kind: {flagged}")
     print(
         f"  reliable annotators ({len(misflag)}): misflagged {100 * np.mean(misflag):.1f} %, "
-        f"not enough ratings to tell {100 * np.mean(undecided):.1f} %"
+        f"not enough ratings to tell {100 * np.mean(undecided):.1f} %",
+        flush=True,
     )
     if covered:
         print(f"  95 % bias intervals cover the true bias for {100 * np.mean(covered):.1f} % of {len(covered)}")
@@ -64,10 +67,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--bootstrap", type=int, default=100)
+    p.add_argument("--sparse", action="store_true", help="also 120 items (≈ 30 ratings per annotator)")
     args = p.parse_args()
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    for kind in ("ordinal", "numeric"):
-        run(kind, args.seeds, args.bootstrap)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    for items in (400, 120) if args.sparse else (400,):
+        for kind in ("ordinal", "numeric"):
+            run(kind, args.seeds, args.bootstrap, items)
 
 
 if __name__ == "__main__":

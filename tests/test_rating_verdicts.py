@@ -119,9 +119,11 @@ def test_decide_by_hand():
     assert _decide(0.0, -0.1, 0.1, 0.3, 0.2, 0.4)[0] == "reliable"
     assert _decide(0.6, b / 2 + 0.01, 0.8, 0.3, 0.2, 0.4)[0] == "lenient"
     assert _decide(0.6, b / 2 - 0.01, 0.8, 0.3, 0.2, 0.4)[0] == "not enough ratings to tell"  # maybe unbiased
-    assert _decide(b - 0.01, 0.2, 0.5, 0.3, 0.2, 0.4)[0] == "not enough ratings to tell"  # reaches past +0.3
+    assert _decide(b - 0.01, 0.2, 1.5 * b - 0.01, 0.3, 0.2, 0.4)[0] == "reliable"  # within the margin
+    assert _decide(b - 0.01, 0.2, 1.5 * b + 0.01, 0.3, 0.2, 0.4)[0] == "not enough ratings to tell"
     assert _decide(-0.6, -0.8, -b / 2 - 0.01, s, s / 2 + 0.01, 1.2)[0] == "harsh and noisy"
-    assert _decide(0.0, -0.1, 0.1, s - 0.01, 0.5, 1.2)[0] == "not enough ratings to tell"  # noise reaches past
+    assert _decide(0.0, -0.1, 0.1, s - 0.01, 0.5, 1.5 * s - 0.01)[0] == "reliable"
+    assert _decide(0.0, -0.1, 0.1, s - 0.01, 0.5, 1.5 * s + 0.01)[0] == "not enough ratings to tell"
     assert _decide(0.0, -0.1, 0.1, 0.3, 0.2, 0.4, ratings=9)[0] == "not enough ratings to tell"
     assert _decide(0.0, -0.1, 0.1, 0.3, 0.2, 0.4, valid=0.5)[0] == "not enough ratings to tell"
     # reliability τ²/(τ² + s²) ≤ 0.2 ⇔ s ≥ 2τ (τ = 1 here), whole interval above τ

@@ -6,8 +6,10 @@ The model gives each annotator a bias b (> 0 lenient) and a noise level s: ``ord
 Intervals are percentile intervals over ``n_bootstrap`` refits on items resampled with replacement (Efron &
 Tibshirani 1993, §13.3); an ordinal replicate starts from the full-data parameters (the level order fixes the
 labels, so no permutation problem arises).  The thresholds are declared once, in :data:`ORDINAL_RULE` and
-:data:`NUMERIC_RULE` (docs/RATINGS.md).  A property is flagged when its estimate is past the threshold *and* its
-whole interval is past ``evidence`` (½) of it — materially off, and surely off in that direction:
+:data:`NUMERIC_RULE` (docs/RATINGS.md).  The estimate says on which side of a threshold an annotator is; the
+verdict stands when the whole interval stays on that side give or take a ``margin`` (½) of the threshold —
+e.g. lenient needs bias ≥ 0.3 levels with the interval above 0.15, reliable needs |bias| < 0.3 with the interval
+inside ±0.45:
 
 * fewer than ``min_ratings`` ratings (or fewer than ``min_valid`` of the replicates saw the annotator):
   **not enough ratings to tell**;
@@ -16,8 +18,9 @@ whole interval is past ``evidence`` (½) of it — materially off, and surely of
   ``near_chance``, i.e. the noise is at least ``τ √(1/near_chance − 1)`` (2τ);
 * **lenient** (bias above +``bias``), **harsh** (below −``bias``), **noisy** (noise above ``noise``); joined
   as "lenient and noisy";
-* **reliable** when both intervals lie inside the thresholds; otherwise (an interval reaches past a threshold
-  but nothing is flagged) **not enough ratings to tell**.
+* **reliable** when both estimates are inside the thresholds (intervals inside them give or take the margin);
+  otherwise (an interval reaches further across a threshold and nothing is flagged) **not enough ratings to
+  tell**.
 
 Ordinal thresholds are in levels (``ordinal.LENIENT_BIAS``, ``ordinal.NOISY_NOISE``, the rule of the fit's own
 point verdicts); numeric ones in units of τ, the estimated sd of the true values, since the data's units vary.
@@ -49,26 +52,25 @@ FLAGS = ("lenient", "harsh", "noisy", "near chance")
 @dataclass(frozen=True)
 class VerdictRule:
     """Thresholds of the verdicts (module docstring): ``bias`` and ``noise`` in ``unit``; ``near_chance`` on the
-    reliability τ²/(τ² + s²); ``min_ratings`` per annotator; ``min_valid`` share of bootstrap replicates that
-    must include the annotator."""
+    reliability τ²/(τ² + s²); ``margin``: how far (as a share of the threshold) an interval may reach across the
+    threshold on the other side of the estimate; ``min_ratings`` per annotator; ``min_valid`` share of bootstrap
+    replicates that must include the annotator."""
 
     bias: float
     noise: float
     unit: str
     near_chance: float = 0.2
-    evidence: float = 0.5
+    margin: float = 0.5
     min_ratings: int = 10
     min_valid: float = 0.8
 
     def text(self) -> str:
-        e = f"{self.evidence:g}×"
         return (
-            f"lenient if the bias is above +{self.bias:g} {self.unit} and its whole interval above {e} that, harsh "
-            f"likewise below −{self.bias:g}; noisy if the noise is above {self.noise:g} {self.unit} and its whole "
-            f"interval above {e} that; near chance if the reliability τ²/(τ² + noise²) is at most "
-            f"{self.near_chance:g} (noise ≥ τ√(1/{self.near_chance:g} − 1), whole interval above {e} that); reliable "
-            f"if both intervals are inside the thresholds; otherwise, or below {self.min_ratings} ratings, not "
-            "enough ratings to tell"
+            f"lenient if the bias is at least +{self.bias:g} {self.unit}, harsh if at most −{self.bias:g}; noisy if "
+            f"the noise is at least {self.noise:g} {self.unit}; near chance if the reliability τ²/(τ² + noise²) is at "
+            f"most {self.near_chance:g}; reliable if inside the thresholds.  Each verdict needs its whole interval on "
+            f"the same side of the threshold, give or take {self.margin:g} of it, and {self.min_ratings} ratings; "
+            "otherwise: not enough ratings to tell"
         )
 
 
@@ -127,7 +129,7 @@ def decide(
     nlo, nhi = noise_ci
     thin = (ratings < rule.min_ratings) | (valid < rule.min_valid) | ~np.isfinite(blo + bhi + nlo + nhi)
     chance_noise = scale_sd * np.sqrt(1.0 / rule.near_chance - 1.0)  # ρ ≤ near_chance ⇔ s ≥ τ √(1/ρ − 1)
-    e = rule.evidence
+    lo_f, hi_f = 1.0 - rule.margin, 1.0 + rule.margin  # how far across a threshold an interval may reach
     verdict = np.empty(len(bias), dtype=object)
     reason = np.empty(len(bias), dtype=object)
     u = f" {unit}" if unit else ""
@@ -138,16 +140,16 @@ def decide(
             verdict[j] = "not enough ratings to tell"
             reason[j] = f"{int(ratings[j])} ratings; the verdicts need {rule.min_ratings} or more"
             continue
-        if noise[j] >= chance_noise and nlo[j] >= e * chance_noise:
+        if noise[j] >= chance_noise and nlo[j] >= lo_f * chance_noise:
             verdict[j], reason[j] = "near chance", f"{s} ≥ {chance_noise:.2f}: reliability ≤ {rule.near_chance:g}"
             continue
-        lenient = bias[j] >= rule.bias and blo[j] >= e * rule.bias
-        harsh = bias[j] <= -rule.bias and bhi[j] <= -e * rule.bias
+        lenient = bias[j] >= rule.bias and blo[j] >= lo_f * rule.bias
+        harsh = bias[j] <= -rule.bias and bhi[j] <= -lo_f * rule.bias
         side = "lenient" if lenient else "harsh" if harsh else ""
-        noisy = noise[j] >= rule.noise and nlo[j] >= e * rule.noise
+        noisy = noise[j] >= rule.noise and nlo[j] >= lo_f * rule.noise
         words = [w for w in (side, "noisy" if noisy else "") if w]
-        bias_clear = -rule.bias < blo[j] and bhi[j] < rule.bias
-        noise_clear = nhi[j] < rule.noise
+        bias_clear = abs(bias[j]) < rule.bias and -hi_f * rule.bias < blo[j] and bhi[j] < hi_f * rule.bias
+        noise_clear = noise[j] < rule.noise and nhi[j] < hi_f * rule.noise
         if words:
             verdict[j] = " and ".join(words)
             parts = [b] if side else []
@@ -155,12 +157,12 @@ def decide(
             reason[j] = "; ".join(parts) + f" (thresholds ±{rule.bias:.2f} and {rule.noise:.2f})"
         elif bias_clear and noise_clear:
             verdict[j] = "reliable"
-            reason[j] = f"{b} and {s} inside ±{rule.bias:.2f} and {rule.noise:.2f}"
+            reason[j] = f"{b} and {s} inside ±{rule.bias:.2f} and {rule.noise:.2f} (intervals within the margin)"
         else:
             verdict[j] = "not enough ratings to tell"
             straddles = [x for x, clear in ((b, bias_clear), (s, noise_clear)) if not clear]
-            reason[j] = (
-                "; ".join(straddles) + f": the interval reaches past a threshold (±{rule.bias:.2f}, {rule.noise:.2f})"
+            reason[j] = "; ".join(straddles) + (
+                f": the interval reaches too far across a threshold (±{rule.bias:.2f}, {rule.noise:.2f})"
             )
     return verdict, reason
 
@@ -341,7 +343,7 @@ def numeric_verdicts(
             s_s[r, seen] = bf.noise.to_numpy()[seen]
     scaled = VerdictRule(
         bias=rule.bias * tau, noise=rule.noise * tau, unit=f"(τ = {tau:.3g})", near_chance=rule.near_chance,
-        evidence=rule.evidence, min_ratings=rule.min_ratings, min_valid=rule.min_valid,
+        margin=rule.margin, min_ratings=rule.min_ratings, min_valid=rule.min_valid,
     )  # fmt: skip
     table = _table(
         resp.workers, resp.responses_per_worker, fit.bias.to_numpy(), fit.noise.to_numpy(), (b_s, s_s),
