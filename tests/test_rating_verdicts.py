@@ -152,3 +152,21 @@ def test_bad_settings_are_user_errors():
         ordinal_verdicts(sim.responses, level=1.5)
     with pytest.raises(UserInputError, match="levels"):
         ordinal_verdicts(sim.responses.assign(label="x" + sim.responses["label"].astype(str)))
+
+
+def test_rating_report_refuses_the_wrong_label_type():
+    from fusion_core.data.responses import Responses
+    from fusion_core.diagnostics.rating_report import numeric_from, rating_demo, rating_report
+
+    words = Responses.from_frame(pd.DataFrame({"task": [1, 1, 2, 2], "worker": list("abab"), "label": list("xyxy")}))
+    with pytest.raises(UserInputError, match="numbers"):
+        rating_report(words, "numeric")
+    with pytest.raises(UserInputError, match="confidence"):
+        rating_report(words, "judges")
+    with pytest.raises(UserInputError, match="label type"):
+        rating_report(words, "colours")
+    with pytest.raises(UserInputError, match="label type"):
+        rating_demo("colours")
+    levels = Responses.from_frame(pd.DataFrame({"task": [1, 1, 2], "worker": list("aba"), "label": ["2", "4.5", "3"]}))
+    num = numeric_from(levels)
+    assert sorted(num.value.tolist()) == [2.0, 3.0, 4.5] and list(num.workers) == ["a", "b"]
