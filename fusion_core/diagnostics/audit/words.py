@@ -123,6 +123,11 @@ def _cartel(a: AuditResult) -> Finding:
         text = f"No evidence of a cartel: the test ran and found no separable group. {c.reason}"
     else:
         text = f"The cartel check could not run: {c.reason}"
+        if c.report is not None:
+            text += (
+                " It needs annotators who each share 10 or more items with 3 or more others, and those annotators "
+                "should give most of the responses: have several annotators label the same items to make it possible."
+            )
     return Finding(
         "Is anyone colluding?", text, "cartel" if c.report is not None and c.status != "could_not_run" else ""
     )
