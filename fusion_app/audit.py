@@ -6,10 +6,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import plotly.graph_objects as go
+
 from fusion_app.cache import fit_key
 from fusion_app.state import State, session
 from fusion_core.data.dataset import Dataset
 from fusion_core.diagnostics.audit import AuditProgress, AuditResult, run_audit
+from fusion_core.plots.audit import audit_figures
 
 AUDIT_METHOD = "auto"
 
@@ -25,7 +28,7 @@ def cached_audit(ds: Dataset, ss: State | None = None) -> AuditResult | None:
     if entry is None:
         return None
     if entry[0] != _key(ds):
-        ss["fc_audit"] = None
+        ss["fc_audit"] = ss["fc_audit_figures"] = None
         return None
     return entry[1]
 
@@ -45,6 +48,16 @@ def audit_now(
     ss.setdefault("fc_params", {})[AUDIT_METHOD] = {}
     ss["fc_audit"] = (_key(ds), audit)
     return audit
+
+
+def figures_for(audit: AuditResult, ss: State | None = None) -> dict[str, go.Figure]:
+    """The audit's charts, built once per audit in this session (page reruns reuse them)."""
+    ss = session() if ss is None else ss
+    entry = ss.get("fc_audit_figures")
+    if entry is None or entry[0] is not audit:
+        entry = (audit, audit_figures(audit))
+        ss["fc_audit_figures"] = entry
+    return entry[1]
 
 
 def duration(seconds: float) -> str:

@@ -3,11 +3,10 @@ questions in plain words, each with its chart; every annotator's verdict in a se
 
 import streamlit as st
 
-from fusion_app.audit import Throttle, audit_now, cached_audit, duration, progress_text
+from fusion_app.audit import Throttle, audit_now, cached_audit, duration, figures_for, progress_text
 from fusion_app.shell import download_buttons, md_escape, no_data_notice, page_setup, show_error
 from fusion_core.diagnostics.audit import ADVERSARIAL, COLLUDING, SPAMMER, VERDICTS, AuditProgress, findings
 from fusion_core.errors import UserInputError
-from fusion_core.plots.audit import audit_figures
 from fusion_core.report import report_html
 
 MAX_SHOWN_ITEMS = 1000
@@ -66,7 +65,7 @@ m[1].metric("labels right (estimated)", f"{100 * audit.labels.accuracy:.0f}%")
 m[2].metric("items to look at again", f"{int(audit.review.flagged.sum()):,}")
 m[3].metric("Krippendorff's α", "n/a" if audit.alpha is None else f"{audit.alpha.value:.2f}")
 
-figs = audit_figures(audit)
+figs = figures_for(audit)
 for f in findings(audit):
     st.subheader(f.question)
     text_col, chart_col = st.columns([2, 3])
@@ -84,20 +83,27 @@ for f in findings(audit):
     if f.chart in figs:
         chart_col.plotly_chart(figs[f.chart], key=f"audit_chart_{f.chart}")
 
-st.subheader("Every annotator, worst first")
-st.caption(md_escape(audit.annotators.rule.describe()))
-table = audit.annotators.frame()
-c1, c2 = st.columns([2, 3])
-query = c1.text_input("Search annotators", key="audit_search", placeholder="annotator id contains…")
-chosen = c2.multiselect("Show verdicts", list(VERDICTS), key="audit_filter", placeholder="all verdicts")
-shown = table
-if query:
-    shown = shown[shown.index.astype(str).str.contains(query, case=False, regex=False)]
-if chosen:
-    shown = shown[shown["verdict"].isin(chosen)]
-st.caption(f"{len(shown):,} of {len(table):,} annotators")
-st.dataframe(shown, key="audit_table")
-download_buttons("Verdict table", table, "audit-annotators", key="audit_dl_annotators")
+
+@st.fragment
+def verdict_table() -> None:
+    """Search and filter rerun only this part of the page."""
+    st.subheader("Every annotator, worst first")
+    st.caption(md_escape(audit.annotators.rule.describe()))
+    table = audit.annotators.frame()
+    c1, c2 = st.columns([2, 3])
+    query = c1.text_input("Search annotators", key="audit_search", placeholder="annotator id contains…")
+    chosen = c2.multiselect("Show verdicts", list(VERDICTS), key="audit_filter", placeholder="all verdicts")
+    shown = table
+    if query:
+        shown = shown[shown.index.astype(str).str.contains(query, case=False, regex=False)]
+    if chosen:
+        shown = shown[shown["verdict"].isin(chosen)]
+    st.caption(f"{len(shown):,} of {len(table):,} annotators")
+    st.dataframe(shown, key="audit_table")
+    download_buttons("Verdict table", table, "audit-annotators", key="audit_dl_annotators")
+
+
+verdict_table()
 
 review = audit.review.frame()
 st.subheader(f"Items that need another look ({len(review):,})")

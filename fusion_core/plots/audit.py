@@ -90,10 +90,22 @@ def skill_evidence(audit: AuditResult) -> go.Figure:
     return base_layout(fig, "Annotator skill above chance, with the evidence behind it", height=460)
 
 
-def label_confidence(audit: AuditResult) -> go.Figure:
-    """Histogram of each item's label probability, with the review threshold."""
+def label_confidence(audit: AuditResult, bins: int = 40) -> go.Figure:
+    """Histogram of each item's label probability (binned here, so the figure stays small on any number of
+    items), with the review threshold."""
     r = audit.review
-    fig = go.Figure(go.Histogram(x=r.confidence, nbinsx=40, marker_color=color_for(0), name="items"))
+    counts, edges = np.histogram(np.clip(r.confidence, 0.0, 1.0), bins=bins, range=(0.0, 1.0))
+    mids = (edges[:-1] + edges[1:]) / 2
+    fig = go.Figure(
+        go.Bar(
+            x=mids,
+            y=counts,
+            width=np.diff(edges),
+            marker_color=color_for(0),
+            customdata=np.column_stack([edges[:-1], edges[1:]]),
+            hovertemplate="label probability %{customdata[0]:.3f}–%{customdata[1]:.3f}: %{y} items<extra></extra>",
+        )
+    )
     fig.add_vline(
         x=r.rule.min_confidence,
         line_dash="dash",

@@ -76,33 +76,37 @@ class ReviewItems:
             name="items",
         )
 
-    def frame(self, only_flagged: bool = True) -> pd.DataFrame:
-        """The items to look at again (least confident first) with their label, majority vote and reasons."""
-        reasons = np.full(len(self.items), "", dtype=object)
-        for mask, text in (
+    def _rows(self, mask: np.ndarray) -> pd.DataFrame:
+        """The selected items (least confident first) with label, probability, majority vote, responses, reasons."""
+        sel = np.flatnonzero(mask)
+        sel = sel[np.argsort(self.confidence[sel], kind="stable")]
+        reasons = np.full(len(sel), "", dtype=object)
+        for flags, text in (
             (self.low_confidence, "low confidence"),
             (self.disagrees, "differs from majority vote"),
             (self.few_responses, "few responses"),
         ):
-            reasons = np.where(mask, np.where(reasons == "", text, reasons + "; " + text), reasons)
-        df = pd.DataFrame(
+            on = flags[sel]
+            reasons = np.where(on, np.where(reasons == "", text, reasons + "; " + text), reasons)
+        return pd.DataFrame(
             {
-                "label": self.classes.take(self.label),
-                "label probability": self.confidence,
-                "majority vote": self.classes.take(self.majority),
-                "responses": self.n_responses,
+                "label": self.classes.take(self.label[sel]),
+                "label probability": self.confidence[sel],
+                "majority vote": self.classes.take(self.majority[sel]),
+                "responses": self.n_responses[sel],
                 "why": reasons,
             },
-            index=pd.Index(self.items, name="task"),
+            index=pd.Index(self.items.take(sel), name="task"),
         )
-        if only_flagged:
-            df = df[self.flagged]
-        return df.sort_values("label probability", kind="stable")
+
+    def frame(self, only_flagged: bool = True) -> pd.DataFrame:
+        """The items to look at again (or all items), least confident first, with their label, majority vote and
+        reasons."""
+        return self._rows(self.flagged if only_flagged else np.ones(len(self.items), dtype=bool))
 
     def changes(self) -> pd.DataFrame:
         """Items whose label differs from majority vote (least confident first)."""
-        df = self.frame(only_flagged=False)
-        return df[df["label"].to_numpy() != df["majority vote"].to_numpy()].drop(columns="why")
+        return self._rows(self.disagrees).drop(columns="why")
 
 
 def label_quality(

@@ -130,21 +130,32 @@ def describe_method(fit: FitResult) -> str:
     return f"the recommended method ({fit.method}) chose {chosen}; criterion: {fit.selection.criterion}"
 
 
-def _cartel(resp: Responses, n_bootstrap: int, alpha: float, random_state: int | None) -> CartelCheck:
+def _cartel(
+    resp: Responses, n_bootstrap: int, alpha: float, random_state: int | None, max_annotators: int
+) -> CartelCheck:
     if resp.n_classes != 2:
         return CartelCheck(
             "could_not_run",
             f"the cartel check compares annotators on two labels; these data have {resp.n_classes}. Run it one "
             "label against the rest on the Cartels page.",
         )
+    note = ""
+    if resp.n_workers > max_annotators:  # the test's cost grows fast with the annotators analysed
+        top = np.argsort(-resp.responses_per_worker, kind="stable")[:max_annotators]
+        keep = np.isin(resp.worker, top)
+        note = (
+            f" The audit tested the {max_annotators} most active of {resp.n_workers:,} annotators "
+            f"({keep.mean():.0%} of the responses); the Cartels page can test them all."
+        )
+        resp = resp.subset(keep)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             rep = detect_cartels(resp, n_bootstrap=n_bootstrap, alpha=alpha, random_state=random_state)
     except UserInputError as exc:
-        return CartelCheck("could_not_run", str(exc))
+        return CartelCheck("could_not_run", str(exc) + note)
     groups = tuple(tuple(sorted(map(str, g))) for g in rep.groups)
-    return CartelCheck(rep.status, rep.reason, groups, rep)
+    return CartelCheck(rep.status, rep.reason + note, groups, rep)
 
 
 def _gold_hits(gold: pd.Series | None, items: pd.Index, labels: pd.Index) -> tuple[int, int] | None:
@@ -164,9 +175,10 @@ def run_audit(
     fit: FitResult | None = None,
     rule: VerdictRule = DEFAULT_RULE,
     review: ReviewRule = DEFAULT_REVIEW,
-    n_bootstrap: int = 500,
+    n_bootstrap: int = 300,
     cartel_bootstrap: int = 200,
     cartel_alpha: float = 0.05,
+    cartel_max_annotators: int = 100,
     random_state: int | None = 0,
     progress: Listener | None = None,
 ) -> AuditResult:
@@ -174,7 +186,8 @@ def run_audit(
 
     Fits ``method`` (default ``auto``, the recommended method; pass ``fit`` to reuse a fit of these data), then
     Fleiss' κ and Krippendorff's α with ``n_bootstrap`` item-bootstrap intervals, the cartel check
-    (``cartel_bootstrap`` replicates at level ``cartel_alpha``; binary labels), and decides a verdict per annotator
+    (``cartel_bootstrap`` replicates at level ``cartel_alpha``; binary labels; on the ``cartel_max_annotators``
+    most active annotators, since the test's cost grows fast with the annotators analysed), and decides a verdict per annotator
     by ``rule``.  ``progress`` receives :class:`AuditProgress` events (share done, time left).
     Deterministic given ``random_state``.
     """
@@ -208,7 +221,7 @@ def run_audit(
     (name, weight) = stages[2]
     clock.tell("Checking for cartels (groups that copy each other)", 0.0, weight)
     with progress_events.progress_to(_cartel_listener(clock, weight)):
-        cartel = _cartel(resp, cartel_bootstrap, cartel_alpha, random_state)
+        cartel = _cartel(resp, cartel_bootstrap, cartel_alpha, random_state, cartel_max_annotators)
     clock.finish(name, weight)
 
     (name, weight) = stages[3]
