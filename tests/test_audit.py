@@ -221,3 +221,14 @@ def test_demo_verdict_oracle_many_seeds():
     print(f"hit rates {rates}; honest annotators flagged {false_flags:.3f} of {n_honest}")
     assert all(r >= 0.9 for r in rates.values()), rates
     assert false_flags <= 0.05
+
+
+def test_independent_binary_crowd_no_cartel_found_and_said_so():
+    sim = dawid_skene(n_items=400, n_workers=12, n_classes=2, responses_per_item=8, spammers=2, seed=7)
+    audit = run_audit(sim.responses, n_bootstrap=50, cartel_bootstrap=100)
+    assert audit.cartel.status == "no_evidence" and audit.cartel.groups == ()
+    answer = next(f.answer for f in findings(audit) if f.question == "Is anyone colluding?")
+    assert answer.startswith("No cartel found (the test ran).") and answer.endswith(".")
+    v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
+    roles = pd.Series(sim.extras["role"]).astype(str).reindex(v.index)
+    assert (v[roles == "spammer"] == SPAMMER).all() and v[roles == "honest"].isin(ACCEPTABLE).all()

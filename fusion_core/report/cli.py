@@ -70,7 +70,7 @@ def add_report_command(sub: Any, add_io: Any) -> None:
     )
     r.add_argument("--gold", help="known answers (task, truth), used only to report the labels' measured accuracy")
     r.add_argument("--title", help="the report's title (default: 'Annotation audit: FILE')")
-    r.add_argument("--bootstrap", type=int, default=500, help="bootstrap replicates of the agreement intervals")
+    r.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the agreement intervals")
     r.add_argument("--cartel-bootstrap", type=int, default=200, help="bootstrap replicates of the cartel test")
     r.set_defaults(func=cmd_report)
 

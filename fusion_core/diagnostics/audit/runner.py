@@ -153,9 +153,9 @@ def _cartel(
             warnings.simplefilter("ignore")
             rep = detect_cartels(resp, n_bootstrap=n_bootstrap, alpha=alpha, random_state=random_state)
     except UserInputError as exc:
-        return CartelCheck("could_not_run", str(exc) + note)
+        return CartelCheck("could_not_run", str(exc).rstrip(".") + "." + note)
     groups = tuple(tuple(sorted(map(str, g))) for g in rep.groups)
-    return CartelCheck(rep.status, rep.reason + note, groups, rep)
+    return CartelCheck(rep.status, rep.reason.rstrip(".") + "." + note, groups, rep)
 
 
 def _gold_hits(gold: pd.Series | None, items: pd.Index, labels: pd.Index) -> tuple[int, int] | None:

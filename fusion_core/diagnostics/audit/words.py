@@ -30,6 +30,15 @@ def _names(ids: list[str]) -> str:
     return shown + (f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else "")
 
 
+def sentence(text: str) -> str:
+    """``text`` as a sentence: first letter capitalised, ending with a full stop."""
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
@@ -120,9 +129,9 @@ def _cartel(a: AuditResult) -> Finding:
         groups = "; ".join(f"group {i + 1}: {_names(list(g))}" for i, g in enumerate(c.groups))
         text = f"Yes — {len(c.groups)} group(s) agree with each other beyond their accuracy ({groups})."
     elif c.status == "no_evidence":
-        text = f"No evidence of a cartel: the test ran and found no separable group. {c.reason}"
+        text = f"No cartel found (the test ran). {sentence(c.reason)}"
     else:
-        text = f"The cartel check could not run: {c.reason}"
+        text = f"The cartel check could not run: {sentence(c.reason)}"
         if c.report is not None:
             text += (
                 " It needs annotators who each share 10 or more items with 3 or more others, and those annotators "
