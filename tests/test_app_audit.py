@@ -137,3 +137,20 @@ def test_glossary_explains_every_verdict():
         assert term in text, term
     at.text_input(key="glossary_search").set_value("kappa").run()
     assert 1 <= len(at.markdown) < 6
+
+
+@pytest.mark.parametrize("demo", ["sequence", "graph"])
+def test_other_demos_audit_and_new_data_evicts_the_audit(demo):
+    at = _run_audit(_go(_app(), AUDIT))
+    assert at.session_state["fc_audit"] is not None
+    _go(at, "pages/1_Data.py")
+    at.selectbox(key="demo_choice").set_value(demo).run()
+    at.button(key="load_demo").click().run()
+    _go(at, AUDIT)
+    assert at.session_state["fc_audit"] is None and at.session_state["fc_audit_figures"] is None  # old audit dropped
+    assert at.button(key="audit_run").label == "Run audit"
+    _run_audit(at)
+    audit = at.session_state["fc_audit"][1]
+    assert audit.n_workers == at.session_state["fc_dataset"].responses.n_workers
+    assert audit.cartel.status == "could_not_run"  # three labels
+    assert len(_verdicts(at)) == audit.n_workers and len(at.get("plotly_chart")) == 6
