@@ -99,7 +99,8 @@ def verdict_table() -> None:
     if chosen:
         shown = shown[shown["verdict"].isin(chosen)]
     st.caption(f"{len(shown):,} of {len(table):,} annotators")
-    st.dataframe(shown, key="audit_table")
+    two = st.column_config.NumberColumn(format="%.2f")
+    st.dataframe(shown, key="audit_table", column_config={c: two for c in shown.columns if shown[c].dtype.kind == "f"})
     download_buttons("Verdict table", table, "audit-annotators", key="audit_dl_annotators")
 
 

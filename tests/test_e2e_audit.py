@@ -117,7 +117,9 @@ def test_upload_audit_verdicts_and_offline_report(server, tmp_path):
             expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
             expect(page.get_by_text("24 of 24 annotators")).to_be_visible()
             _no_exception(page)
+            page.set_viewport_size({"width": 1400, "height": 5200})  # Streamlit scrolls inside its own container
             page.screenshot(path=str(ARTIFACTS / "e2e-audit-02-after.png"), full_page=True)
+            page.set_viewport_size({"width": 1400, "height": 1000})
 
             # the verdict table, read through its formula-safe CSV download
             with page.expect_download() as dl:
