@@ -57,6 +57,10 @@ st.caption(
     md_escape(f"Audit of {audit.dataset}: {audit.n_responses:,} responses, {audit.n_items:,} items, ")
     + md_escape(f"{audit.n_workers:,} annotators; took {duration(audit.seconds)}. Labels from {audit.method}.")
 )
+if audit.warnings:
+    with st.expander(f"Notes from the audit ({len(audit.warnings)})"):
+        for note in audit.warnings:
+            st.caption(md_escape(note))
 counts = audit.annotators.counts()
 flagged = int(counts[[ADVERSARIAL, COLLUDING, SPAMMER]].sum())
 m = st.columns(4)

@@ -28,6 +28,7 @@ from fusion_core.diagnostics.audit import (
 )
 from fusion_core.diagnostics.audit.agreement import fleiss_interval
 from fusion_core.diagnostics.audit.items import ReviewRule, label_quality, review_items
+from fusion_core.errors import UserInputError
 from fusion_core.simulate import dawid_skene
 from fusion_core.simulate.demo import crowd_demo
 
@@ -232,3 +233,21 @@ def test_independent_binary_crowd_no_cartel_found_and_said_so():
     v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
     roles = pd.Series(sim.extras["role"]).astype(str).reindex(v.index)
     assert (v[roles == "spammer"] == SPAMMER).all() and v[roles == "honest"].isin(ACCEPTABLE).all()
+
+
+def test_tiny_data_falls_back_to_dawid_skene_and_says_why():
+    single = pd.DataFrame(
+        {
+            "task": [f"t{i}" for i in range(30)],
+            "worker": [f"w{i % 5}" for i in range(30)],
+            "label": ["a", "b", "b"] * 10,
+        }
+    )
+    audit = run_audit(single, n_bootstrap=20, cartel_bootstrap=20)
+    assert audit.fit.method == "ds" and any("could not compare methods" in w for w in audit.warnings)
+    assert set(audit.annotators.verdict) == {TOO_FEW}  # nobody shares an item with anyone
+    agreement = next(f.answer for f in findings(audit) if f.question == "Do annotators agree?")
+    assert agreement.startswith("Agreement could not be measured.")
+    assert audit.cartel.status == "could_not_run"
+    with pytest.raises(UserInputError, match="only 1 annotator"):
+        run_audit(single.assign(worker="w0"))

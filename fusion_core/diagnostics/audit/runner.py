@@ -44,6 +44,8 @@ def _stages(binary: bool) -> tuple[tuple[str, float], ...]:
 
 
 Listener = Callable[[AuditProgress], None]
+FALLBACK = "ds"
+"""The method the audit falls back to when ``auto`` cannot hold responses out (tiny data): Dawid–Skene."""
 
 
 class _Clock:
@@ -203,7 +205,14 @@ def run_audit(
     if fit is None:
         fit_kwargs = {} if ds is None else ds.fit_inputs(info(method).needs())
         with progress_events.progress_to(_fit_listener(clock, weight, _expected_runs(method, params))):
-            fit = _fit(resp, method, params, fit_kwargs)
+            try:
+                fit = _fit(resp, method, params, fit_kwargs)
+            except UserInputError as exc:
+                if method != "auto":
+                    raise
+                # too little data to compare methods on held-out responses: Dawid–Skene, the usual default
+                fit = _fit(resp, FALLBACK, {}, {})
+                notes.append(f"The recommended method could not compare methods ({exc}); the audit used {FALLBACK}.")
     clock.finish(name, weight)
 
     (name, weight) = stages[1]

@@ -53,11 +53,11 @@ def strength(value: float) -> str:
     return "almost perfect"
 
 
-def _estimate(e: ReliabilityEstimate | None) -> str:
+def _estimate(name: str, e: ReliabilityEstimate | None) -> str:
     if e is None or not np.isfinite(e.value):
-        return "could not be computed"
+        return f"{name} could not be computed"
     iv = f" ({_pct(e.level)} interval {e.low:.2f} to {e.high:.2f})" if np.isfinite(e.low) else ""
-    return f"{e.value:.2f}{iv}, {strength(e.value)}"
+    return f"{name} is {e.value:.2f}{iv}, {strength(e.value)}"
 
 
 def _trust(a: AuditResult) -> Finding:
@@ -108,9 +108,12 @@ def _review(a: AuditResult) -> Finding:
 
 
 def _agreement(a: AuditResult) -> Finding:
-    if a.fleiss is None and a.alpha is None:
-        return Finding("Do annotators agree?", f"Agreement could not be measured: {a.agreement_note}", "agreement")
-    text = f"Fleiss' κ is {_estimate(a.fleiss)}; Krippendorff's α is {_estimate(a.alpha)} (1 = full agreement, 0 = chance)."
+    finite = [e for e in (a.fleiss, a.alpha) if e is not None and np.isfinite(e.value)]
+    if not finite:
+        why = sentence(a.agreement_note or "no item has two or more responses")
+        return Finding("Do annotators agree?", f"Agreement could not be measured. {why}", "agreement")
+    kappa, alpha = _estimate("Fleiss' κ", a.fleiss), _estimate("Krippendorff's α", a.alpha)
+    text = f"{kappa}; {alpha} (1 = full agreement, 0 = chance)."
     return Finding("Do annotators agree?", text, "agreement")
 
 
