@@ -4,7 +4,7 @@ questions in plain words, each with its chart; every annotator's verdict in a se
 import streamlit as st
 
 from fusion_app.audit import Throttle, audit_now, cached_audit, duration, figures_for, progress_text
-from fusion_app.shell import download_buttons, md_escape, no_data_notice, page_setup, show_error
+from fusion_app.shell import csv_bytes, download_buttons, md_escape, no_data_notice, page_setup, show_error
 from fusion_core.diagnostics.audit import ADVERSARIAL, COLLUDING, SPAMMER, VERDICTS, AuditProgress, findings
 from fusion_core.errors import UserInputError
 from fusion_core.report import report_html
@@ -78,6 +78,14 @@ for f in findings(audit):
         status = audit.cartel.status
         if status == "groups_found":
             text_col.warning(answer, icon=":material/group_work:")
+            text_col.dataframe(audit.cartel.frame(), key="audit_cartel_groups")
+            text_col.download_button(
+                "Cartel groups (CSV)",
+                lambda: csv_bytes(audit.cartel.frame()),
+                file_name="audit-cartel-groups.csv",
+                mime="text/csv",
+                key="audit_dl_cartel",
+            )
         elif status == "no_evidence":
             text_col.info(answer, icon=":material/check:")
         else:

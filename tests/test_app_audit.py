@@ -78,7 +78,13 @@ def test_before_and_after_the_audit_on_the_demo():
     spam = set(roles.index[roles == "spammer"])
     assert set(table.index[table["verdict"] == SPAMMER]) == spam
     assert set(table.index[table["verdict"] == COLLUDING]) == set(roles.index[roles == "cartel 1"])
-    assert {b.label for b in at.get("download_button")} >= {"Download report (HTML)", "Verdict table (CSV)"}
+    assert {b.label for b in at.get("download_button")} >= {
+        "Download report (HTML)",
+        "Verdict table (CSV)",
+        "Cartel groups (CSV)",
+    }
+    groups = next(d.value for d in at.dataframe if "annotators" in map(str, d.value.columns))
+    assert groups["members"].tolist() == [5]
     assert at.button(key="audit_run").label == "Run the audit again"
 
     # search and filter reach every annotator

@@ -84,12 +84,7 @@ def _method_section(a: AuditResult) -> str:
 
 def _cartel_table(a: AuditResult) -> str:
     c = a.cartel
-    if not c.groups:
-        return f"<p>{_e(c.reason)}</p>"
-    rows = pd.DataFrame(
-        {"group": [f"group {i + 1}" for i in range(len(c.groups))], "members": [", ".join(g) for g in c.groups]}
-    )
-    return f"<p>{_e(c.reason)}</p>" + _table(rows.set_index("group"))
+    return f"<p>{_e(c.reason)}</p>" + (_table(c.frame()) if c.groups else "")
 
 
 def report_html(audit: AuditResult, *, title: str | None = None) -> str:

@@ -76,6 +76,13 @@ class CartelCheck:
     def members(self) -> set[str]:
         return {w for g in self.groups for w in g}
 
+    def frame(self) -> pd.DataFrame:
+        """One row per group found: its size and its members (ids as written, comma-separated)."""
+        return pd.DataFrame(
+            {"members": [len(g) for g in self.groups], "annotators": [", ".join(g) for g in self.groups]},
+            index=pd.Index([f"group {i + 1}" for i in range(len(self.groups))], name="group"),
+        )
+
 
 @dataclass(frozen=True)
 class StageTime:
