@@ -19,6 +19,7 @@ from plotly.offline import get_plotlyjs
 
 from fusion_core._version import __version__
 from fusion_core.diagnostics.audit import AuditResult, findings
+from fusion_core.diagnostics.audit.glossary import TERMS
 from fusion_core.errors import UserInputError
 from fusion_core.plots.audit import audit_figures
 
@@ -126,6 +127,9 @@ def report_html(audit: AuditResult, *, title: str | None = None) -> str:
             _table(review, max_rows=MAX_ROWS),
             f"<h2>Labels that differ from majority vote ({len(changes):,})</h2>",
             _table(changes, max_rows=MAX_ROWS),
+            "<h2>Glossary</h2><dl>",
+            *(f"<dt><b>{_e(term)}</b></dt><dd>{_e(text)}</dd>" for term, text in TERMS.items()),
+            "</dl>",
             "</body></html>",
         ]
     )

@@ -6,7 +6,7 @@ the cartel check and decides a verdict per annotator from their accuracy with it
 * :mod:`.items` — expected accuracy of the labels, items to look at again, changes against majority vote;
 * :mod:`.agreement` — Fleiss' κ and Krippendorff's α with bootstrap intervals;
 * :mod:`.result` — :class:`AuditResult` and its parts; :mod:`.runner` — :func:`run_audit`;
-* :mod:`.words` — the findings in plain words, for the app and the report.
+* :mod:`.words` — the findings in plain words, for the app and the report; :mod:`.glossary` — every term once.
 """
 
 from fusion_core.diagnostics.audit.evidence import AccuracyEvidence, accuracy_evidence
