@@ -107,3 +107,18 @@ def test_cli_report_bad_input_one_line_status_2(args, message, tmp_path, monkeyp
     assert main(["report", *args, "--out", "r.html"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "\n" not in err and message in err
+
+
+def test_audit_figures_have_labelled_axes_and_the_chance_line(audit):
+    figs = audit_figures(audit)
+    assert set(figs) == {"verdicts", "skill", "labels", "review", "agreement", "changes", "cartel"}
+    for key, fig in figs.items():
+        assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text, key
+    skill = figs["skill"]
+    lines = [s for s in skill.layout.shapes if s.type == "line"]
+    assert sorted(s.y0 for s in lines) == [0, audit.annotators.rule.chance_band]  # chance and the near-chance band
+    n_points = sum(len(t.x) for t in skill.data)
+    assert n_points == audit.n_workers  # every annotator, not a top-N
+    assert all(t.error_y.array is not None for t in skill.data)  # interval bars
+    shown = {str(x) for t in skill.data for x in t.customdata[:, 0]}
+    assert any(s.startswith("&lt;img") for s in shown) and EVIL_WORKER not in shown  # ids escaped
