@@ -39,6 +39,7 @@ st.subheader("Start")
 cols = st.columns(3)
 with cols[0]:
     st.page_link("pages/1_Data.py", label="1 · Data: upload or pick a demo", icon=":material/upload:")
+    st.page_link("pages/0_Audit.py", label="Audit summary: one-click audit and report", icon=":material/fact_check:")
     st.page_link("pages/2_Fit.py", label="2 · Fit methods", icon=":material/play_arrow:")
 with cols[1]:
     st.page_link("pages/3_Annotators.py", label="3 · Annotators", icon=":material/group:")

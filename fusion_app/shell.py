@@ -20,12 +20,14 @@ from fusion_core.methods.results import FitResult
 PAGES = (
     ("app.py", "Home", ":material/home:"),
     ("pages/1_Data.py", "1 · Data", ":material/upload:"),
+    ("pages/0_Audit.py", "Audit summary", ":material/fact_check:"),
     ("pages/2_Fit.py", "2 · Fit", ":material/play_arrow:"),
     ("pages/3_Annotators.py", "3 · Annotators", ":material/group:"),
     ("pages/4_Cartels.py", "4 · Cartels", ":material/hub:"),
     ("pages/5_Items.py", "5 · Items", ":material/list:"),
     ("pages/6_Compare.py", "6 · Compare", ":material/compare:"),
     ("pages/7_Ratings.py", "7 · Ratings", ":material/star_half:"),
+    ("pages/9_Glossary.py", "Glossary", ":material/menu_book:"),
 )
 """Sidebar navigation (path, label, icon).  Streamlit's automatic page list is hidden in
 ``.streamlit/config.toml`` because it would label the home page by its file name ("app")."""

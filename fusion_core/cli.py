@@ -36,6 +36,7 @@ from fusion_core.methods.base import Aggregator
 from fusion_core.methods.params import Param, show
 from fusion_core.methods.registry import MethodInfo
 from fusion_core.methods.results import jsonable
+from fusion_core.report.cli import add_report_command
 
 
 def _param_json(p: Param) -> dict[str, Any]:
@@ -391,6 +392,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=_cmd_simulate)
     add_rating_commands(sub, _add_io_options)
+    add_report_command(sub, _add_io_options)
     return p
 
 

@@ -1,7 +1,7 @@
 """Built-in SIMULATED demo datasets (the app starts on one so no page is ever empty; tests use them too).
 
-* ``crowd`` — binary crowd with honest annotators, a colluding cartel (spectral spec §6.7 simulator) and
-  spammers who answer at random;
+* ``crowd`` — binary crowd with honest annotators, a colluding cartel (spectral spec §6.7 simulator),
+  spammers who answer at random and adversaries who mostly give the wrong label;
 * ``sequence`` — token sequences whose labels follow a sticky Markov chain (HMM-Crowd setting);
 * ``graph`` — items on a stochastic block model graph whose communities are the true classes.
 
@@ -27,7 +27,7 @@ from fusion_core.simulate.spectral import cartel
 
 DEFAULT_DEMO = "crowd"
 DEMOS = {
-    "crowd": "Crowd with a cartel and spammers (binary, simulated)",
+    "crowd": "Crowd with a cartel, spammers and adversaries (binary, simulated)",
     "sequence": "Sequence labelling task (HMM chain, simulated)",
     "graph": "Items on a graph (stochastic block model, simulated)",
 }
@@ -47,8 +47,16 @@ class DemoData:
     columns: dict[str, str] = field(default_factory=dict)
 
 
+N_SPAMMERS = 3
+N_ADVERSARIES = 2
+ADVERSARY_ACCURACY = 0.25
+"""Demo crowd roles besides the cartel: spammers answer uniformly at random; adversaries give the true label with
+probability :data:`ADVERSARY_ACCURACY` (worse than chance)."""
+
+
 def crowd_demo(seed: int = 0) -> DemoData:
-    """24 annotators on 400 binary items: ~20% form a cartel that follows its own target, 3 are spammers."""
+    """24 annotators on 400 binary items: ~20% form a cartel that follows its own target, 3 are spammers answering
+    at random, 2 are adversaries who give the wrong label 75% of the time."""
     labels = ("negative", "positive")
 
     sim = cartel(
@@ -58,17 +66,26 @@ def crowd_demo(seed: int = 0) -> DemoData:
     roles = pd.Series(sim.extras["group"], index=sim.workers, name="role").astype(str)
     honest = roles.index[roles == "honest"]
     rng = np.random.default_rng(seed + 1)
-    spammers = pd.Index(rng.choice(honest, size=3, replace=False))
+    picked = rng.choice(honest, size=N_SPAMMERS + N_ADVERSARIES, replace=False)
+    spammers, adversaries = pd.Index(picked[:N_SPAMMERS]), pd.Index(picked[N_SPAMMERS:])
     is_spam = df["worker"].isin(spammers).to_numpy()
     df.loc[is_spam, "label"] = np.asarray(labels, dtype=object)[rng.integers(0, 2, size=int(is_spam.sum()))]
+    is_adv = df["worker"].isin(adversaries).to_numpy()
+    truth = sim.truth.reindex(df.loc[is_adv, "task"]).to_numpy()
+    right = rng.random(int(is_adv.sum())) < ADVERSARY_ACCURACY
+    flipped = np.where(truth == labels[0], labels[1], labels[0])
+    df.loc[is_adv, "label"] = np.where(right, truth, flipped)
     roles[spammers] = "spammer"
+    roles[adversaries] = "adversary"
+    n_cartel = int(roles.str.startswith("cartel").sum())
     return DemoData(
         key="crowd",
         title=DEMOS["crowd"],
         description=(
             f"{len(df):,} simulated responses by {len(roles)} annotators on {len(sim.truth)} items. "
-            f"{int((roles != 'honest').sum()) - 3} annotators form a cartel that copies a shared target labelling "
-            "instead of the truth; 3 annotators are spammers answering at random."
+            f"{n_cartel} annotators form a cartel that copies a shared target labelling instead of the truth; "
+            f"{N_SPAMMERS} annotators are spammers answering at random; {N_ADVERSARIES} are adversaries who give "
+            f"the wrong label {100 * (1 - ADVERSARY_ACCURACY):.0f}% of the time."
         ),
         responses=df,
         truth=sim.truth,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from fusion_core import progress
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.cartels.pair_pattern import PairPattern
 from fusion_core.diagnostics.cartels.statistic import batched_stats
@@ -178,6 +179,7 @@ def bootstrap_test(
     s_null, spec_null, count, stop_at = [], [], 0, None
     for start in range(0, n_bootstrap, chunk):  # chunks bound memory
         s, sp_ = reps.draw(rng, min(chunk, n_bootstrap - start))
+        progress.report("bootstrap test of a group", min(start + chunk, n_bootstrap) / n_bootstrap)
         s_null.append(s)
         spec_null.append(sp_)
         hits = count + np.cumsum(s[:, 0] >= s_obs[0, 0])

@@ -1,0 +1,64 @@
+"""The one-click audit (docs/AUDIT.md): :func:`run_audit` fits the recommended method, measures agreement, runs
+the cartel check and decides a verdict per annotator from their accuracy with its uncertainty.
+
+* :mod:`.rules` — the verdicts and the thresholds of the rule (declared once, :class:`VerdictRule`);
+* :mod:`.evidence` — each annotator's accuracy and skill above chance with Beta posterior intervals;
+* :mod:`.items` — expected accuracy of the labels, items to look at again, changes against majority vote;
+* :mod:`.agreement` — Fleiss' κ and Krippendorff's α with bootstrap intervals;
+* :mod:`.result` — :class:`AuditResult` and its parts; :mod:`.runner` — :func:`run_audit`;
+* :mod:`.words` — the findings in plain words, for the app and the report; :mod:`.glossary` — every term once.
+"""
+
+from fusion_core.diagnostics.audit.evidence import AccuracyEvidence, accuracy_evidence
+from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, LabelQuality, ReviewItems, ReviewRule
+from fusion_core.diagnostics.audit.result import (
+    AnnotatorVerdicts,
+    AuditProgress,
+    AuditResult,
+    CartelCheck,
+    StageTime,
+)
+from fusion_core.diagnostics.audit.rules import (
+    ACCEPTABLE,
+    ADVERSARIAL,
+    COLLUDING,
+    DEFAULT_RULE,
+    NOISY,
+    RELIABLE,
+    SPAMMER,
+    TOO_FEW,
+    VERDICTS,
+    VerdictRule,
+    decide,
+)
+from fusion_core.diagnostics.audit.runner import describe_method, run_audit
+from fusion_core.diagnostics.audit.words import Finding, findings
+
+__all__ = [
+    "ACCEPTABLE",
+    "ADVERSARIAL",
+    "COLLUDING",
+    "DEFAULT_REVIEW",
+    "DEFAULT_RULE",
+    "NOISY",
+    "RELIABLE",
+    "SPAMMER",
+    "TOO_FEW",
+    "VERDICTS",
+    "AccuracyEvidence",
+    "AnnotatorVerdicts",
+    "AuditProgress",
+    "AuditResult",
+    "CartelCheck",
+    "Finding",
+    "LabelQuality",
+    "ReviewItems",
+    "ReviewRule",
+    "StageTime",
+    "VerdictRule",
+    "accuracy_evidence",
+    "decide",
+    "describe_method",
+    "findings",
+    "run_audit",
+]

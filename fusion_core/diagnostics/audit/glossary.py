@@ -1,0 +1,69 @@
+"""Every term the audit, the app and the report use, explained once in plain words (the Glossary page and the
+report's glossary read this)."""
+
+from __future__ import annotations
+
+from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW
+from fusion_core.diagnostics.audit.rules import (
+    ADVERSARIAL,
+    COLLUDING,
+    DEFAULT_RULE,
+    NOISY,
+    RELIABLE,
+    SPAMMER,
+    TOO_FEW,
+)
+
+_r = DEFAULT_RULE
+TERMS = {
+    "Annotator": "A person (or program) who gave labels. Also called worker, rater or judge.",
+    "Item": "One thing to be labelled (a task): an image, a sentence, a document …",
+    "Response": "One label one annotator gave to one item.",
+    "Ground truth": "The correct label of an item. The audit does not need it: it estimates it from the responses. "
+    "Known answers (gold), when you have them, are used only to check the estimates.",
+    "Majority vote": "The label most annotators gave to an item, every annotator counting the same.",
+    "Recommended method (auto)": "Compares several models (majority vote, Dawid–Skene, one-coin Dawid–Skene, MACE) by "
+    "how well they predict responses hidden from them, and keeps the best — or averages those it cannot tell apart.",
+    "Dawid–Skene model": "A model in which each annotator has their own confusion matrix; fitted by the EM algorithm "
+    "(Dawid & Skene 1979), it weighs annotators by how reliable they are.",
+    "Confusion matrix": "For one annotator: how often they report each label (columns, 'reported') when the item's "
+    "true label is each label (rows, 'true'). A perfect annotator has ones on the diagonal.",
+    "Posterior (label probability)": "The model's probability that a label is the item's true label, given all "
+    "responses. The item's label is the most probable one; its probability is the label's confidence.",
+    "Accuracy": "The share of an annotator's responses that match the (estimated) true labels.",
+    "Chance accuracy": "The accuracy an annotator would reach by guessing with their own label frequencies. "
+    "Someone who always answers 'no' on data that is 90 % 'no' is right 90 % of the time by chance.",
+    "Skill above chance": "(accuracy − chance accuracy) / (1 − chance accuracy): 0 for guessing, 1 for always "
+    "right, below 0 for worse than guessing. The audit's verdicts are decided on it.",
+    "Skill (other pages)": "On the Annotators page, a method's own per-annotator score — for most methods the "
+    "expected accuracy; each method's help says what it is.",
+    "Interval": f"The range the true value lies in with the stated probability (the audit uses {100 * _r.level:.0f} %). "
+    "Few responses give wide intervals: the audit then says so instead of guessing.",
+    "Bootstrap": "Repeating a computation on resampled data (items drawn with replacement) to see how much the "
+    "result varies: the spread gives the interval.",
+    RELIABLE: f"Skill above chance clearly above {_r.chance_band:g} and estimated at {_r.reliable_skill:g} or more.",
+    NOISY: f"Clearly better than chance, but skill above chance below {_r.reliable_skill:g}: useful, makes mistakes.",
+    SPAMMER: f"Skill above chance below {_r.chance_band:g}: answers barely better than guessing.",
+    ADVERSARIAL: "Skill above chance clearly below 0: gives wrong labels more often than guessing would.",
+    COLLUDING: "A member of a group the cartel check found: its members agree with each other more than their "
+    "accuracy explains, as if copying a shared answer.",
+    TOO_FEW: f"Fewer than {_r.min_responses} responses on items others labelled too, or an interval too wide "
+    f"(wider than {_r.max_width:g}) to decide.",
+    "Cartel": "A group of annotators whose errors are correlated: they follow a shared target instead of the "
+    "truth. The cartel check (spectral test, Parisi et al. 2014) has three outcomes: groups found; no evidence "
+    "(the test ran and found no group); could not run (too little overlap between annotators, or more than two "
+    "labels — then run it one label against the rest).",
+    "Fleiss' κ (kappa)": "Agreement among all annotators corrected for chance: 1 full agreement, 0 what chance "
+    "gives, below 0 less than chance (Fleiss 1971). Words: below 0 poor, to 0.2 slight, to 0.4 fair, to 0.6 "
+    "moderate, to 0.8 substantial, above almost perfect (Landis & Koch 1977).",
+    "Krippendorff's α (alpha)": "Another chance-corrected agreement that allows any number of annotators per item "
+    "and missing responses (Krippendorff 2011); read like κ.",
+    "Cohen's κ": "Chance-corrected agreement of one pair of annotators on the items both labelled.",
+    "Items to look at again": f"Items whose label probability is below {DEFAULT_REVIEW.min_confidence:g}, whose "
+    f"label differs from majority vote, or that have fewer than {DEFAULT_REVIEW.min_responses} responses.",
+    "Expected label accuracy": "The average label probability: the share of labels right if the model is right. "
+    "Real crowds often break model assumptions, so treat it as optimistic.",
+    "Held-out responses": "Responses hidden from a model while it is fitted, then used to score how well it "
+    "predicts them — a fair way to compare models without ground truth.",
+}
+"""Term → its explanation, in the order a reader meets them."""

@@ -1,0 +1,158 @@
+"""The audit's findings in plain words: one answer per question an annotation manager asks, each naming the chart
+that backs it (keys of :func:`fusion_core.plots.audit.audit_figures`).  Answers are plain text (user ids
+included as written): the app and the report escape them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fusion_core.diagnostics.audit.result import AuditResult
+from fusion_core.diagnostics.audit.rules import ADVERSARIAL, COLLUDING, NOISY, RELIABLE, SPAMMER, TOO_FEW
+from fusion_core.diagnostics.reliability import ReliabilityEstimate
+
+MAX_NAMED = 5
+"""Annotators named in a sentence at most (the table lists them all)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One question, its answer in plain words, and the key of the chart that backs it."""
+
+    question: str
+    answer: str
+    chart: str
+
+
+def _names(ids: list[str]) -> str:
+    shown = ", ".join(ids[:MAX_NAMED])
+    return shown + (f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else "")
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence: first letter capitalised, ending with a full stop."""
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def strength(value: float) -> str:
+    """Landis & Koch's (1977) words for a chance-corrected agreement value."""
+    if not np.isfinite(value):
+        return "undefined"
+    for bound, word in ((0.0, "poor"), (0.2, "slight"), (0.4, "fair"), (0.6, "moderate"), (0.8, "substantial")):
+        if value < bound:
+            return word
+    return "almost perfect"
+
+
+def _estimate(name: str, e: ReliabilityEstimate | None) -> str:
+    if e is None or not np.isfinite(e.value):
+        return f"{name} could not be computed"
+    iv = f" ({_pct(e.level)} interval {e.low:.2f} to {e.high:.2f})" if np.isfinite(e.low) else ""
+    return f"{name} is {e.value:.2f}{iv}, {strength(e.value)}"
+
+
+def _trust(a: AuditResult) -> Finding:
+    c = a.annotators.counts()
+    n = a.n_workers
+    text = (
+        f"{c[RELIABLE]} of {n} annotators are reliable and {c[NOISY]} more are noisy but clearly better than chance. "
+        f"{c[TOO_FEW]} gave too few responses to tell."
+    )
+    return Finding("Whom can I trust?", text, "verdicts")
+
+
+def _bad(a: AuditResult) -> Finding:
+    v = a.annotators
+    table = v.frame()
+    parts = []
+    for word, what in ((SPAMMER, "answer close to chance (spammers)"), (ADVERSARIAL, "are worse than chance")):
+        ids = [str(w) for w in table.index[table["verdict"].to_numpy() == word]]
+        if ids:
+            parts.append(f"{len(ids)} {what}: {_names(ids)}")
+    colluding = [str(w) for w in table.index[table["verdict"].to_numpy() == COLLUDING]]
+    if colluding:
+        parts.append(f"{len(colluding)} belong to a cartel: {_names(colluding)}")
+    text = "; ".join(parts) + "." if parts else "No annotator is near chance, worse than chance or in a cartel."
+    text = text[0].upper() + text[1:]
+    return Finding("Who is spamming, sabotaging or colluding?", text, "skill")
+
+
+def _labels(a: AuditResult) -> Finding:
+    q = a.labels
+    text = (
+        f"About {_pct(q.accuracy)} of the {q.n_items:,} labels are right if the model holds "
+        f"({_pct(q.level)} interval {_pct(q.low)} to {_pct(q.high)}); model-based figures are often optimistic."
+    )
+    if q.gold_accuracy is not None:
+        text += f" Against the {q.n_gold:,} known answers, {_pct(q.gold_accuracy)} are right."
+    return Finding("How good are the final labels?", text, "labels")
+
+
+def _review(a: AuditResult) -> Finding:
+    r = a.review
+    text = (
+        f"{int(r.flagged.sum()):,} of {len(r.items):,} items: {int(r.low_confidence.sum()):,} have a label "
+        f"probability below {r.rule.min_confidence:g}, {int(r.disagrees.sum()):,} differ from majority vote, "
+        f"{int(r.few_responses.sum()):,} have fewer than {r.rule.min_responses} responses."
+    )
+    return Finding("Which items need another look?", text, "review")
+
+
+def _agreement(a: AuditResult) -> Finding:
+    finite = [e for e in (a.fleiss, a.alpha) if e is not None and np.isfinite(e.value)]
+    if not finite:
+        why = sentence(a.agreement_note or "no item has two or more responses")
+        return Finding("Do annotators agree?", f"Agreement could not be measured. {why}", "agreement")
+    kappa, alpha = _estimate("Fleiss' κ", a.fleiss), _estimate("Krippendorff's α", a.alpha)
+    text = f"{kappa}; {alpha} (1 = full agreement, 0 = chance)."
+    return Finding("Do annotators agree?", text, "agreement")
+
+
+def _changes(a: AuditResult) -> Finding:
+    n = int(a.review.disagrees.sum())
+    text = (
+        f"{n:,} of {a.n_items:,} labels ({_pct(n / max(a.n_items, 1))}) differ from a simple majority vote: the model "
+        "weighs annotators by their estimated skill instead of counting votes."
+    )
+    return Finding("What changed compared with majority vote?", text, "changes")
+
+
+def _cartel(a: AuditResult) -> Finding:
+    c = a.cartel
+    if c.status == "groups_found":
+        groups = "; ".join(f"group {i + 1}: {_names(list(g))}" for i, g in enumerate(c.groups))
+        text = f"Yes — {len(c.groups)} group(s) agree with each other beyond their accuracy ({groups})."
+    elif c.status == "no_evidence":
+        text = f"No cartel found (the test ran). {sentence(c.reason)}"
+    else:
+        text = f"The cartel check could not run: {sentence(c.reason)}"
+        if c.report is not None:
+            text += (
+                " It needs annotators who each share 10 or more items with 3 or more others, and those annotators "
+                "should give most of the responses: have several annotators label the same items to make it possible."
+            )
+    return Finding(
+        "Is anyone colluding?", text, "cartel" if c.report is not None and c.status != "could_not_run" else ""
+    )
+
+
+def findings(audit: AuditResult) -> list[Finding]:
+    """The audit's answers, in the order a manager asks the questions."""
+    return [
+        _trust(audit),
+        _bad(audit),
+        _cartel(audit),
+        _labels(audit),
+        _review(audit),
+        _agreement(audit),
+        _changes(audit),
+    ]

@@ -1,0 +1,78 @@
+"""``fusion-core report``: run the one-click audit on an answers file and write the self-contained HTML report
+(the same file the app's "Download report (HTML)" gives)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from fusion_core.errors import UserInputError
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Load the answers, audit them and write the report; one summary line on stdout."""
+    from fusion_core.data.dataset import make_dataset
+    from fusion_core.data.loading import load_responses, read_gold
+    from fusion_core.diagnostics.audit import run_audit
+    from fusion_core.report.html import write_report
+
+    if not args.max_mb > 0:
+        raise UserInputError(f"--max-mb must be a positive number of megabytes; got {args.max_mb:g}.")
+    if args.bootstrap < 0 or args.cartel_bootstrap < 1:
+        raise UserInputError("--bootstrap must be ≥ 0 and --cartel-bootstrap ≥ 1.")
+    reading: dict[str, Any] = {
+        "max_bytes": int(args.max_mb * 1024 * 1024),
+        "na_values": tuple(args.missing or ()),
+        "strip_whitespace": args.strip_whitespace,
+    }
+    resp = load_responses(
+        args.answers,
+        format=args.input_format,
+        layout=args.layout,
+        task=args.task_col,
+        worker=args.worker_col,
+        label=args.label_col,
+        duplicates=args.duplicates,
+        **reading,
+    )
+    gold = read_gold(args.gold, **reading) if args.gold else None
+    ds = make_dataset(resp, name=Path(args.answers).name, source="upload", gold=gold)
+    audit = run_audit(ds, n_bootstrap=args.bootstrap, cartel_bootstrap=args.cartel_bootstrap)
+    out = write_report(audit, args.out, title=args.title)
+    for line in resp.report.messages():
+        print(line, file=sys.stderr)
+    counts = audit.annotators.counts()
+    flagged = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    print(
+        f"audit of {audit.n_responses:,} responses ({audit.n_items:,} items, {audit.n_workers:,} annotators): "
+        f"{flagged}; report -> {out} ({out.stat().st_size / 1e6:.1f} MB)"
+    )
+    return 0
+
+
+def add_report_command(sub: Any, add_io: Any) -> None:
+    """The ``report`` sub-command (``add_io`` adds the shared reading options)."""
+    r = sub.add_parser("report", help="audit an answers file and write a self-contained HTML report")
+    r.add_argument("answers", help="CSV, TSV, Parquet or JSON-lines file of responses")
+    r.add_argument("--out", required=True, help="the HTML file to write")
+    add_io(r)
+    r.add_argument("--layout", choices=["long", "wide"], default="long")
+    r.add_argument("--task-col", default="task")
+    r.add_argument("--worker-col", default="worker")
+    r.add_argument("--label-col", default="label")
+    r.add_argument(
+        "--duplicates",
+        choices=["keep", "first", "last", "error"],
+        default="keep",
+        help="what to do with repeated (task, worker) pairs",
+    )
+    r.add_argument("--gold", help="known answers (task, truth), used only to report the labels' measured accuracy")
+    r.add_argument("--title", help="the report's title (default: 'Annotation audit: FILE')")
+    r.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the agreement intervals")
+    r.add_argument("--cartel-bootstrap", type=int, default=200, help="bootstrap replicates of the cartel test")
+    r.set_defaults(func=cmd_report)
+
+
+__all__ = ["add_report_command", "cmd_report"]

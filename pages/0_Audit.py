@@ -1,0 +1,144 @@
+"""Audit summary: one click runs the recommended method, agreement and the cartel check, then answers the manager's
+questions in plain words, each with its chart; every annotator's verdict in a searchable table; the HTML report."""
+
+import streamlit as st
+
+from fusion_app.audit import Throttle, audit_now, cached_audit, duration, figures_for, progress_text
+from fusion_app.shell import csv_bytes, download_buttons, md_escape, no_data_notice, page_setup, show_error
+from fusion_core.diagnostics.audit import ADVERSARIAL, COLLUDING, SPAMMER, VERDICTS, AuditProgress, findings
+from fusion_core.errors import UserInputError
+from fusion_core.report import report_html
+
+MAX_SHOWN_ITEMS = 1000
+
+ds = page_setup("Audit summary")
+st.title("Audit summary")
+if ds is None:
+    no_data_notice()
+    st.stop()
+st.markdown(
+    "One click estimates how reliable each annotator is, who is guessing, sabotaging or colluding, how good the "
+    "final labels are and which items need another look — without ground truth."
+)
+audit = cached_audit(ds)
+left, right = st.columns([1, 2])
+run = left.button(
+    "Run audit" if audit is None else "Run the audit again",
+    type="primary" if audit is None else "secondary",
+    key="audit_run",
+    icon=":material/fact_check:",
+)
+with right.expander("Choose methods (experts)"):
+    st.markdown(
+        "The audit uses the recommended method (**auto**): it compares majority vote, Dawid–Skene, its one-coin "
+        "variant and MACE on held-out responses and keeps the best (averaging those it cannot tell apart). To fit "
+        "and compare other methods, use the Fit page."
+    )
+    st.page_link("pages/2_Fit.py", label="Go to Fit", icon=":material/play_arrow:")
+
+if run:
+    bar = st.progress(0.0, text="Starting the audit…")
+
+    def _show(p: AuditProgress) -> None:
+        bar.progress(p.fraction, text=md_escape(progress_text(p)))
+
+    try:
+        audit = audit_now(ds, Throttle(_show))
+    except UserInputError as exc:
+        show_error(exc)
+        st.stop()
+    st.rerun()  # render the results (and the button's new label) from the session's audit
+
+if audit is None:
+    st.info("Press **Run audit** to audit the current data.")
+    st.stop()
+
+st.caption(
+    md_escape(f"Audit of {audit.dataset}: {audit.n_responses:,} responses, {audit.n_items:,} items, ")
+    + md_escape(f"{audit.n_workers:,} annotators; took {duration(audit.seconds)}. Labels from {audit.method}.")
+)
+if audit.warnings:
+    with st.expander(f"Notes from the audit ({len(audit.warnings)})"):
+        for note in audit.warnings:
+            st.caption(md_escape(note))
+counts = audit.annotators.counts()
+flagged = int(counts[[ADVERSARIAL, COLLUDING, SPAMMER]].sum())
+m = st.columns(4)
+m[0].metric("annotators flagged", f"{flagged} of {audit.n_workers:,}")
+m[1].metric("labels right (estimated)", f"{100 * audit.labels.accuracy:.0f}%")
+m[2].metric("items to look at again", f"{int(audit.review.flagged.sum()):,}")
+m[3].metric("Krippendorff's α", "n/a" if audit.alpha is None else f"{audit.alpha.value:.2f}")
+
+figs = figures_for(audit)
+for f in findings(audit):
+    st.subheader(f.question)
+    text_col, chart_col = st.columns([2, 3])
+    answer = md_escape(f.answer)
+    if f.question.startswith("Is anyone colluding"):
+        status = audit.cartel.status
+        if status == "groups_found":
+            text_col.warning(answer, icon=":material/group_work:")
+            text_col.dataframe(audit.cartel.frame(), key="audit_cartel_groups")
+            text_col.download_button(
+                "Cartel groups (CSV)",
+                lambda: csv_bytes(audit.cartel.frame()),
+                file_name="audit-cartel-groups.csv",
+                mime="text/csv",
+                key="audit_dl_cartel",
+            )
+        elif status == "no_evidence":
+            text_col.info(answer, icon=":material/check:")
+        else:
+            text_col.warning(answer, icon=":material/help:")
+    else:
+        text_col.markdown(answer)
+    if f.chart in figs:
+        chart_col.plotly_chart(figs[f.chart], key=f"audit_chart_{f.chart}")
+
+
+@st.fragment
+def verdict_table() -> None:
+    """Search and filter rerun only this part of the page."""
+    st.subheader("Every annotator, worst first")
+    st.caption(md_escape(audit.annotators.rule.describe()))
+    table = audit.annotators.frame()
+    c1, c2 = st.columns([2, 3])
+    query = c1.text_input("Search annotators", key="audit_search", placeholder="annotator id contains…")
+    chosen = c2.multiselect("Show verdicts", list(VERDICTS), key="audit_filter", placeholder="all verdicts")
+    shown = table
+    if query:
+        shown = shown[shown.index.astype(str).str.contains(query, case=False, regex=False)]
+    if chosen:
+        shown = shown[shown["verdict"].isin(chosen)]
+    st.caption(f"{len(shown):,} of {len(table):,} annotators")
+    two = st.column_config.NumberColumn(format="%.2f")
+    st.dataframe(shown, key="audit_table", column_config={c: two for c in shown.columns if shown[c].dtype.kind == "f"})
+    download_buttons("Verdict table", table, "audit-annotators", key="audit_dl_annotators")
+
+
+verdict_table()
+
+review = audit.review.frame()
+st.subheader(f"Items that need another look ({len(review):,})")
+if len(review) > MAX_SHOWN_ITEMS:
+    st.caption(f"The {MAX_SHOWN_ITEMS:,} least confident are shown; the downloads have all {len(review):,}.")
+st.dataframe(review.iloc[:MAX_SHOWN_ITEMS], key="audit_review")
+download_buttons("Items to look at again", review, "audit-items-to-review", key="audit_dl_review")
+
+changes = audit.review.changes()
+st.subheader(f"Labels that differ from majority vote ({len(changes):,})")
+st.dataframe(changes.iloc[:MAX_SHOWN_ITEMS], key="audit_changes")
+download_buttons("Changes against majority vote", changes, "audit-changes", key="audit_dl_changes")
+
+st.subheader("Share the audit")
+st.download_button(
+    "Download report (HTML)",
+    lambda: report_html(audit).encode("utf-8"),
+    file_name="audit-report.html",
+    mime="text/html",
+    type="primary",
+    key="audit_report",
+    icon=":material/download:",
+    help="One file with the summary, every chart and the tables; opens in any browser without a network.",
+)
+st.page_link("pages/9_Glossary.py", label="What do these terms mean? (Glossary)", icon=":material/menu_book:")

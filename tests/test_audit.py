@@ -1,0 +1,253 @@
+"""The one-click audit: the verdict rule on hand-built cases, the evidence and label figures hand-computed, agreement
+intervals, progress, and the verdict oracle on the app's demo crowd (spammers, adversaries, a cartel)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from fusion_core.data.dataset import make_dataset
+from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.agreement import fleiss_kappa
+from fusion_core.diagnostics.audit import (
+    ACCEPTABLE,
+    ADVERSARIAL,
+    COLLUDING,
+    NOISY,
+    RELIABLE,
+    SPAMMER,
+    TOO_FEW,
+    VERDICTS,
+    VerdictRule,
+    accuracy_evidence,
+    decide,
+    findings,
+    run_audit,
+)
+from fusion_core.diagnostics.audit.agreement import fleiss_interval
+from fusion_core.diagnostics.audit.items import ReviewRule, label_quality, review_items
+from fusion_core.errors import UserInputError
+from fusion_core.simulate import dawid_skene
+from fusion_core.simulate.demo import crowd_demo
+
+RULE = VerdictRule(level=0.9, min_responses=10, chance_band=0.15, reliable_skill=0.5, max_width=0.4)
+
+
+# ------------------------------------------------------------------------------------------ the rule
+def test_decide_each_branch_on_hand_built_cases():
+    #            skill  low    high   n    cartel  expected
+    cases = [
+        (0.80, 0.70, 0.90, 200, True, COLLUDING),  # a cartel member, whatever the accuracy
+        (0.90, 0.80, 0.95, 9, False, TOO_FEW),  # below the minimum evidence
+        (-0.50, -0.60, -0.40, 200, False, ADVERSARIAL),  # interval wholly below 0, estimate below −0.15
+        (-0.10, -0.19, -0.03, 200, False, SPAMMER),  # below 0 but close to it: an unlucky guesser
+        (0.70, 0.60, 0.80, 200, False, RELIABLE),  # above the band, estimate ≥ 0.5
+        (0.35, 0.25, 0.45, 200, False, NOISY),  # above the band, estimate < 0.5
+        (0.02, -0.08, 0.12, 200, False, SPAMMER),  # interval wholly below the band
+        (0.05, -0.05, 0.25, 200, False, SPAMMER),  # straddles the band, narrow, estimate below
+        (0.25, 0.10, 0.40, 200, False, NOISY),  # straddles the band, narrow, estimate above
+        (0.30, -0.20, 0.70, 30, False, TOO_FEW),  # straddles the band, too wide to tell
+        (-0.10, -0.50, 0.20, 30, False, TOO_FEW),  # could be adversarial or a spammer: too wide
+        (np.nan, np.nan, np.nan, 50, False, TOO_FEW),  # undefined (one label on items of that label)
+    ]
+    skill, low, high, n, cartel, expected = (np.array(c, dtype=object) for c in zip(*cases))
+    verdict, reason = decide(
+        skill.astype(float), low.astype(float), high.astype(float), n.astype(int), cartel.astype(bool), rule=RULE
+    )
+    assert list(verdict) == list(expected)
+    assert all(isinstance(r, str) and r for r in reason)
+    assert set(verdict) <= set(VERDICTS)
+
+
+def test_thresholds_move_the_decisions():
+    skill, low, high = np.array([0.45]), np.array([0.35]), np.array([0.55])
+    base = decide(skill, low, high, np.array([100]), np.array([False]), rule=RULE)[0]
+    stricter = decide(skill, low, high, np.array([100]), np.array([False]), rule=VerdictRule(reliable_skill=0.4))[0]
+    assert base[0] == NOISY and stricter[0] == RELIABLE
+    few = decide(skill, low, high, np.array([100]), np.array([False]), rule=VerdictRule(min_responses=101))[0]
+    assert few[0] == TOO_FEW
+    assert "0.15" in RULE.describe() and "10 responses" in RULE.describe()
+
+
+# ------------------------------------------------------------------------------------------ the evidence
+def test_accuracy_evidence_hand_computed():
+    # a: right on 9 of 10 shared items, b and c right on all; item t10 only a labelled (no evidence about a)
+    rows = [(f"t{i}", "a", "x" if i != 0 else "y") for i in range(10)] + [("t10", "a", "y")]
+    rows += [(f"t{i}", w, "x") for i in range(10) for w in ("b", "c")]
+    resp = Responses.from_frame(pd.DataFrame(rows, columns=["task", "worker", "label"]))
+    post = np.zeros((resp.n_items, 2))
+    truth = np.array([0 if t != "t10" else 1 for t in resp.items])  # all x except t10
+    x, y = list(resp.classes).index("x"), list(resp.classes).index("y")
+    post[np.arange(resp.n_items), np.where(truth == 0, x, y)] = 1.0
+    prior = np.array([0.5, 0.5])
+    ev = accuracy_evidence(resp, post, prior, level=0.9)
+    a = list(ev.workers).index("a")
+    assert ev.n_responses[a] == 11 and ev.n_shared[a] == 10 and ev.correct[a] == pytest.approx(9.0)
+    assert ev.accuracy[a] == pytest.approx(10 / 12)
+    assert ev.accuracy_low[a] == pytest.approx(stats.beta.ppf(0.05, 10, 2))
+    assert ev.accuracy_high[a] == pytest.approx(stats.beta.ppf(0.95, 10, 2))
+    assert ev.chance[a] == pytest.approx(0.5)  # 9 x and 1 y under a uniform prior
+    assert ev.skill[a] == pytest.approx((10 / 12 - 0.5) / 0.5)
+    b = list(ev.workers).index("b")
+    assert ev.accuracy[b] == pytest.approx(11 / 12) and ev.n_shared[b] == 10
+
+
+def test_label_quality_and_review_hand_computed():
+    post = np.array([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8]])
+    labels = np.array([0, 0, 1])
+    q = label_quality(post, labels, level=0.9, gold_hits=(2, 3))
+    p = np.array([0.9, 0.6, 0.8])
+    half = stats.norm.ppf(0.95) * np.sqrt((p * (1 - p)).sum()) / 3
+    assert q.accuracy == pytest.approx(p.mean()) and q.low == pytest.approx(p.mean() - half)
+    assert (
+        q.high == pytest.approx(min(1.0, p.mean() + half)) and q.gold_accuracy == pytest.approx(2 / 3) and q.n_gold == 3
+    )
+
+    rows = [("i1", "a", "p"), ("i1", "b", "p"), ("i1", "c", "p"), ("i2", "a", "p"), ("i2", "b", "n")]
+    rows += [("i3", "a", "n"), ("i3", "b", "n"), ("i3", "c", "p")]
+    resp = Responses.from_frame(pd.DataFrame(rows, columns=["task", "worker", "label"]))
+    post = np.array([[0.05, 0.95], [0.3, 0.7], [0.5, 0.5]])  # classes n, p
+    label = np.array([1, 1, 1])
+    majority = np.array([1, 1, 0])
+    r = review_items(resp, post, label, majority, ReviewRule(min_confidence=0.9, min_responses=3))
+    assert r.low_confidence.tolist() == [False, True, True]
+    assert r.disagrees.tolist() == [False, False, True]
+    assert r.few_responses.tolist() == [False, True, False]
+    assert r.counts().iloc[-1] == 2
+    table = r.frame()
+    assert list(table.index) == ["i3", "i2"]  # least confident first
+    assert table.loc["i3", "why"] == "low confidence; differs from majority vote"
+    assert list(r.changes().index) == ["i3"] and r.changes().loc["i3", "majority vote"] == "n"
+
+
+def test_fleiss_interval_matches_the_point_estimate_and_covers_it():
+    sim = dawid_skene(n_items=300, n_workers=8, n_classes=3, responses_per_item=4, seed=3)
+    resp = Responses.from_frame(sim.responses)
+    e = fleiss_interval(resp, n_bootstrap=300, level=0.9, random_state=1)
+    assert e.value == pytest.approx(fleiss_kappa(resp))
+    assert e.low < e.value < e.high and e.n_valid == 300
+    assert e.high - e.low < 0.2
+
+
+# ------------------------------------------------------------------------------------------ the runner
+def _demo_dataset(seed: int):
+    d = crowd_demo(seed)
+    resp = Responses.from_frame(d.responses)
+    return make_dataset(resp, name=f"demo {seed}", source="demo", gold=d.truth, roles=d.roles), d.roles
+
+
+def test_run_audit_progress_is_monotone_and_estimates_time_left():
+    ds, _ = _demo_dataset(0)
+    events = []
+    audit = run_audit(ds, n_bootstrap=100, cartel_bootstrap=50, progress=events.append)
+    fractions = [e.fraction for e in events]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and fractions[0] == 0.0
+    inside_fit = [e.fraction for e in events if "Fitting the recommended model (fit" in e.stage]
+    assert len(set(inside_fit)) >= 3 and min(inside_fit) > 0 and max(inside_fit) < 0.3  # progress inside the fit
+    assert any("bootstrap test" in e.stage for e in events)  # and inside the cartel test
+    assert any(e.seconds_left is not None and e.seconds_left >= 0 for e in events)
+    assert events[-1].seconds_left == pytest.approx(0.0)
+    assert [t.stage for t in audit.timings] == ["fit", "agreement", "cartel", "verdicts"]
+    assert audit.fit.method == "auto" and "recommended method" in audit.method
+
+
+def test_audit_result_fields_on_the_demo():
+    ds, roles = _demo_dataset(1)
+    audit = run_audit(ds, n_bootstrap=200, cartel_bootstrap=100)
+    assert audit.n_workers == 24 and audit.n_items == 400
+    table = audit.annotators.frame()
+    assert len(table) == 24 and set(table.index) == set(ds.responses.workers)  # every annotator, worst first
+    severity = [VERDICTS.index(v) for v in table["verdict"]]
+    assert severity == sorted(severity)
+    assert audit.cartel.status == "groups_found"
+    assert audit.labels.low <= audit.labels.accuracy <= audit.labels.high
+    assert audit.labels.gold_accuracy is not None and abs(audit.labels.gold_accuracy - audit.labels.accuracy) < 0.05
+    for est in (audit.fleiss, audit.alpha):
+        assert est is not None and est.low <= est.value <= est.high
+    majority_changed = audit.review.changes()
+    assert len(majority_changed) == int(audit.review.disagrees.sum()) > 0
+    answers = findings(audit)
+    assert answers[0].question == "Whom can I trust?"
+    assert all(f.answer for f in answers)
+
+
+def test_multiclass_crowd_verdicts_and_cartel_could_not_run():
+    sim = dawid_skene(n_items=600, n_workers=20, n_classes=3, responses_per_item=6, spammers=3, adversarial=2, seed=4)
+    roles = pd.Series(sim.extras["role"]).astype(str)
+    audit = run_audit(sim.responses, n_bootstrap=50)
+    assert audit.cartel.status == "could_not_run" and "two labels" in audit.cartel.reason
+    v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
+    roles = roles.reindex(v.index)
+    assert (v[roles == "spammer"] == SPAMMER).all()
+    assert (v[roles == "adversarial"] == ADVERSARIAL).all()
+    assert v[roles == "honest"].isin(ACCEPTABLE).all()
+
+
+def test_few_responses_are_not_judged():
+    sim = dawid_skene(n_items=300, n_workers=10, n_classes=2, responses_per_item=5, seed=2)
+    extra = pd.DataFrame({"task": sim.responses["task"].unique()[:4], "worker": "newcomer", "label": 0})
+    audit = run_audit(pd.concat([sim.responses, extra], ignore_index=True), n_bootstrap=0, cartel_bootstrap=20)
+    v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
+    assert v["newcomer"] == TOO_FEW
+    assert audit.fleiss is not None and np.isnan(audit.fleiss.low)  # no bootstrap asked: no interval
+
+
+# ------------------------------------------------------------------------------------------ the oracle
+def _oracle(seeds) -> tuple[dict[str, float], float, int]:
+    """Share of each bad kind flagged with its own verdict, and share of honest annotators flagged."""
+    hits: dict[str, list[bool]] = {"spammer": [], "adversary": [], "cartel": []}
+    honest_flags: list[bool] = []
+    for seed in seeds:
+        ds, roles = _demo_dataset(seed)
+        audit = run_audit(ds, n_bootstrap=50, cartel_bootstrap=100, random_state=seed)
+        v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers).reindex(roles.index)
+        hits["spammer"] += list(v[roles == "spammer"] == SPAMMER)
+        hits["adversary"] += list(v[roles == "adversary"] == ADVERSARIAL)
+        hits["cartel"] += list(v[roles.str.startswith("cartel")] == COLLUDING)
+        honest_flags += list(~v[roles == "honest"].isin(ACCEPTABLE))
+    return {k: float(np.mean(x)) for k, x in hits.items()}, float(np.mean(honest_flags)), len(honest_flags)
+
+
+def test_demo_verdict_oracle_few_seeds():
+    rates, false_flags, _ = _oracle(range(3))
+    assert all(r >= 0.9 for r in rates.values()), rates
+    assert false_flags <= 0.05
+
+
+@pytest.mark.slow
+def test_demo_verdict_oracle_many_seeds():
+    rates, false_flags, n_honest = _oracle(range(30))
+    print(f"hit rates {rates}; honest annotators flagged {false_flags:.3f} of {n_honest}")
+    assert all(r >= 0.9 for r in rates.values()), rates
+    assert false_flags <= 0.05
+
+
+def test_independent_binary_crowd_no_cartel_found_and_said_so():
+    sim = dawid_skene(n_items=400, n_workers=12, n_classes=2, responses_per_item=8, spammers=2, seed=7)
+    audit = run_audit(sim.responses, n_bootstrap=50, cartel_bootstrap=100)
+    assert audit.cartel.status == "no_evidence" and audit.cartel.groups == ()
+    answer = next(f.answer for f in findings(audit) if f.question == "Is anyone colluding?")
+    assert answer.startswith("No cartel found (the test ran).") and answer.endswith(".")
+    v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
+    roles = pd.Series(sim.extras["role"]).astype(str).reindex(v.index)
+    assert (v[roles == "spammer"] == SPAMMER).all() and v[roles == "honest"].isin(ACCEPTABLE).all()
+
+
+def test_tiny_data_falls_back_to_dawid_skene_and_says_why():
+    single = pd.DataFrame(
+        {
+            "task": [f"t{i}" for i in range(30)],
+            "worker": [f"w{i % 5}" for i in range(30)],
+            "label": ["a", "b", "b"] * 10,
+        }
+    )
+    audit = run_audit(single, n_bootstrap=20, cartel_bootstrap=20)
+    assert audit.fit.method == "ds" and any("could not compare methods" in w for w in audit.warnings)
+    assert set(audit.annotators.verdict) == {TOO_FEW}  # nobody shares an item with anyone
+    agreement = next(f.answer for f in findings(audit) if f.question == "Do annotators agree?")
+    assert agreement.startswith("Agreement could not be measured.")
+    assert audit.cartel.status == "could_not_run"
+    with pytest.raises(UserInputError, match="only 1 annotator"):
+        run_audit(single.assign(worker="w0"))

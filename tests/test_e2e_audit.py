@@ -1,0 +1,172 @@
+"""Real-browser end-to-end test of the one-click audit: Streamlit server + Playwright driving Debian's Chromium.
+
+Uploads the demo crowd as a CSV, runs the audit, checks the verdict table (through its CSV download), downloads
+the HTML report and opens it offline (file://, every network request blocked) to check that every chart
+rendered.  Screenshots go to ``test-artifacts/``.  Skips with a reason when /usr/bin/chromium or Playwright is
+absent.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fusion_core.data.export import read_csv_export
+from fusion_core.simulate.demo import crowd_demo
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+TIMEOUT_MS = 60_000
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server():
+    if not CHROMIUM.exists():
+        pytest.skip("Debian Chromium is not installed at /usr/bin/chromium (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = _free_port()
+    log = ARTIFACTS / "e2e-audit-streamlit.log"
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
+    cmd += ["--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"streamlit did not start:\n{log.read_text()[-3000:]}") from None
+                time.sleep(0.3)
+        yield url
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def _sidebar(page, name: str) -> None:
+    page.locator('[data-testid="stSidebar"] a', has_text=re.compile(rf"{name}\s*$")).first.click()
+    page.get_by_role("heading", name=re.compile(name)).first.wait_for(timeout=TIMEOUT_MS)
+
+
+def _no_exception(page) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_upload_audit_verdicts_and_offline_report(server, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=TIMEOUT_MS)  # the audit takes seconds on a loaded machine
+    demo = crowd_demo(0)
+    csv = tmp_path / "crowd.csv"
+    demo.responses.to_csv(csv, index=False)
+    roles = demo.roles
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(server, wait_until="domcontentloaded")
+            page.get_by_role("heading", name="Annotator reliability audit").wait_for()
+
+            _sidebar(page, "Data")
+            page.get_by_role("tab", name="Upload responses").click()
+            page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(csv))
+            page.get_by_role("button", name="Use these columns").click()
+            expect(page.get_by_text(f"Loaded {len(demo.responses):,} responses from the upload.")).to_be_visible()
+
+            _sidebar(page, "Audit summary")
+            expect(page.get_by_text("Press Run audit to audit the current data.")).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "e2e-audit-01-before.png"), full_page=True)
+            page.get_by_role("button", name="Run audit").click()
+            expect(page.get_by_role("heading", name="Whom can I trust?")).to_be_visible()
+            expect(page.get_by_role("heading", name="Every annotator, worst first")).to_be_visible()
+            expect(page.locator('[data-testid="stPlotlyChart"]')).to_have_count(7)
+            expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
+            expect(page.get_by_text("24 of 24 annotators")).to_be_visible()
+            _no_exception(page)
+            page.set_viewport_size({"width": 1400, "height": 5200})  # Streamlit scrolls inside its own container
+            page.screenshot(path=str(ARTIFACTS / "e2e-audit-02-after.png"), full_page=True)
+            page.set_viewport_size({"width": 1400, "height": 1000})
+
+            # the verdict table, read through its formula-safe CSV download
+            with page.expect_download() as dl:
+                page.get_by_role("button", name="Verdict table (CSV)").click()
+            table = read_csv_export(Path(dl.value.path())).set_index("annotator")
+            assert len(table) == 24 and table["verdict"].iloc[0] != "reliable"
+            by_role = table["verdict"].groupby(roles.reindex(table.index).to_numpy()).agg(lambda v: set(v))
+            assert by_role["spammer"] == {"near chance (spammer)"}
+            assert by_role["adversary"] == {"worse than chance (adversarial)"}
+            assert by_role["cartel 1"] == {"colluding (cartel member)"}
+            assert by_role["honest"] <= {"reliable", "noisy"}
+
+            # search narrows the table to one annotator
+            page.get_by_label("Search annotators").fill("w12")
+            page.get_by_label("Search annotators").press("Enter")
+            expect(page.get_by_text("1 of 24 annotators")).to_be_visible()
+
+            with page.expect_download() as dl:
+                page.get_by_role("button", name="Download report (HTML)").click()
+            report = tmp_path / "audit-report.html"
+            dl.value.save_as(str(report))
+        finally:
+            browser.close()
+
+        # the report, opened from disk with the network blocked
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
+        try:
+            context = browser.new_context(offline=True, viewport={"width": 1200, "height": 900})
+            fetched: list[str] = []
+            context.route(
+                re.compile(r"^(https?|wss?)://"), lambda route: (fetched.append(route.request.url), route.abort())
+            )
+            page = context.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(report.as_uri(), wait_until="load")
+            charts = page.locator('div[id^="chart-"]')
+            n = charts.count()
+            assert n == 7
+            for i in range(n):
+                expect(charts.nth(i).locator(".main-svg").first).to_be_attached()
+            assert page.locator(".plotly").count() >= n
+            expect(page.get_by_role("heading", name="Whom can I trust?")).to_be_visible()
+            expect(page.locator("table", has_text="colluding (cartel member)").first).to_be_visible()
+            assert fetched == []  # nothing was requested from the network
+            page.screenshot(path=str(ARTIFACTS / "e2e-audit-03-report-offline.png"), full_page=True)
+        finally:
+            browser.close()
+    size = report.stat().st_size
+    print(f"report size {size / 1e6:.2f} MB")
+    assert report.read_text(encoding="utf-8").count("<table") >= 4  # candidates, annotators, items, changes
