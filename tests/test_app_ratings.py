@@ -137,3 +137,13 @@ def test_current_data_judges_with_confidences_and_gold():
     table = _frame(at, "overconfidence", "verdict")
     group = sim.extras["group"].reindex(table.index)
     assert (table.loc[group, "verdict"] == "over-confident").all()
+
+
+def test_without_data_only_the_demos_are_offered():
+    at = _page()
+    at.session_state["fc_dataset"] = None
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="rt_source").options == ["Simulated demo"]
+    at = _run(at, "numeric")
+    assert _frame(at, "verdict", "simulated role") is not None
