@@ -105,7 +105,8 @@ def rating_report(
     reference: pd.Series | None = None,
 ) -> RatingReport:
     """Fit and diagnose ``data`` as label type ``kind`` (module docstring).  ``levels``: the ordinal order (a list,
-    lowest first, or "numeric"); ``reference``: gold labels for the judges' calibration (default: the consensus)."""
+    lowest first, or "numeric"); ``reference``: gold labels for the judges' calibration (default: the consensus).
+    Judges with more than two labels are checked for shared errors on their first label against the rest."""
     if kind not in LABEL_TYPES:
         raise UserInputError(f"unknown label type {kind!r}; use one of {', '.join(LABEL_TYPES)}.")
     boot: dict[str, Any] = {"n_bootstrap": n_bootstrap, "level": level, "random_state": random_state}
