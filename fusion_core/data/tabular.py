@@ -96,39 +96,55 @@ def read_csv(inp: Input, fmt: str, columns: Sequence[str] | None, options: ReadO
     block = max(block, _BLOCK)
     names = check_names(raw_names, inp.label, options)
     keep = [i for i, n in enumerate(names) if columns is None or n in columns]
+    threads = True
     while True:
         try:
-            return _read_csv_blocks(inp, fmt, (raw_names, names, keep), block, options)
+            return _read_csv_blocks(inp, fmt, (raw_names, names, keep), block, options, threads=threads)
         except _Straddle:
             if block > inp.size:
                 raise UserInputError(f"could not read {inp.label}: a row is longer than the file.") from None
             block *= 8
+        except _Unnumbered:  # the parallel reader does not number rows: read again in order for the message
+            threads = False
 
 
 class _Straddle(Exception):
     pass
 
 
+class _Unnumbered(Exception):
+    pass
+
+
 def _read_csv_blocks(
-    inp: Input, fmt: str, header: tuple[list[str], list[str], list[int]], block: int, options: ReadOptions
+    inp: Input,
+    fmt: str,
+    header: tuple[list[str], list[str], list[int]],
+    block: int,
+    options: ReadOptions,
+    *,
+    threads: bool,
 ) -> EncodedTable:
+    """The kept columns as text, encoded as they stream (:class:`Encoder`; id columns with mostly distinct values
+    in bulks of up to the file size).  ``threads``: blocks parsed in parallel (rows are not numbered in
+    pyarrow's errors then: :class:`_Unnumbered` asks for an ordered re-read)."""
     raw_names, names, keep = header
-    dictionary = pa.dictionary(pa.int32(), pa.string())
     include = [raw_names[i] for i in keep]
     convert = pcsv.ConvertOptions(
-        column_types=dict.fromkeys(include, dictionary),
+        column_types=dict.fromkeys(include, pa.string()),
         include_columns=include,
         strings_can_be_null=False,
         null_values=[],
         quoted_strings_can_be_null=False,
     )
     capacity = min(inp.size // max(len(names), 1) + 2, options.max_cells // max(len(names), 1) + 2)
-    encoders = [Encoder(capacity) for _ in keep]
+    bulk = max(inp.size, _BLOCK)
+    encoders = [Encoder(capacity, bulk) for _ in keep]
     budget = Budget(inp.label, options, len(names))
     try:
         reader = pcsv.open_csv(
             inp.stream(),
-            read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
+            read_options=pcsv.ReadOptions(block_size=block, use_threads=threads),
             parse_options=_csv_parse(fmt),
             convert_options=convert,
             memory_pool=POOL,
@@ -140,6 +156,8 @@ def _read_csv_blocks(
     except pa.ArrowInvalid as exc:
         if "straddl" in str(exc):
             raise _Straddle from None
+        if threads and "Expected" in str(exc) and not _BAD_ROW.search(str(exc)):
+            raise _Unnumbered from None
         raise _csv_failure(exc, inp, fmt) from None
     table = EncodedTable(inp.label, names, n_rows=budget.rows)
     for i, enc in zip(keep, encoders):
