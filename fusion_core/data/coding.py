@@ -220,11 +220,11 @@ def assemble(
         task, worker, label, sequence, weight = _usable(
             task, worker, label, report=report, sequence=sequence, confidence=confidence
         )
-    with stage("code", f"{len(task.codes):,} responses"):
+    columns = [task, worker, label]
+    del task, worker, label  # owned by _coded from here, which frees each as soon as it is recoded
+    with stage("code", f"{len(columns[0].codes):,} responses"):
         return _coded(
-            task,
-            worker,
-            label,
+            columns,
             report=report,
             classes=classes,
             min_workers=min_workers,
@@ -271,9 +271,7 @@ def _usable(
 
 
 def _coded(
-    task: Coded,
-    worker: Coded,
-    label: Coded,
+    columns: list[Coded],
     *,
     report: ValidationReport,
     classes: Sequence[Any] | None,
@@ -281,7 +279,10 @@ def _coded(
     sequence: tuple[Coded, Coded, str, str] | None,
     weight: np.ndarray | None,
 ) -> Responses:
-    """Items, annotators and classes in their natural order (codes remapped), sequences checked."""
+    """Items, annotators and classes in their natural order (codes remapped), sequences checked; ``columns`` (task,
+    worker, label) are emptied as they are recoded."""
+    task, worker, label = columns
+    columns.clear()
     cls = _class_index(label, classes)
     del label
     if len(cls.values) < 2:

@@ -252,6 +252,8 @@ class Encoder:
     annotators, labels — stay batch-encoded, where a batch's few distinct values are cheap to hash).
     """
 
+    MERGE_BYTES = 1 << 22
+    """Pending distinct values are merged once they hold more than this and more than the merged ones."""
     BULK_RATIO = 1 / 16
     """A column goes to bulk encoding when its first batch has more distinct values than this share of its rows."""
 
@@ -328,7 +330,7 @@ class Encoder:
             dictionary = dictionary.cast(self.values.type, memory_pool=POOL)
         self.pending.append((start, stop, dictionary, unique))
         self.pending_bytes += dictionary.nbytes
-        if self.pending_bytes > max(1 << 22, self.values.nbytes):
+        if self.pending_bytes > max(self.MERGE_BYTES, self.values.nbytes):
             self._merge()
 
     def _merge(self) -> None:

@@ -126,7 +126,7 @@ def _read_csv_blocks(
     threads: bool,
 ) -> EncodedTable:
     """The kept columns as text, encoded as they stream (:class:`Encoder`; id columns with mostly distinct values
-    in bulks of up to the file size).  ``threads``: blocks parsed in parallel (rows are not numbered in
+    in bulks of up to a third of the file size).  ``threads``: blocks parsed in parallel (rows are not numbered in
     pyarrow's errors then: :class:`_Unnumbered` asks for an ordered re-read)."""
     raw_names, names, keep = header
     include = [raw_names[i] for i in keep]
@@ -138,7 +138,7 @@ def _read_csv_blocks(
         quoted_strings_can_be_null=False,
     )
     capacity = min(inp.size // max(len(names), 1) + 2, options.max_cells // max(len(names), 1) + 2)
-    bulk = max(inp.size, _BLOCK)
+    bulk = max(inp.size // 3, _BLOCK)
     encoders = [Encoder(capacity, bulk) for _ in keep]
     budget = Budget(inp.label, options, len(names))
     try:
