@@ -111,7 +111,7 @@ def main() -> None:
         iters = [args.max_iter] + ([0] if args.default_iter else [])
         for it in iters:
             label = f"max_iter={it}" if it else "DS defaults"
-            if args.code is not None:
+            if args.code is not None and it:  # the old checkout with the fixed iterations only
                 before = load()
                 wall, rss, stdout, _ = run(
                     [py, "-c", STAGES, str(path), str(args.data / "out_old"), str(it)], args.code

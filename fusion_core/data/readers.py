@@ -371,7 +371,7 @@ class Encoder:
                 codes[i : i + (1 << 20)] = mapping[codes[i : i + (1 << 20)]]
             cleaned = again.dictionary
         dtype = code_dtype(len(cleaned))
-        out = codes.copy() if dtype == np.int32 else codes.astype(dtype)
+        out = codes if dtype == np.int32 else codes.astype(dtype)  # a view: the unused tail was never touched
         del codes
         self.codes = np.empty(0, dtype=np.int32)
         return Column(out, pd.Index(cleaned.to_pandas(), dtype="str"))
