@@ -153,7 +153,7 @@ def _read_csv_blocks(
             for enc, col in zip(encoders, batch.columns):
                 enc.add(budget.rows, col)
             budget.add(batch.num_rows)
-            del batch, col
+        batch = col = None
         reader.close()  # its blocks are freed before the held columns are encoded
     except pa.ArrowInvalid as exc:
         if "straddl" in str(exc):
