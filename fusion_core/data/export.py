@@ -130,54 +130,14 @@ def to_arrow(df: pd.DataFrame, *, escape: bool = False) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=names)
 
 
-_PIECE = 1 << 19
-"""Rows per piece when a large table is written by several threads."""
-
-
-def _csv_piece(table: pa.Table, header: bool) -> pa.Buffer:
-    sink = pa.BufferOutputStream()
-    options = pcsv.WriteOptions(
-        include_header=header, batch_size=1 << 16, quoting_style="needed", quoting_header="needed"
-    )
-    pcsv.write_csv(table, sink, write_options=options)
-    return sink.getvalue()
-
-
-def _threads() -> int:
-    try:
-        return min(len(os.sched_getaffinity(0)), 4)
-    except AttributeError:  # pragma: no cover - not Linux
-        return min(os.cpu_count() or 1, 4)
-
-
 def write_csv(df: pd.DataFrame, target: Target, *, escape_formulas: bool = True) -> None:
-    """``df`` (columns only) as UTF-8 CSV to a path or binary file; see the module docs for quoting and escaping.
-
-    Formatting numbers is most of the work; a table of more than one piece (2¹⁹ rows) is formatted by up to four
-    threads, piece by piece (at most two pieces per thread in memory), and written in order."""
+    """``df`` (columns only) as UTF-8 CSV to a path or binary file; see the module docs for quoting and escaping."""
     table = to_arrow(df, escape=escape_formulas)
-    owned = isinstance(target, (str, os.PathLike))
-    sink: BinaryIO = open(target, "wb") if isinstance(target, (str, os.PathLike)) else target  # noqa: SIM115
-    try:
-        workers = _threads()
-        if table.num_rows <= _PIECE or workers < 2:
-            sink.write(_csv_piece(table, True))
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        starts = iter(range(0, table.num_rows, _PIECE))
-        with ThreadPoolExecutor(workers) as pool:
-            queue = [
-                pool.submit(_csv_piece, table.slice(i, _PIECE), i == 0) for _, i in zip(range(2 * workers), starts)
-            ]
-            while queue:
-                sink.write(queue.pop(0).result())
-                nxt = next(starts, None)
-                if nxt is not None:
-                    queue.append(pool.submit(_csv_piece, table.slice(nxt, _PIECE), False))
-    finally:
-        if owned:
-            sink.close()
+    options = pcsv.WriteOptions(
+        include_header=True, batch_size=1 << 16, quoting_style="needed", quoting_header="needed"
+    )
+    sink = str(target) if isinstance(target, (str, os.PathLike)) else target
+    pcsv.write_csv(table, sink, write_options=options)
 
 
 def write_parquet(df: pd.DataFrame, target: Target) -> None:

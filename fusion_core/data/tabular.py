@@ -112,6 +112,33 @@ class _Straddle(Exception):
     pass
 
 
+def _mostly_distinct(inp: Input, fmt: str, include: list[str], block: int) -> set[str]:
+    """The columns whose first block has more distinct values than ``Encoder.BULK_RATIO`` of its rows (read as
+    text and encoded in bulk; the others are dictionary-encoded by the parser).  A file the parser refuses is left
+    to the full read, which words the message."""
+    dictionary = pa.dictionary(pa.int32(), pa.string())
+    try:
+        reader = pcsv.open_csv(
+            inp.stream(),
+            read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
+            parse_options=_csv_parse(fmt),
+            convert_options=pcsv.ConvertOptions(
+                column_types=dict.fromkeys(include, dictionary),
+                include_columns=include,
+                strings_can_be_null=False,
+                null_values=[],
+                quoted_strings_can_be_null=False,
+            ),
+            memory_pool=POOL,
+        )
+        first = reader.read_next_batch()
+        reader.close()
+    except (pa.ArrowException, StopIteration, UnicodeDecodeError):
+        return set()
+    rows = max(first.num_rows, 1)
+    return {n for n, col in zip(include, first.columns) if len(col.dictionary) > Encoder.BULK_RATIO * rows}
+
+
 class _Unnumbered(Exception):
     pass
 
@@ -125,13 +152,16 @@ def _read_csv_blocks(
     *,
     threads: bool,
 ) -> EncodedTable:
-    """The kept columns as text, encoded as they stream (:class:`Encoder`; id columns with mostly distinct values
-    in bulks of up to a third of the file size).  ``threads``: blocks parsed in parallel (rows are not numbered in
+    """The kept columns as text, encoded as they stream (:class:`Encoder`): columns with few distinct values are
+    dictionary-encoded block by block by the parser itself, id columns with mostly distinct values are read as text
+    and encoded in bulks of up to a third of the file size.  ``threads``: blocks parsed in parallel (rows are not numbered in
     pyarrow's errors then: :class:`_Unnumbered` asks for an ordered re-read)."""
     raw_names, names, keep = header
     include = [raw_names[i] for i in keep]
+    distinct = _mostly_distinct(inp, fmt, include, block)
+    dictionary = pa.dictionary(pa.int32(), pa.string())
     convert = pcsv.ConvertOptions(
-        column_types=dict.fromkeys(include, pa.string()),
+        column_types={n: pa.string() if n in distinct else dictionary for n in include},
         include_columns=include,
         strings_can_be_null=False,
         null_values=[],
