@@ -12,7 +12,7 @@ rows), 1,000 annotators.  Each run is a fresh process:
 
 DS runs with a fixed ``max_iter`` (EM speed is measured by ``bench_ds_large.py``) and with its defaults
 (``--default-iter``).  The machine is shared: the load average is printed before and after each run, and CPU
-seconds beside wall seconds (wall ≈ CPU when a core is free; every stage here is single-threaded except where noted).
+seconds beside wall seconds (wall ≈ CPU when a core is free; only the CSV parser uses threads).
 
 Run:  python benchmarks/bench_cli_io.py [--rows 1000000 10000000] [--max-iter 5] [--code /path/to/old/checkout]
 """

@@ -254,7 +254,7 @@ class Encoder:
 
     MERGE_BYTES = 1 << 22
     """Pending distinct values are merged once they hold more than this and more than the merged ones."""
-    BULK_RATIO = 1 / 16
+    BULK_RATIO = 1 / 2
     """A column goes to bulk encoding when its first batch has more distinct values than this share of its rows."""
 
     def __init__(self, capacity: int = 1 << 16, bulk_bytes: int = 0) -> None:
