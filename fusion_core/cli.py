@@ -28,6 +28,7 @@ from fusion_core.cli_ratings import (
 from fusion_core.data.export import EXPORT_FORMATS, write_csv, write_table
 from fusion_core.data.readers import FORMATS
 from fusion_core.data.responses import Responses
+from fusion_core.data.stages import process_seconds, stage, timed
 from fusion_core.data.text import text_values
 from fusion_core.diagnostics.tables import annotator_table, confusion_table
 from fusion_core.errors import UserInputError
@@ -130,7 +131,9 @@ def write_outputs(
         ) from None
     res = est.result_
     tables = {
-        "labels": pd.DataFrame({"task": res.items, "label": res.classes.take(res.label_codes)}),
+        "labels": pd.DataFrame(
+            {"task": res.items, "label": pd.Categorical.from_codes(res.label_codes, categories=res.classes)}
+        ),
         "posteriors": posterior_table(est),
         "confusion": confusion_table(res),
         "workers": annotator_table(res, est.responses_).rename_axis("worker").reset_index(),
@@ -141,7 +144,8 @@ def write_outputs(
     summary = res.summary()
     summary["validation"] = est.responses_.report.to_dict()
     try:
-        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        with stage("write", "summary.json"):
+            (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     except OSError as exc:
         raise UserInputError(f"cannot write {out_dir / 'summary.json'}: {exc.strerror or 'not allowed'}.") from None
     return summary
@@ -183,6 +187,15 @@ def _side_inputs(args: argparse.Namespace, meta: MethodInfo, resp: Responses) ->
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
+    if not args.timings:
+        return _fit(args)
+    with timed() as timings:
+        status = _fit(args)
+    print("\n".join(timings.lines(process=process_seconds())), file=sys.stderr)
+    return status
+
+
+def _fit(args: argparse.Namespace) -> int:
     from fusion_core.data.loading import load_responses
 
     meta = info(args.method)
@@ -217,7 +230,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     fit_kwargs = _side_inputs(args, meta, resp)
     with warnings.catch_warnings(record=True) as caught:  # printed once below, not also by Python
         warnings.simplefilter("always")
-        est = create(args.method, **params).fit(resp, **fit_kwargs)
+        with stage("fit", args.method):
+            est = create(args.method, **params).fit(resp, **fit_kwargs)
     summary = write_outputs(est, Path(args.out), format=args.format, escape_formulas=not args.no_escape_formulas)
     write_fit_rating_outputs(args, est, resp, params, fit_kwargs.get("true_labels"))
     for line in resp.report.messages():
@@ -343,6 +357,11 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     f.add_argument("--method", default="ds", help="registered method name (see `fusion-core methods`)")
     f.add_argument("--out", required=True, help="output directory")
     _add_io_options(f)
+    f.add_argument(
+        "--timings",
+        action="store_true",
+        help="print the wall and CPU seconds of each stage (read, validate, code, fit, write per file) on stderr",
+    )
     add_engine_options(f)
     f.add_argument("--layout", choices=["long", "wide"], default="long")
     f.add_argument("--task-col", default="task")

@@ -27,6 +27,7 @@ from fusion_core.data.columns import (
 )
 from fusion_core.data.readers import EncodedTable, read_options
 from fusion_core.data.responses import DUPLICATE_POLICIES, Responses, ValidationReport
+from fusion_core.data.stages import stage
 from fusion_core.data.text import (
     explain_unknown,
     parse_numbers,
@@ -215,6 +216,33 @@ def assemble(
 ) -> Responses:
     """Responses from coded columns: drop rows with a missing id or label, apply the duplicate policy, order the
     items, annotators and classes naturally, check the sequences and read the confidence column."""
+    with stage("validate", f"{len(task.codes):,} rows"):
+        task, worker, label, sequence, weight = _usable(
+            task, worker, label, report=report, sequence=sequence, confidence=confidence
+        )
+    columns = [task, worker, label]
+    del task, worker, label  # owned by _coded from here, which frees each as soon as it is recoded
+    with stage("code", f"{len(columns[0].codes):,} responses"):
+        return _coded(
+            columns,
+            report=report,
+            classes=classes,
+            min_workers=min_workers,
+            sequence=sequence,
+            weight=weight,
+        )
+
+
+def _usable(
+    task: Coded,
+    worker: Coded,
+    label: Coded,
+    *,
+    report: ValidationReport,
+    sequence: tuple[Coded, Coded, str, str] | None,
+    confidence: tuple[Coded, str] | None,
+) -> tuple[Coded, Coded, Coded, tuple[Coded, Coded, str, str] | None, np.ndarray | None]:
+    """The rows kept: no missing id or label, the duplicate policy applied; the confidence column read."""
     rows = np.arange(len(task.codes)) if confidence is not None else None  # table positions, for messages
     id_missing = (task.codes < 0) | (worker.codes < 0)
     if sequence is not None:
@@ -222,13 +250,14 @@ def assemble(
     label_missing = (label.codes < 0) & ~id_missing
     report.dropped_missing_id = int(id_missing.sum())
     report.dropped_missing_label = int(label_missing.sum())
-    keep = ~(id_missing | label_missing)
-    if not keep.all():
+    if report.dropped_missing_id or report.dropped_missing_label:
+        keep = ~(id_missing | label_missing)
         task, worker, label = task.take(keep), worker.take(keep), label.take(keep)
         if sequence is not None:
             sequence = (sequence[0].take(keep), sequence[1].take(keep), sequence[2], sequence[3])
         if confidence is not None and rows is not None:
             confidence, rows = (confidence[0].take(keep), confidence[1]), rows[keep]
+    del id_missing, label_missing
     if len(task.codes) == 0:
         raise UserInputError("no usable responses: every row has a missing task, worker or label.")
     weight = confidence_values(confidence[0], rows, confidence[1]) if confidence is not None else None
@@ -238,6 +267,22 @@ def assemble(
         if sequence is not None:
             sequence = (sequence[0].take(kept), sequence[1].take(kept), sequence[2], sequence[3])
         weight = None if weight is None else weight[kept]
+    return task, worker, label, sequence, weight
+
+
+def _coded(
+    columns: list[Coded],
+    *,
+    report: ValidationReport,
+    classes: Sequence[Any] | None,
+    min_workers: int,
+    sequence: tuple[Coded, Coded, str, str] | None,
+    weight: np.ndarray | None,
+) -> Responses:
+    """Items, annotators and classes in their natural order (codes remapped), sequences checked; ``columns`` (task,
+    worker, label) are emptied as they are recoded."""
+    task, worker, label = columns
+    columns.clear()
     cls = _class_index(label, classes)
     del label
     if len(cls.values) < 2:

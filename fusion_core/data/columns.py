@@ -36,6 +36,8 @@ class Coded:
         used = np.bincount(self.codes, minlength=len(self.values)) > 0
         kept = self.values[used]
         order = natural_order(kept)
+        if len(kept) == len(self.values) and bool((order == np.arange(len(order))).all()):
+            return Coded(self.codes.astype(np.int64), kept)  # already in order: the codes stay
         new = np.full(len(self.values), -1, dtype=np.int64)
         new[np.flatnonzero(used)[order]] = np.arange(len(kept))
         return Coded(new[self.codes], kept.take(order))

@@ -20,12 +20,14 @@ import os
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
+from fusion_core.data.stages import stage
 from fusion_core.data.text import NUMBER, plain_values, text_values
 from fusion_core.errors import UserInputError
 
@@ -33,6 +35,7 @@ EXPORT_FORMATS = ("csv", "parquet")
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 """First characters that make a spreadsheet cell a formula (OWASP CSV injection)."""
 _ESCAPE = r"^[=+\-@\t\r']"
+_ESCAPE_BYTES = np.frombuffer("".join(FORMULA_START).encode() + b"'", dtype=np.uint8)
 _PLAIN_NUMBER = f"^{NUMBER}$"
 
 Target = str | os.PathLike | BinaryIO
@@ -45,14 +48,43 @@ def needs_escape(text: str) -> bool:
     return bool(text) and text[0] in (*FORMULA_START, "'") and not re.fullmatch(NUMBER, text)
 
 
-def escape_formulas(values: pa.Array) -> pa.Array:
-    """Text values with a leading ``'`` where a spreadsheet would see a formula (or a leading ``'``)."""
+def _first_bytes(values: pa.Array) -> np.ndarray:
+    """The first byte of every value, read from the offsets and data buffers (0 for an empty value; a missing
+    value may show any byte, so callers check their candidates again)."""
+    _, offsets, data = values.buffers()[:3]
+    out = np.zeros(len(values), dtype=np.uint8)
+    if data is None or offsets is None or len(values) == 0:
+        return out
+    kind = np.int64 if pa.types.is_large_string(values.type) else np.int32
+    bounds: np.ndarray = np.frombuffer(offsets, dtype=kind)[values.offset : values.offset + len(values) + 1]
+    starts = bounds[:-1]
+    filled = bounds[1:] > starts
+    out[filled] = np.frombuffer(data, dtype=np.uint8)[starts[filled]]
+    return out
+
+
+def escape_formulas(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Text values with a leading ``'`` where a spreadsheet would see a formula (or a leading ``'``).
+
+    Linear and cheap when nothing needs escaping: the first byte of every value is checked at once, and only the
+    values starting with one of the formula characters (or ``'``) are matched against the number pattern."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
     if len(values) == 0:
         return values
-    starts = pc.fill_null(pc.match_substring_regex(values, _ESCAPE), False)
-    number = pc.fill_null(pc.match_substring_regex(values, _PLAIN_NUMBER), False)
-    escape = pc.and_(starts, pc.invert(number))
-    return pc.if_else(escape, pc.utf8_replace_slice(values, start=0, stop=0, replacement="'"), values)
+    candidates = np.flatnonzero(np.isin(_first_bytes(values), _ESCAPE_BYTES))
+    if len(candidates) == 0:
+        return values
+    some = values.take(pa.array(candidates))
+    starts = pc.fill_null(pc.match_substring_regex(some, _ESCAPE), False)
+    number = pc.fill_null(pc.match_substring_regex(some, _PLAIN_NUMBER), False)
+    chosen = pc.and_(starts, pc.invert(number)).to_numpy(zero_copy_only=False)
+    if not chosen.any():
+        return values
+    mask = np.zeros(len(values), dtype=bool)
+    mask[candidates[chosen]] = True
+    escaped = pc.utf8_replace_slice(some.filter(pa.array(chosen)), start=0, stop=0, replacement="'")
+    return pc.replace_with_mask(values, pa.array(mask), escaped)
 
 
 def unescape_formula(text: str) -> str:
@@ -61,7 +93,14 @@ def unescape_formula(text: str) -> str:
 
 
 def _column(values: pd.Series, *, escape: bool) -> pa.Array:
-    """One column for writing: numbers and booleans as they are, everything else as canonical text."""
+    """One column for writing: numbers and booleans as they are, everything else as canonical text; a categorical
+    column of text stays dictionary-encoded (its distinct values converted and escaped once)."""
+    if isinstance(values.dtype, pd.CategoricalDtype) and _is_text(values.dtype.categories):
+        categories = values.dtype.categories
+        text = pa.array(text_values(categories), from_pandas=True).cast(pa.string())
+        text = escape_formulas(text) if escape else text
+        codes = np.asarray(values.cat.codes, dtype=np.int32)
+        return pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), text)
     values = plain_values(values)
     if pd.api.types.is_bool_dtype(values.dtype) or pd.api.types.is_numeric_dtype(values.dtype):
         return pa.array(values.to_numpy(), from_pandas=True)
@@ -70,6 +109,13 @@ def _column(values: pd.Series, *, escape: bool) -> pa.Array:
     else:
         text = pa.array(text_values(values), from_pandas=True).cast(pa.string())
     return escape_formulas(text) if escape else text
+
+
+def _is_text(values: pd.Index) -> bool:
+    """Whether distinct values are all text (a categorical of numbers is written as numbers)."""
+    if pd.api.types.is_string_dtype(values.dtype) and values.dtype != object:
+        return True
+    return values.dtype == object and all(isinstance(v, str) for v in values)
 
 
 def to_arrow(df: pd.DataFrame, *, escape: bool = False) -> pa.Table:
@@ -87,7 +133,9 @@ def to_arrow(df: pd.DataFrame, *, escape: bool = False) -> pa.Table:
 def write_csv(df: pd.DataFrame, target: Target, *, escape_formulas: bool = True) -> None:
     """``df`` (columns only) as UTF-8 CSV to a path or binary file; see the module docs for quoting and escaping."""
     table = to_arrow(df, escape=escape_formulas)
-    options = pcsv.WriteOptions(include_header=True, quoting_style="needed", quoting_header="needed")
+    options = pcsv.WriteOptions(
+        include_header=True, batch_size=1 << 16, quoting_style="needed", quoting_header="needed"
+    )
     sink = str(target) if isinstance(target, (str, os.PathLike)) else target
     pcsv.write_csv(table, sink, write_options=options)
 
@@ -95,7 +143,9 @@ def write_csv(df: pd.DataFrame, target: Target, *, escape_formulas: bool = True)
 def write_parquet(df: pd.DataFrame, target: Target) -> None:
     """``df`` (columns only) as Parquet (text as UTF-8 strings, numbers as numbers; never escaped)."""
     sink = str(target) if isinstance(target, (str, os.PathLike)) else target
-    pq.write_table(to_arrow(df, escape=False), sink)
+    table = to_arrow(df, escape=False)
+    plain = [c.cast(pa.string()) if pa.types.is_dictionary(c.type) else c for c in table.columns]
+    pq.write_table(pa.Table.from_arrays(plain, names=table.column_names), sink)
 
 
 def write_table(
@@ -107,10 +157,11 @@ def write_table(
         raise UserInputError(f"unknown output format {format!r}; use one of {', '.join(EXPORT_FORMATS)}.")
     path = Path(directory) / f"{stem}.{format}"
     try:
-        if format == "csv":
-            write_csv(df, path, escape_formulas=escape_formulas)
-        else:
-            write_parquet(df, path)
+        with stage("write", f"{path.name} ({len(df):,} rows)"):
+            if format == "csv":
+                write_csv(df, path, escape_formulas=escape_formulas)
+            else:
+                write_parquet(df, path)
     except (OSError, pa.ArrowIOError) as exc:
         reason = getattr(exc, "strerror", None) or "it cannot be written"
         raise UserInputError(f"cannot write {path}: {reason}.") from None

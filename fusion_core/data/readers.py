@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fusion_core.data.stages import stage
 from fusion_core.data.text import format_size, show_value, size_over_limit
 from fusion_core.errors import UserInputError
 
@@ -244,15 +245,31 @@ class Encoder:
     wait in ``pending``.  When the pending values outgrow the merged ones they are merged (one hash pass; values
     already merged keep their codes) and the batch codes are mapped in place, so memory is the codes plus at most
     twice the distinct values, and the total work stays linear.
+
+    With ``bulk_bytes`` a column whose first batch is mostly distinct values (item ids) is not encoded batch by
+    batch: its text batches are kept until they hold ``bulk_bytes`` and encoded together, so each value is hashed
+    about once instead of once per batch it occurs in and once more per merge (the low-cardinality columns —
+    annotators, labels — stay batch-encoded, where a batch's few distinct values are cheap to hash).
     """
 
-    def __init__(self, capacity: int = 1 << 16) -> None:
-        """``capacity``: expected rows (an upper bound costs nothing: untouched memory is never committed)."""
+    MERGE_BYTES = 1 << 22
+    """Pending distinct values are merged once they hold more than this and more than the merged ones."""
+    BULK_RATIO = 1 / 2
+    """A column goes to bulk encoding when its first batch has more distinct values than this share of its rows."""
+
+    def __init__(self, capacity: int = 1 << 16, bulk_bytes: int = 0) -> None:
+        """``capacity``: expected rows (an upper bound costs nothing: untouched memory is never committed);
+        ``bulk_bytes``: the text kept before a bulk-encoded column is encoded (0: always batch by batch)."""
         self.codes = np.empty(max(capacity, 16), dtype=np.int32)
         self.rows = 0
         self.values = pa.array([], pa.string())
-        self.pending: list[tuple[int, int, pa.Array]] = []
+        self.pending: list[tuple[int, int, pa.Array, bool]] = []
         self.pending_bytes = 0
+        self.bulk_bytes = bulk_bytes
+        self.bulk: bool | None = None if bulk_bytes > 0 else False
+        self.held: list[pa.Array] = []
+        self.held_start = 0
+        self.held_bytes = 0
 
     def _reserve(self, stop: int) -> None:
         if stop > len(self.codes):  # a new block: untouched pages of np.empty take no memory, only copied ones do
@@ -265,35 +282,74 @@ class Encoder:
 
     def add(self, start: int, values: pa.Array) -> None:
         """Values of rows ``start, start+1, …``: a string array or a dictionary array of strings."""
-        if not pa.types.is_dictionary(values.type):
-            values = pc.dictionary_encode(values, memory_pool=POOL)
-        indices = values.indices
+        if pa.types.is_dictionary(values.type):
+            self._add_encoded(start, values, unique=False)
+            return
+        if self.bulk:
+            if not self.held:
+                self.held_start = start
+            self.held.append(values)
+            self.held_bytes += values.nbytes
+            if self.held_bytes >= self.bulk_bytes:
+                self._release()
+            return
+        encoded = pc.dictionary_encode(values, memory_pool=POOL)
+        if self.bulk is None:  # the first batch decides
+            self.bulk = len(encoded.dictionary) > self.BULK_RATIO * max(len(values), 1)
+        self._add_encoded(start, encoded, unique=True)
+
+    def _release(self) -> None:
+        """Encode the held text batches together."""
+        if not self.held:
+            return
+        encoded = pc.dictionary_encode(pa.chunked_array(self.held, type=self.held[0].type), memory_pool=POOL)
+        self.held, self.held_bytes = [], 0  # the text goes before the codes are copied
+        start = self.held_start
+        for chunk in encoded.chunks:  # every chunk's indices point into the last chunk's dictionary
+            self._codes_from(start, chunk.indices)
+            start += len(chunk)
+        self._pend(self.held_start, start, encoded.chunk(encoded.num_chunks - 1).dictionary, unique=True)
+
+    def _codes_from(self, start: int, indices: pa.Array) -> int:
+        """Store the codes of rows ``start, …`` (missing → −1); returns the row after the last."""
         if indices.null_count:
             indices = pc.fill_null(indices, -1)
         stop = start + len(indices)
         self._reserve(stop)
         self.codes[start:stop] = indices.to_numpy(zero_copy_only=False)
-        dictionary = values.dictionary
+        return stop
+
+    def _add_encoded(self, start: int, values: pa.Array, *, unique: bool) -> None:
+        """A dictionary array of rows ``start, …``; ``unique``: its dictionary has no repeated value."""
+        stop = self._codes_from(start, values.indices)
+        self._pend(start, stop, values.dictionary, unique=unique)
+
+    def _pend(self, start: int, stop: int, dictionary: pa.Array, *, unique: bool) -> None:
+        """Rows ``start:stop`` hold codes into ``dictionary``, to be merged into :attr:`values`."""
         if dictionary.type != self.values.type:
             dictionary = dictionary.cast(self.values.type, memory_pool=POOL)
-        self.pending.append((start, stop, dictionary))
+        self.pending.append((start, stop, dictionary, unique))
         self.pending_bytes += dictionary.nbytes
-        if self.pending_bytes > max(1 << 22, self.values.nbytes):
+        if self.pending_bytes > max(self.MERGE_BYTES, self.values.nbytes):
             self._merge()
 
     def _merge(self) -> None:
         if not self.pending:
             return
+        if len(self.values) == 0 and len(self.pending) == 1 and self.pending[0][3]:  # nothing to merge with
+            self.values = self.pending[0][2]
+            self.pending, self.pending_bytes = [], 0
+            return
         if self.values.type == pa.string() and self.values.nbytes + self.pending_bytes > 1 << 30:
             self.values = self.values.cast(pa.large_string(), memory_pool=POOL)  # offsets beyond 2 GB
-            self.pending = [(a, b, d.cast(pa.large_string(), memory_pool=POOL)) for a, b, d in self.pending]
+            self.pending = [(a, b, d.cast(pa.large_string(), memory_pool=POOL), u) for a, b, d, u in self.pending]
         first = [self.values] if len(self.values) else []
-        chunks = first + [d for _, _, d in self.pending if len(d)]
+        chunks = first + [d for _, _, d, _ in self.pending if len(d)]
         merged = pc.dictionary_encode(pa.chunked_array(chunks, type=self.values.type), memory_pool=POOL)
         if merged.num_chunks != len(chunks):  # pragma: no cover - Arrow keeps one output chunk per input chunk
             raise RuntimeError("dictionary encoding changed the chunking")
         outputs = iter(merged.chunks[len(first) :])  # merged values come first and keep their codes
-        for start, stop, dictionary in self.pending:
+        for start, stop, dictionary, _ in self.pending:
             ids = pc.fill_null(next(outputs).indices, -1).to_numpy(zero_copy_only=False) if len(dictionary) else []
             mapping = np.append(np.asarray(ids, dtype=np.int32), np.int32(-1))  # code −1 (missing) → −1
             self.codes[start:stop] = mapping[self.codes[start:stop]]
@@ -303,6 +359,7 @@ class Encoder:
 
     def finish(self, n_rows: int, options: ReadOptions) -> Column:
         """The column: codes in the smallest integer type into the cleaned distinct values."""
+        self._release()
         self._merge()
         self._reserve(n_rows)
         cleaned = clean_text(self.values, options)
@@ -314,7 +371,7 @@ class Encoder:
                 codes[i : i + (1 << 20)] = mapping[codes[i : i + (1 << 20)]]
             cleaned = again.dictionary
         dtype = code_dtype(len(cleaned))
-        out = codes.copy() if dtype == np.int32 else codes.astype(dtype)
+        out = codes if dtype == np.int32 else codes.astype(dtype)  # a view: the unused tail was never touched
         del codes
         self.codes = np.empty(0, dtype=np.int32)
         return Column(out, pd.Index(cleaned.to_pandas(), dtype="str"))
@@ -386,8 +443,9 @@ def read_encoded(
     fmt = (format or detect_format(inp.name, inp.head)).lower()
     if fmt not in FORMATS:
         raise UserInputError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}.")
-    if fmt == "parquet":
-        return read_parquet(inp, columns, opts)
-    if fmt == "jsonl":
-        return read_jsonl(inp, columns, opts)
-    return read_csv(inp, fmt, columns, opts)
+    with stage("read", f"{inp.label} ({format_size(inp.size)})"):
+        if fmt == "parquet":
+            return read_parquet(inp, columns, opts)
+        if fmt == "jsonl":
+            return read_jsonl(inp, columns, opts)
+        return read_csv(inp, fmt, columns, opts)

@@ -96,39 +96,85 @@ def read_csv(inp: Input, fmt: str, columns: Sequence[str] | None, options: ReadO
     block = max(block, _BLOCK)
     names = check_names(raw_names, inp.label, options)
     keep = [i for i, n in enumerate(names) if columns is None or n in columns]
+    threads = True
     while True:
         try:
-            return _read_csv_blocks(inp, fmt, (raw_names, names, keep), block, options)
+            return _read_csv_blocks(inp, fmt, (raw_names, names, keep), block, options, threads=threads)
         except _Straddle:
             if block > inp.size:
                 raise UserInputError(f"could not read {inp.label}: a row is longer than the file.") from None
             block *= 8
+        except _Unnumbered:  # the parallel reader does not number rows: read again in order for the message
+            threads = False
 
 
 class _Straddle(Exception):
     pass
 
 
-def _read_csv_blocks(
-    inp: Input, fmt: str, header: tuple[list[str], list[str], list[int]], block: int, options: ReadOptions
-) -> EncodedTable:
-    raw_names, names, keep = header
+def _mostly_distinct(inp: Input, fmt: str, include: list[str], block: int) -> set[str]:
+    """The columns whose first block has more distinct values than ``Encoder.BULK_RATIO`` of its rows (read as
+    text and encoded in bulk; the others are dictionary-encoded by the parser).  A file the parser refuses is left
+    to the full read, which words the message."""
     dictionary = pa.dictionary(pa.int32(), pa.string())
+    try:
+        reader = pcsv.open_csv(
+            inp.stream(),
+            read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
+            parse_options=_csv_parse(fmt),
+            convert_options=pcsv.ConvertOptions(
+                column_types=dict.fromkeys(include, dictionary),
+                include_columns=include,
+                strings_can_be_null=False,
+                null_values=[],
+                quoted_strings_can_be_null=False,
+            ),
+            memory_pool=POOL,
+        )
+        first = reader.read_next_batch()
+        reader.close()
+    except (pa.ArrowException, StopIteration, UnicodeDecodeError):
+        return set()
+    rows = max(first.num_rows, 1)
+    return {n for n, col in zip(include, first.columns) if len(col.dictionary) > Encoder.BULK_RATIO * rows}
+
+
+class _Unnumbered(Exception):
+    pass
+
+
+def _read_csv_blocks(
+    inp: Input,
+    fmt: str,
+    header: tuple[list[str], list[str], list[int]],
+    block: int,
+    options: ReadOptions,
+    *,
+    threads: bool,
+) -> EncodedTable:
+    """The kept columns as text, encoded as they stream (:class:`Encoder`): columns with few distinct values are
+    dictionary-encoded block by block by the parser itself, id columns with mostly distinct values are read as text
+    and encoded in bulks of up to a third of the file size.  ``threads``: blocks parsed in parallel (rows are not numbered in
+    pyarrow's errors then: :class:`_Unnumbered` asks for an ordered re-read)."""
+    raw_names, names, keep = header
     include = [raw_names[i] for i in keep]
+    distinct = _mostly_distinct(inp, fmt, include, block)
+    dictionary = pa.dictionary(pa.int32(), pa.string())
     convert = pcsv.ConvertOptions(
-        column_types=dict.fromkeys(include, dictionary),
+        column_types={n: pa.string() if n in distinct else dictionary for n in include},
         include_columns=include,
         strings_can_be_null=False,
         null_values=[],
         quoted_strings_can_be_null=False,
     )
     capacity = min(inp.size // max(len(names), 1) + 2, options.max_cells // max(len(names), 1) + 2)
-    encoders = [Encoder(capacity) for _ in keep]
+    bulk = max(inp.size // 3, _BLOCK)
+    encoders = [Encoder(capacity, bulk) for _ in keep]
     budget = Budget(inp.label, options, len(names))
     try:
         reader = pcsv.open_csv(
             inp.stream(),
-            read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
+            read_options=pcsv.ReadOptions(block_size=block, use_threads=threads),
             parse_options=_csv_parse(fmt),
             convert_options=convert,
             memory_pool=POOL,
@@ -137,9 +183,13 @@ def _read_csv_blocks(
             for enc, col in zip(encoders, batch.columns):
                 enc.add(budget.rows, col)
             budget.add(batch.num_rows)
+        batch = col = None
+        reader.close()  # its blocks are freed before the held columns are encoded
     except pa.ArrowInvalid as exc:
         if "straddl" in str(exc):
             raise _Straddle from None
+        if threads and "Expected" in str(exc) and not _BAD_ROW.search(str(exc)):
+            raise _Unnumbered from None
         raise _csv_failure(exc, inp, fmt) from None
     table = EncodedTable(inp.label, names, n_rows=budget.rows)
     for i, enc in zip(keep, encoders):

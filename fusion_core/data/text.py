@@ -16,6 +16,7 @@ same value is the same class in long and wide layouts:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -151,6 +152,9 @@ def plain_values(values: pd.Series) -> pd.Series:
 def _numbers_of(text: pa.Array) -> np.ndarray | None:
     """Numeric values when every text is a plain number (integers exactly, up to 18 digits), else None."""
     if len(text) == 0:
+        return None
+    first = text[0].as_py()
+    if first is None or not re.fullmatch(NUMBER, first):  # most id columns are not numbers: no scan of them all
         return None
     if pc.all(pc.match_substring_regex(text, f"^{_INTEGER}$")).as_py():
         return pc.cast(pc.replace_substring_regex(text, r"^\+", ""), pa.int64()).to_numpy()
