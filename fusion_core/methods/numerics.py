@@ -38,6 +38,24 @@ def log_normalize(log_p: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.nda
     return z / s, (np.log(s) + mx).squeeze(axis)
 
 
+def log_normalize_into(log_p: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Row-normalise items × K log-probabilities ``log_p`` into ``out`` (may be ``log_p`` itself); returns the log
+    normaliser per row.  Column views and in-place ufuncs: no items × K temporary, one pass per class."""
+    k = log_p.shape[1]
+    mx = log_p[:, 0].copy()
+    for j in range(1, k):
+        np.maximum(mx, log_p[:, j], out=mx)
+    np.subtract(log_p, mx[:, None], out=out)
+    np.exp(out, out=out)
+    tot = out[:, 0].copy()
+    for j in range(1, k):
+        np.add(tot, out[:, j], out=tot)
+    np.divide(out, tot[:, None], out=out)
+    np.log(tot, out=tot)
+    np.add(tot, mx, out=tot)
+    return tot
+
+
 def _rowwise(op: Callable[..., np.ndarray], t: np.ndarray) -> np.ndarray:
     out = t[0].copy()
     for row in t[1:]:  # K rows (classes), not responses
