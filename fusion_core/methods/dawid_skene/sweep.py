@@ -68,13 +68,19 @@ def sweep_data(resp: Responses) -> SweepData:
     got = _CACHE.get(resp)
     if got is None:
         a = resp.counts
-        indices = a.indices if a.indices.dtype == np.int32 else a.indices.astype(np.int32)
-        if a.shape[1] >= np.iinfo(np.int32).max:  # pragma: no cover - > 2·10⁹ worker-label columns
-            indices = a.indices.astype(np.int64)
+        # unsigned views of the (non-negative) CSR arrays: compiled indexing then skips the negative-index wrap
+        # (measured 15% of the pass); int32 whenever they fit, as scipy stores them
+        indices = _unsigned(a.indices)
         data = None if bool(np.all(a.data == 1.0)) else np.ascontiguousarray(a.data, dtype=float)
-        got = SweepData(a, a.indptr, indices, data, a.shape[0], a.shape[1])
+        got = SweepData(a, _unsigned(a.indptr), indices, data, a.shape[0], a.shape[1])
         _CACHE[resp] = got
     return got
+
+
+def _unsigned(x: np.ndarray) -> np.ndarray:
+    if x.dtype == np.int32 or (x.dtype == np.int64 and (not len(x) or x.max() < np.iinfo(np.int32).max)):
+        return np.ascontiguousarray(x, dtype=np.int32).view(np.uint32)
+    return np.ascontiguousarray(x, dtype=np.int64).view(np.uint64)
 
 
 @dataclass
@@ -170,7 +176,7 @@ def _chunks(indptr: np.ndarray, threads: int) -> list[int]:
     """Item boundaries splitting the responses into ≤ ``threads`` chunks of about equal size (deterministic)."""
     nnz = int(indptr[-1])
     t = max(1, min(threads, nnz // MIN_CHUNK))
-    cuts = np.searchsorted(indptr, np.arange(1, t) * (nnz / t)).tolist()
+    cuts = np.searchsorted(indptr.astype(np.int64), np.arange(1, t) * (nnz / t)).tolist()
     return sorted({0, *cuts, len(indptr) - 1})
 
 
