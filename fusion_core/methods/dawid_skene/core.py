@@ -18,7 +18,7 @@ import numpy as np
 
 from fusion_core.data.responses import Responses
 from fusion_core.methods.base import Gold, clamp_gold
-from fusion_core.methods.dawid_skene.sweep import ds_sweep, gold_array
+from fusion_core.methods.dawid_skene.sweep import ds_sweep, expected_counts_of, gold_array
 from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
 from fusion_core.methods.numerics import log_normalize, log_normalize_into, normalize_rows, safe_log
 
@@ -157,7 +157,8 @@ class DawidSkeneModel:
             return params_from_counts(
                 stats.counts, stats.class_total, self.smoothing, self.estimate_priors, self.one_coin
             )
-        return m_step(self.resp, stats, self.smoothing, self.estimate_priors, self.one_coin)
+        counts = expected_counts_of(self.resp, stats)  # on the pass's structure: Responses.counts is never built
+        return params_from_counts(counts, stats.sum(axis=0), self.smoothing, self.estimate_priors, self.one_coin)
 
     def e_step(self, state: DSState, temperature: float = 1.0) -> EStep:
         if self._gold_class is None:

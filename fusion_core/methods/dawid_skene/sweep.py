@@ -17,20 +17,19 @@ Both give the same numbers to rounding (tests compare them to 1e-10).  ``FUSION_
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from fusion_core.data.responses import Responses
-from fusion_core.methods.numerics import PROB_FLOOR, log_normalize_into
+from fusion_core.methods.numerics import HAVE_NUMBA, PROB_FLOOR, jit_enabled, log_normalize_into, njit
 
-HAVE_NUMBA = importlib.util.find_spec("numba") is not None  # optional JIT: pip install fusion_core[fast]
 #: below this many responses numpy is fast enough and numba's import and first call (≈ 1–2 s) would cost more
 JIT_MIN_RESPONSES = 200_000
 
@@ -38,16 +37,17 @@ JIT_MIN_RESPONSES = 200_000
 def default_backend(n_responses: int) -> str:
     """``'numba'`` for ≥ :data:`JIT_MIN_RESPONSES` responses when numba is installed and ``FUSION_CORE_JIT`` is not
     ``0``; else ``'numpy'``."""
-    use = HAVE_NUMBA and os.environ.get("FUSION_CORE_JIT", "1") != "0" and n_responses >= JIT_MIN_RESPONSES
+    use = jit_enabled() and n_responses >= JIT_MIN_RESPONSES
     return "numba" if use else "numpy"
 
 
 @dataclass
 class SweepData:
-    """What the pass reads, derived once per :class:`Responses`: CSR row pointers, int32 column indices and the
-    values (``None`` when every count is 1, as for unweighted data without duplicates)."""
+    """What the pass reads, derived once per :class:`Responses` in the method layer (``Responses.counts`` is never
+    built for it): CSR row pointers and column indices ``worker·K + label`` of the items × workers·K count matrix as
+    unsigned 32-bit integers when they fit, and the values (``None`` when every response weighs 1; repeated
+    responses stay separate entries, which the sums treat as counts)."""
 
-    counts: sp.csr_matrix
     indptr: np.ndarray
     indices: np.ndarray
     data: np.ndarray | None
@@ -59,22 +59,55 @@ class SweepData:
         """Bytes of the structure one pass reads."""
         return self.indptr.nbytes + self.indices.nbytes + (0 if self.data is None else self.data.nbytes)
 
+    @cached_property
+    def counts(self) -> sp.csr_matrix:
+        """The same matrix for scipy (numpy path)."""
+        data = np.ones(len(self.indices)) if self.data is None else self.data
+        idx = self.indices.view(np.int32) if self.indices.dtype == np.uint32 else self.indices.view(np.int64)
+        ptr = self.indptr.view(np.int32) if self.indptr.dtype == np.uint32 else self.indptr.view(np.int64)
+        return sp.csr_matrix((data, idx, ptr), shape=(self.n_items, self.n_cols))
+
 
 _CACHE: weakref.WeakKeyDictionary[Responses, SweepData] = weakref.WeakKeyDictionary()
 
 
 def sweep_data(resp: Responses) -> SweepData:
-    """The :class:`SweepData` of ``resp`` (cached while ``resp`` lives)."""
+    """The :class:`SweepData` of ``resp`` (cached while ``resp`` lives).  Unsigned indices let compiled indexing
+    skip the negative-index wrap (15% of the pass)."""
     got = _CACHE.get(resp)
     if got is None:
-        a = resp.counts
-        # unsigned views of the (non-negative) CSR arrays: compiled indexing then skips the negative-index wrap
-        # (measured 15% of the pass); int32 whenever they fit, as scipy stores them
-        indices = _unsigned(a.indices)
-        data = None if bool(np.all(a.data == 1.0)) else np.ascontiguousarray(a.data, dtype=float)
-        got = SweepData(a, _unsigned(a.indptr), indices, data, a.shape[0], a.shape[1])
+        n, k = resp.n_items, resp.n_classes
+        n_cols = resp.n_workers * k
+        small = n_cols < np.iinfo(np.int32).max
+        col: np.ndarray = resp.worker.astype(np.int32 if small else np.int64)
+        np.multiply(col, k, out=col)
+        np.add(col, resp.label, out=col, casting="unsafe")
+        item = resp.item
+        order = None if not len(item) or bool(np.all(item[1:] >= item[:-1])) else np.argsort(item, kind="stable")
+        if order is not None:
+            col = col[order]
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(item, minlength=n), out=indptr[1:])
+        data = None
+        if resp.weight is not None:
+            w = np.asarray(resp.weight, dtype=float)
+            data = np.ascontiguousarray(w if order is None else w[order])
+        got = SweepData(_unsigned(indptr), col.view(np.uint32) if small else col.view(np.uint64), data, n, n_cols)
         _CACHE[resp] = got
     return got
+
+
+def expected_counts_of(resp: Responses, posterior: np.ndarray) -> np.ndarray:
+    """``Aᵀ q`` as workers × true × reported (the M-step statistics of given posteriors), on the pass's structure."""
+    d = sweep_data(resp)
+    k = resp.n_classes
+    q = np.ascontiguousarray(posterior, dtype=float)
+    if jit_enabled():
+        c = np.zeros((d.n_cols, k))
+        _counts_kernel(d.indptr, d.indices, d.data if d.data is not None else np.empty(0), q, c)
+    else:
+        c = np.asarray(d.counts.T @ q)
+    return _as_counts(c, resp)
 
 
 def _unsigned(x: np.ndarray) -> np.ndarray:
@@ -192,6 +225,18 @@ def gold_array(n_items: int, gold: tuple[np.ndarray, np.ndarray] | None) -> np.n
     g = np.full(n_items, -1, dtype=np.int32)
     g[np.asarray(gold[0])] = np.asarray(gold[1], dtype=np.int32)
     return g
+
+
+@njit
+def _counts_kernel(indptr: Any, indices: Any, data: Any, q: Any, c: Any) -> None:  # pragma: no cover - compiled
+    """``c[col] += value · q[i]`` over the CSR entries of every item i."""
+    k = q.shape[1]
+    unit = data.shape[0] == 0
+    for i in range(q.shape[0]):
+        for p in range(indptr[i], indptr[i + 1]):
+            v = 1.0 if unit else data[p]
+            for j in range(k):
+                c[indices[p], j] += v * q[i, j]
 
 
 # ----------------------------------------------------------------------------------- compiled pass (numba)
