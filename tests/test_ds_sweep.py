@@ -126,3 +126,31 @@ def test_em_reuses_the_posterior_buffer_without_corrupting_runs():
     assert est.log_likelihood_ == pytest.approx(ll.max())
     if est.result_.restarts.best == 0:
         np.testing.assert_allclose(est.probas_.to_numpy(), solo.probas_.to_numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_structure_from_unsorted_items_and_repeated_responses(backend, monkeypatch):
+    """The pass's own CSR (built from the coded arrays, never from Responses.counts) equals the count matrix when
+    items come in any order and a worker answers an item twice (repeated entries count twice)."""
+    rng = np.random.default_rng(4)
+    n, w, k = 300, 9, 3
+    item = rng.integers(0, n, 2000)
+    worker = rng.integers(0, w, 2000)
+    label = rng.integers(0, k, 2000)
+    resp = Responses(
+        item=item,
+        worker=worker,
+        label=label,
+        items=pd.Index(range(n)),
+        workers=pd.Index(range(w)),
+        classes=pd.Index(range(k)),
+    )
+    assert not np.all(np.diff(item) >= 0)
+    monkeypatch.setenv("FUSION_CORE_JIT", "1" if backend == "numba" else "0")
+    q = rng.dirichlet(np.ones(k), size=n)
+    np.testing.assert_allclose(sweep.expected_counts_of(resp, q), expected_counts(resp, q), rtol=1e-12, atol=1e-12)
+    conf = rng.dirichlet(np.ones(k), size=(w, k))
+    post, ll, _ = e_step_joint(resp, conf, np.full(k, 1 / k))
+    sw = sweep.ds_sweep(resp, conf, np.full(k, 1 / k), backend=backend)
+    np.testing.assert_allclose(sw.posterior, post, rtol=0, atol=1e-12)
+    assert sw.log_likelihood == pytest.approx(ll, rel=1e-12)
