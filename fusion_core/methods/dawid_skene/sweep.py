@@ -267,52 +267,10 @@ BLOCK = 512  # items per block: the block's K·BLOCK log-joints stay in L1 betwe
 
 
 def _make_pass(k: int, unit_counts: bool) -> Any:
-    import numba as nb
-
+    """The pass as a Python closure over compile-time constants only (no nested compiled functions: numba's disk
+    cache recognises such a closure in the next process, where a nested dispatcher would force a recompile)."""
     K = k
     UNIT = unit_counts
-
-    @nb.njit(inline="always", fastmath={"contract"})
-    def exp_block(x: Any, t: Any, bits: Any, m: int) -> None:
-        """``x[:m] ← exp(x[:m])`` for entries ≤ 0, in three vectorisable loops: Cody–Waite reduction and a degree-13
-        Taylor polynomial (relative error < 2·10⁻¹⁶ on |r| ≤ log(2)/2), then 2ⁿ written into the exponent bits
-        (``bits`` is ``t`` viewed as int64) and the product."""
-        for j in range(m):
-            v = max(x[j], EXP_FLOOR)
-            tt = v * LOG2E + MAGIC
-            nf = tt - MAGIC
-            r = (v - nf * LN2_HI) - nf * LN2_LO
-            p = 1.6059043836821613e-10
-            p = p * r + 2.08767569878681e-09
-            p = p * r + 2.505210838544172e-08
-            p = p * r + 2.755731922398589e-07
-            p = p * r + 2.7557319223985893e-06
-            p = p * r + 2.48015873015873e-05
-            p = p * r + 0.0001984126984126984
-            p = p * r + 0.001388888888888889
-            p = p * r + 0.008333333333333333
-            p = p * r + 0.041666666666666664
-            p = p * r + 0.16666666666666666
-            p = p * r + 0.5
-            p = p * r + 1.0
-            x[j] = p * r + 1.0
-            t[j] = tt
-        for j in range(m):
-            bits[j] = (bits[j] - MAGIC_BITS + 1023) << 52
-        for j in range(m):
-            x[j] *= t[j]
-
-    @nb.njit(inline="always", fastmath={"contract"})
-    def _tempered(x: Any, saved: Any, nb_: int, inv_t: float) -> None:
-        """Posteriors at temperature 1/inv_t from the saved ``log-joint − max`` rows (annealing only)."""
-        for m in range(nb_):
-            o = m * K
-            s = 0.0
-            for j in range(K):
-                x[o + j] = np.exp(saved[o + j] * inv_t)
-                s += x[o + j]
-            for j in range(K):
-                x[o + j] /= s
 
     def sweep(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
         indptr: Any,
@@ -370,7 +328,33 @@ def _make_pass(k: int, unit_counts: bool) -> Any:
             if inv_t != 1.0:
                 for m in range(nb_ * K):
                     saved[m] = x[m]  # x − max, for the tempered posteriors
-            exp_block(x, t, bits, nb_ * K)
+            # x ← exp(x) on the block (entries ≤ 0), in three vectorisable loops: Cody–Waite reduction and a
+            # degree-13 Taylor polynomial (relative error < 2·10⁻¹⁶ on |r| ≤ log(2)/2), then 2ⁿ written into the
+            # exponent bits of t (``bits`` views t as int64) and the product
+            for j in range(nb_ * K):
+                v = max(x[j], EXP_FLOOR)
+                tt = v * LOG2E + MAGIC
+                nf = tt - MAGIC
+                r = (v - nf * LN2_HI) - nf * LN2_LO
+                pp = 1.6059043836821613e-10
+                pp = pp * r + 2.08767569878681e-09
+                pp = pp * r + 2.505210838544172e-08
+                pp = pp * r + 2.755731922398589e-07
+                pp = pp * r + 2.7557319223985893e-06
+                pp = pp * r + 2.48015873015873e-05
+                pp = pp * r + 0.0001984126984126984
+                pp = pp * r + 0.001388888888888889
+                pp = pp * r + 0.008333333333333333
+                pp = pp * r + 0.041666666666666664
+                pp = pp * r + 0.16666666666666666
+                pp = pp * r + 0.5
+                pp = pp * r + 1.0
+                x[j] = pp * r + 1.0
+                t[j] = tt
+            for j in range(nb_ * K):
+                bits[j] = (bits[j] - MAGIC_BITS + 1023) << 52
+            for j in range(nb_ * K):
+                x[j] *= t[j]
             for m in range(nb_):  # normalise, log-likelihood, then the M-step statistics
                 i = b0 + m
                 o = m * K
@@ -389,8 +373,15 @@ def _make_pass(k: int, unit_counts: bool) -> Any:
                 inv = 1.0 / s
                 for j in range(K):
                     x[o + j] *= inv
-            if inv_t != 1.0:
-                _tempered(x, saved, nb_, inv_t)
+            if inv_t != 1.0:  # annealing only: posteriors at temperature 1/inv_t from the saved rows
+                for m in range(nb_):
+                    o = m * K
+                    s = 0.0
+                    for j in range(K):
+                        x[o + j] = np.exp(saved[o + j] * inv_t)
+                        s += x[o + j]
+                    for j in range(K):
+                        x[o + j] /= s
             for m in range(nb_):
                 i = b0 + m
                 o = m * K
