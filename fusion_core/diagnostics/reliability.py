@@ -128,12 +128,17 @@ def pair_ratings(data: Responses | pd.DataFrame, rater_a: Any, rater_b: Any) -> 
     if (codes < 0).any():
         missing = [str(r) for r, c in zip((rater_a, rater_b), codes) if c < 0]
         raise UserInputError(f"raters {missing} gave no responses; name two annotators of the worker column.")
-    dense = resp.dense_matrix()
-    both = (dense[codes[0]] >= 0) & (dense[codes[1]] >= 0)
+    rows = []
+    for c in codes:  # the two raters' label codes per item (-1 = none; last duplicate wins), no workers × items matrix
+        row = np.full(resp.n_items, -1, dtype=np.int64)
+        sel = resp.worker == c
+        row[resp.item[sel]] = resp.label[sel]
+        rows.append(row)
+    both = (rows[0] >= 0) & (rows[1] >= 0)
     items = pd.Index(resp.items[both], name="task")
     return (
-        pd.Series(resp.classes.take(dense[codes[0], both]), index=items, name=str(rater_a)),
-        pd.Series(resp.classes.take(dense[codes[1], both]), index=items, name=str(rater_b)),
+        pd.Series(resp.classes.take(rows[0][both]), index=items, name=str(rater_a)),
+        pd.Series(resp.classes.take(rows[1][both]), index=items, name=str(rater_b)),
     )
 
 

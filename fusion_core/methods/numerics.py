@@ -6,11 +6,37 @@ method ever produces ``-inf`` or NaN from a zero probability.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 PROB_FLOOR = 1e-10  # probabilities are clipped here before any log
+
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None  # optional JIT: pip install fusion_core[fast]
+
+
+def jit_enabled() -> bool:
+    """Whether compiled kernels run: numba is installed and ``FUSION_CORE_JIT`` is not ``0``.  Every kernel has a
+    numpy twin giving the same numbers, used otherwise."""
+    return HAVE_NUMBA and os.environ.get("FUSION_CORE_JIT", "1") != "0"
+
+
+def njit(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` compiled by numba (cached on disk, GIL released), imported lazily on first use."""
+    compiled: list[Callable[..., Any]] = []
+
+    def call(*args: Any) -> Any:
+        if not compiled:
+            import numba as nb
+
+            compiled.append(nb.njit(cache=True, nogil=True, error_model="numpy")(fn))
+        return compiled[0](*args)
+
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
 
 
 def safe_log(p: np.ndarray, floor: float = PROB_FLOOR) -> np.ndarray:
@@ -36,6 +62,24 @@ def log_normalize(log_p: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.nda
     z = np.exp(log_p - mx)
     s = z.sum(axis=axis, keepdims=True)
     return z / s, (np.log(s) + mx).squeeze(axis)
+
+
+def log_normalize_into(log_p: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Row-normalise items × K log-probabilities ``log_p`` into ``out`` (may be ``log_p`` itself); returns the log
+    normaliser per row.  Column views and in-place ufuncs: no items × K temporary, one pass per class."""
+    k = log_p.shape[1]
+    mx = log_p[:, 0].copy()
+    for j in range(1, k):
+        np.maximum(mx, log_p[:, j], out=mx)
+    np.subtract(log_p, mx[:, None], out=out)
+    np.exp(out, out=out)
+    tot = out[:, 0].copy()
+    for j in range(1, k):
+        np.add(tot, out[:, j], out=tot)
+    np.divide(out, tot[:, None], out=out)
+    np.log(tot, out=tot)
+    np.add(tot, mx, out=tot)
+    return tot
 
 
 def _rowwise(op: Callable[..., np.ndarray], t: np.ndarray) -> np.ndarray:

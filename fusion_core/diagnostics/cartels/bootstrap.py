@@ -20,6 +20,7 @@ from fusion_core.diagnostics.cartels.statistic import batched_stats
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods.base import initial_posterior
 from fusion_core.methods.dawid_skene import fit_em_from
+from fusion_core.methods.numerics import jit_enabled, njit
 from fusion_core.methods.spectral import BinaryMatrix, fit_binary
 
 SPARSE_BOOTSTRAP_CELLS = 200_000  # above this many annotator × item cells (and < 30% observed) the
@@ -133,9 +134,13 @@ class _Replicates:
         y = rng.random((nb, n)) < (1 + b) / 2
         if self.sparse:  # draw only the observed entries (the missingness mask is copied exactly)
             u = rng.random((nb, len(self.w_idx)))
-            yy = y[:, self.i_idx]
-            w = self.w_idx
-            zs = np.where(yy, np.where(u < psi[w], 1.0, -1.0), np.where(u < eta[w], -1.0, 1.0))
+            if jit_enabled():  # the same labels from the same draws, without nb × entries temporaries
+                zs = np.empty_like(u)
+                _draw_labels(y, u, self.w_idx, self.i_idx, psi, eta, zs)
+            else:
+                yy = y[:, self.i_idx]
+                w = self.w_idx
+                zs = np.where(yy, np.where(u < psi[w], 1.0, -1.0), np.where(u < eta[w], -1.0, 1.0))
         else:
             u = rng.random((nb, m, n))
             zs = (
@@ -196,3 +201,17 @@ def bootstrap_test(
     else:
         p = (1 + (s_null_a >= s_obs[0][None, :]).sum(axis=0)) / (n_bootstrap + 1)
     return GroupTest(s_obs[0], s_null_a, p, spec_obs[0], spec_null_a, null, len(s_null_a))
+
+
+@njit
+def _draw_labels(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
+    y: np.ndarray, u: np.ndarray, w: np.ndarray, i: np.ndarray, psi: np.ndarray, eta: np.ndarray, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """Compiled label draw of :meth:`_Replicates.draw` (sparse case): +1 with probability ψ_w on positive items,
+    −1 with probability η_w on negative ones, from the uniforms ``u``."""
+    for r in range(u.shape[0]):
+        for e in range(u.shape[1]):
+            if y[r, i[e]]:
+                out[r, e] = 1.0 if u[r, e] < psi[w[e]] else -1.0
+            else:
+                out[r, e] = -1.0 if u[r, e] < eta[w[e]] else 1.0

@@ -21,7 +21,8 @@ import pandas as pd
 
 from fusion_core.data.responses import Responses
 from fusion_core.methods.base import initial_posterior
-from fusion_core.methods.dawid_skene.core import DSState, e_step, expected_counts
+from fusion_core.methods.dawid_skene.core import DSState, e_step
+from fusion_core.methods.dawid_skene.sweep import ds_sweep, expected_counts_of
 
 T = TypeVar("T")
 
@@ -82,14 +83,14 @@ class OutputStats:
 def start_stats(resp: Responses) -> EMStats:
     """Statistics of the majority-vote start (soft vote shares, as ``DawidSkeneModel.start`` with ``init='mv'``)."""
     q = initial_posterior(resp, "mv")
-    return EMStats(0.0, expected_counts(resp, q), q.sum(axis=0), resp.n_items)
+    return EMStats(0.0, expected_counts_of(resp, q), q.sum(axis=0), resp.n_items)
 
 
 def em_stats(resp: Responses, state: DSState) -> EMStats:
     """One E-step under ``state`` (posteriors eq. 9, log-likelihood ``Σ_n log Σ_k π_k e^{L_nk}``) and the M-step
     statistics of its posteriors."""
-    post, ll = e_step(resp, state.confusion, state.class_prior)
-    return EMStats(ll, expected_counts(resp, post), post.sum(axis=0), resp.n_items)
+    sw = ds_sweep(resp, state.confusion, state.class_prior)  # the fused pass of the in-memory fit
+    return EMStats(sw.log_likelihood, sw.counts, sw.class_total, resp.n_items)
 
 
 def posterior(resp: Responses, state: DSState | None) -> np.ndarray:

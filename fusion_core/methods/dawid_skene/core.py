@@ -11,15 +11,25 @@ sparse–dense products per iteration, O(|responses|·K), no Python loop over re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
 from fusion_core.data.responses import Responses
 from fusion_core.methods.base import Gold, clamp_gold
+from fusion_core.methods.dawid_skene.sweep import ds_sweep, expected_counts_of, gold_array
 from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
-from fusion_core.methods.numerics import log_normalize, normalize_rows, safe_log
+from fusion_core.methods.numerics import log_normalize, log_normalize_into, normalize_rows, safe_log
+
+
+class SweepStats(NamedTuple):
+    """M-step statistics gathered during the E-step pass: expected counts (workers × true × reported) and class
+    totals ``Σ_i q_i`` (the posterior itself is kept for models that need it)."""
+
+    posterior: np.ndarray
+    counts: np.ndarray
+    class_total: np.ndarray
 
 
 class DSState(NamedTuple):
@@ -83,8 +93,10 @@ def e_step_joint(
     resp: Responses, confusion: np.ndarray, class_prior: np.ndarray, gold: Gold | None = None, temperature: float = 1.0
 ) -> tuple[np.ndarray, float, np.ndarray]:
     """:func:`e_step` plus the log-joint ``log π_k + L_nk`` (items × K) that annealing needs."""
-    joint = unary_log_likelihood(resp, confusion) + safe_log(class_prior)[None, :]
-    post, lognorm = log_normalize(joint)
+    joint = unary_log_likelihood(resp, confusion)
+    joint += safe_log(class_prior)[None, :]
+    post = np.empty_like(joint)
+    lognorm = log_normalize_into(joint, post)
     ll_terms = lognorm
     if temperature != 1.0:
         post, _ = log_normalize(joint / temperature)
@@ -119,25 +131,63 @@ def params_from_counts(
 
 @dataclass
 class DawidSkeneModel:
-    """The Dawid–Skene model for the EM driver (also used by ``mm-ds``, ``sml-ds`` and the HMM starts)."""
+    """The Dawid–Skene model for the EM driver (also used by ``mm-ds``, ``sml-ds`` and the HMM starts).
+
+    Each E-step is one fused pass (:func:`~fusion_core.methods.dawid_skene.sweep.ds_sweep`) that also gathers the
+    next M-step's statistics.  ``keep_joint`` keeps the items × K log-joint (annealing needs it; tempered E-steps
+    always keep it; the estimators turn it off when they do not anneal).  The driver hands back finished E-steps (:meth:`recycle`), whose posterior array the next
+    E-step overwrites, so EM allocates no items × K array per iteration."""
 
     resp: Responses
     smoothing: float = 0.0
     estimate_priors: bool = True
     one_coin: bool = False
     gold: Gold | None = None
+    keep_joint: bool = True
+    backend: str | None = None
+    _spare: np.ndarray | None = field(default=None, init=False, repr=False)
+    _gold_class: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def start(self, posterior: np.ndarray) -> DSState:
         """Parameters from initial posteriors (gold rows clamped first)."""
         return self.m_step(clamp_gold(np.array(posterior, dtype=float), self.gold))
 
-    def m_step(self, stats: np.ndarray) -> DSState:
-        return m_step(self.resp, stats, self.smoothing, self.estimate_priors, self.one_coin)
+    def m_step(self, stats: np.ndarray | SweepStats) -> DSState:
+        if isinstance(stats, SweepStats):
+            return params_from_counts(
+                stats.counts, stats.class_total, self.smoothing, self.estimate_priors, self.one_coin
+            )
+        counts = expected_counts_of(self.resp, stats)  # on the pass's structure: Responses.counts is never built
+        return params_from_counts(counts, stats.sum(axis=0), self.smoothing, self.estimate_priors, self.one_coin)
 
     def e_step(self, state: DSState, temperature: float = 1.0) -> EStep:
-        post, ll, joint = e_step_joint(self.resp, state.confusion, state.class_prior, self.gold, temperature)
+        if self._gold_class is None:
+            self._gold_class = gold_array(self.resp.n_items, self.gold)
+        out, self._spare = self._spare, None
+        sw = ds_sweep(
+            self.resp,
+            state.confusion,
+            state.class_prior,
+            self.gold,
+            temperature,
+            want_joint=self.keep_joint or temperature != 1.0,
+            out=out,
+            backend=self.backend,
+            gold_class=self._gold_class,
+        )
         prior_term = log_dirichlet_prior(state.confusion, self.smoothing)
-        return EStep(posterior=post, log_likelihood=ll + prior_term, log_joint=joint)
+        return EStep(
+            posterior=sw.posterior,
+            log_likelihood=sw.log_likelihood + prior_term,
+            stats=SweepStats(sw.posterior, sw.counts, sw.class_total),
+            log_joint=sw.joint,
+        )
+
+    def recycle(self, estep: EStep) -> None:
+        """The driver is done with ``estep`` (its M-step has run): its posterior buffer may be reused."""
+        post = estep.posterior
+        if post.shape == (self.resp.n_items, self.resp.n_classes) and post.flags.c_contiguous:
+            self._spare = post
 
     # annealing (spec multilabel.md §7.3) and restarts
     def flat(self, state: DSState) -> np.ndarray:
@@ -170,5 +220,5 @@ def fit_em_from(
 ) -> EMRun[DSState]:
     """Dawid–Skene EM from initial posteriors through the shared driver (used by ``ds``, ``mm-ds``, ``sml-ds`` and the
     HMM starts)."""
-    model = DawidSkeneModel(resp, smoothing, estimate_priors, one_coin, gold)
+    model = DawidSkeneModel(resp, smoothing, estimate_priors, one_coin, gold, keep_joint=False)
     return run_em(model, model.start(posterior), EMSettings(tol=tol, max_iter=max_iter, name=name, warn=warn))

@@ -64,11 +64,12 @@ class DawidSkeneBase(Aggregator):
     one_coin: ClassVar[bool] = False
     params = EM_PARAMS
 
-    def model(self, responses: Responses, gold: Gold | None) -> DawidSkeneModel:
-        return DawidSkeneModel(responses, float(self.smoothing), bool(self.estimate_priors), self.one_coin, gold)
+    def model(self, responses: Responses, gold: Gold | None, keep_joint: bool = False) -> DawidSkeneModel:
+        return DawidSkeneModel(
+            responses, float(self.smoothing), bool(self.estimate_priors), self.one_coin, gold, keep_joint=keep_joint
+        )
 
     def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
-        model = self.model(responses, gold)
         q0 = initial_posterior(responses, self.init)
         starts = [q0]
         if int(self.n_restarts) > 0:  # random posteriors (Dirichlet(1) rows), seeded
@@ -82,7 +83,10 @@ class DawidSkeneBase(Aggregator):
             anneal=resolve_schedule(self.anneal),
             name=f"{self.method_name} EM",
         )
-        runs = [run_em(model, model.start(q), settings) for q in starts]
+        runs: list[EMRun[DSState]] = []
+        for q in starts:  # a model per run: a model reuses its posterior buffers from one E-step to the next
+            model = self.model(responses, gold, keep_joint=settings.anneal is not None)
+            runs.append(run_em(model, model.start(q), settings))
         # several starts: align every run's classes to majority vote so a mirror optimum is never returned
         reference = initial_posterior(responses, "mv") if gold is None and len(runs) > 1 else None
         run, restarts = best_run(runs, model=model, reference=reference)

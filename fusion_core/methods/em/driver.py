@@ -5,7 +5,9 @@ A model supplies two steps (protocol :class:`EMModel`):
 * ``e_step(state, temperature=1.0) -> EStep``: posteriors (tempered when ``temperature`` ≠ 1), the sufficient
   statistics its M-step needs, and the observed-data objective **at T = 1** (log-likelihood plus any MAP prior
   term), so that the trace is comparable across iterations;
-* ``m_step(stats) -> state``: new parameters.
+* ``m_step(stats) -> state``: new parameters;
+* optionally ``recycle(estep)``: called once the M-step has used ``estep``, so the model may reuse its arrays (the
+  last E-step of a run is never recycled).
 
 The driver owns everything else, the same way for every family: the optional annealing phase
 (:mod:`~fusion_core.methods.em.annealing`), the iteration limit, the convergence rule (relative change of the
@@ -112,9 +114,12 @@ def run_em(model: EMModel[S], state0: S, settings: EMSettings) -> EMRun[S]:
     it = 1
     done = False
     listening = progress.listening()
+    recycle = getattr(model, "recycle", None)  # optional: the model may reuse a finished E-step's buffers
     while it < max_iter:
         it += 1
         state = model.m_step(e.stats)
+        if recycle is not None:
+            recycle(e)
         e = model.e_step(state)
         trace.append(float(e.log_likelihood))
         if listening:

@@ -17,7 +17,7 @@ from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
 from fusion_core.methods.base import Aggregator, Gold, clamp_gold
 from fusion_core.methods.dawid_skene import ds_fit, fit_em_from, unary_log_likelihood
-from fusion_core.methods.moment_matching.moments import moment_terms
+from fusion_core.methods.moment_matching.moments import LabelEntries, moment_terms
 from fusion_core.methods.moment_matching.qp import floor_columns
 from fusion_core.methods.moment_matching.solver import MMResult, moment_matching, pair_residuals
 from fusion_core.methods.numerics import log_normalize, safe_log
@@ -109,7 +109,7 @@ def fit_mm(
 ) -> MMResult:
     """:func:`~fusion_core.methods.moment_matching.solver.moment_matching` on a :class:`Responses`."""
     return moment_matching(
-        resp.dense_matrix(-1),
+        LabelEntries.from_codes(resp.worker, resp.item, resp.label, resp.n_workers, resp.n_items),
         resp.n_classes,
         weights=item_weight_array(resp, item_weights),
         n_restarts=int(n_restarts),

@@ -24,6 +24,61 @@ _CHUNK = 2_000_000  # triple instances materialised at once (bounded memory on d
 _DENSE_TRIPLE_RANKS = 4_000_000  # below this many possible triples, count supports in a dense array
 
 
+@dataclass(frozen=True)
+class LabelEntries:
+    """Observed responses as entries (learner, item, label), sorted by item then learner, one per cell: the sparse
+    form of the learners × items matrix ``F`` (-1 = no response) that moment matching reads."""
+
+    learner: np.ndarray
+    item: np.ndarray
+    label: np.ndarray
+    n_learners: int
+    n_items: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.n_learners, self.n_items
+
+    @property
+    def size(self) -> int:
+        return self.n_learners * self.n_items
+
+    @property
+    def complete(self) -> bool:
+        """Every learner labelled every item."""
+        return len(self.item) == self.n_learners * self.n_items
+
+    @classmethod
+    def from_dense(cls, F: np.ndarray) -> LabelEntries:
+        F = np.asarray(F, dtype=np.int64)
+        item, learner = np.nonzero(F.T >= 0)
+        return cls(learner, item, F[learner, item], F.shape[0], F.shape[1])
+
+    @classmethod
+    def from_codes(
+        cls, learner: np.ndarray, item: np.ndarray, label: np.ndarray, n_learners: int, n_items: int
+    ) -> LabelEntries:
+        """From coded responses in any order; of repeated (learner, item) cells the last one is kept (as in
+        :meth:`~fusion_core.data.responses.Responses.dense_matrix`)."""
+        key = np.asarray(item, dtype=np.int64) * n_learners + np.asarray(learner, dtype=np.int64)
+        order = np.argsort(key, kind="stable")
+        ks = key[order]
+        last = np.r_[ks[1:] != ks[:-1], True] if len(ks) else np.zeros(0, dtype=bool)
+        sel = order[last]
+        return cls(
+            np.asarray(learner, dtype=np.int64)[sel],
+            np.asarray(item, dtype=np.int64)[sel],
+            np.asarray(label, dtype=np.int64)[sel],
+            int(n_learners),
+            int(n_items),
+        )
+
+
+def as_entries(F: np.ndarray | LabelEntries) -> LabelEntries:
+    """``F`` (learners × items, -1 = missing) or entries, as entries."""
+    return F if isinstance(F, LabelEntries) else LabelEntries.from_dense(F)
+
+
 @dataclass
 class Moments:
     """Sample moments of (17) with their supports (spec §2.2.2, §2.2.6).
@@ -93,10 +148,9 @@ class _Observed:
     starts: np.ndarray  # offset of each item's responses
 
     @classmethod
-    def from_matrix(cls, F: np.ndarray, w: np.ndarray) -> _Observed:
-        item_of, learner_of = np.nonzero(F.T >= 0)
-        r_item = np.bincount(item_of, minlength=F.shape[1])
-        return cls(learner_of, F[learner_of, item_of], item_of, w[item_of], r_item, np.r_[0, np.cumsum(r_item)])
+    def from_entries(cls, e: LabelEntries, w: np.ndarray) -> _Observed:
+        r_item = np.bincount(e.item, minlength=e.n_items)
+        return cls(e.learner, e.label, e.item, w[e.item], r_item, np.r_[0, np.cumsum(r_item)])
 
 
 def _triple_instances(
@@ -252,7 +306,7 @@ def _triple_moments(
 
 
 def compute_moments(
-    F: np.ndarray,
+    F: np.ndarray | LabelEntries,
     n_classes: int,
     *,
     weights: np.ndarray | None = None,
@@ -260,7 +314,8 @@ def compute_moments(
     min_triple_support: int | None = None,
     max_triple_entries: int = 40_000_000,
 ) -> Moments:
-    """Sample moments from ``F`` (learners × items, -1 = no response) with optional item weights.
+    """Sample moments from ``F`` (learners × items, -1 = no response, or its :class:`LabelEntries`) with optional
+    item weights.
 
     Each moment is normalised by its own (weighted) support; pairs/triples whose unweighted support
     (number of items) is below the minimum are dropped (spec §2.2.6).  Only co-occurring pairs and
@@ -268,8 +323,8 @@ def compute_moments(
     indicators, triples per item; with many learners a triple is counted only when its three pairs
     all reach the triple minimum (a triple's support never exceeds its pairs').
     """
-    F = np.asarray(F, dtype=np.int64)
-    m_count, n = F.shape
+    entries = as_entries(F)
+    m_count, n = entries.shape
     k = int(n_classes)
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
     if w.shape != (n,) or (w < 0).any():
@@ -277,12 +332,12 @@ def compute_moments(
     p_min, t_min = default_min_support(k)
     p_min = p_min if min_pair_support is None else int(min_pair_support)
     t_min = t_min if min_triple_support is None else int(min_triple_support)
-    obs = _Observed.from_matrix(F, w)
+    obs = _Observed.from_entries(entries, w)
     mu, mu_ok = _first_order(obs, m_count, k)
     pair, S, pair_support, pkey, pc = _pair_moments(obs, n, m_count, k, p_min)
 
     ranks = _TripleRanks(m_count, strong=pkey[pc >= t_min])
-    complete = bool(ranks.n_all) and bool((F >= 0).all())
+    complete = bool(ranks.n_all) and entries.complete
     keep_t, support_t = _triple_supports(obs, ranks, n, t_min, complete)
     budget = max(1, max_triple_entries // k**3)
     if len(keep_t) > budget:  # [OURS] memory cap: keep the best-supported triples

@@ -18,7 +18,13 @@ from scipy.optimize import linear_sum_assignment
 
 from fusion_core.errors import AggregationWarning, ConvergenceWarning
 from fusion_core.methods.moment_matching.blocks import block_quadratics, colour_plans, objective, prior_quadratic
-from fusion_core.methods.moment_matching.moments import Moments, compute_moments, moment_terms
+from fusion_core.methods.moment_matching.moments import (
+    LabelEntries,
+    Moments,
+    as_entries,
+    compute_moments,
+    moment_terms,
+)
 from fusion_core.methods.moment_matching.qp import project_simplex_columns, qp_columns_batch, qp_simplex
 
 
@@ -39,20 +45,21 @@ class MMResult:
 
 
 def mv_init(
-    F: np.ndarray, n_classes: int, weights: np.ndarray | None = None, smoothing: float = 0.01
+    F: np.ndarray | LabelEntries, n_classes: int, weights: np.ndarray | None = None, smoothing: float = 0.01
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Γ⁽⁰⁾ from the M-step (11) on one-hot MV labels plus smoothing, π⁽⁰⁾ = MV label frequencies (§2.2.5).
 
     MV ties go to the lowest class index.  Returns ``(Γ⁽⁰⁾, π⁽⁰⁾, MV labels)``.
     """
-    m_count, n = F.shape
+    e = as_entries(F)
+    m_count, n = e.shape
     k = n_classes
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
-    mm, nn = np.nonzero(F >= 0)
-    votes = np.bincount(nn * k + F[mm, nn], minlength=n * k).reshape(n, k)
+    mm, nn, lab = e.learner, e.item, e.label
+    votes = np.bincount(nn * k + lab, minlength=n * k).reshape(n, k)
     mv = np.argmax(votes, axis=1)
     has = votes.sum(axis=1) > 0
-    codes = (mm * k + F[mm, nn]) * k + mv[nn]
+    codes = (mm * k + lab) * k + mv[nn]
     counts = np.bincount(codes, weights=w[nn] * has[nn], minlength=m_count * k * k).reshape(m_count, k, k) + smoothing
     gamma = counts / counts.sum(axis=1, keepdims=True)
     pi = np.bincount(mv[has], weights=w[has], minlength=k) + 1e-12
@@ -210,7 +217,7 @@ def _warn_fit_quality(dom: np.ndarray, trace: list[float], converged: bool, max_
 
 
 def moment_matching(
-    F: np.ndarray,
+    F: np.ndarray | LabelEntries,
     n_classes: int,
     *,
     weights: np.ndarray | None = None,
@@ -229,7 +236,7 @@ def moment_matching(
     Falls back to the MV initialisation (with an :class:`AggregationWarning`) when no learner triple
     has enough support (e.g. K = 2 with M < 3, or very sparse data; spec P15, §2.2.6).
     """
-    F = np.asarray(F, dtype=np.int64)
+    F = as_entries(F)
     k = int(n_classes)
     mom = moments or compute_moments(
         F, k, weights=weights, min_pair_support=min_pair_support, min_triple_support=min_triple_support
