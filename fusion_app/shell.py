@@ -15,6 +15,7 @@ from fusion_app.cache import active_results
 from fusion_app.state import ensure_state
 from fusion_core.data import export
 from fusion_core.data.dataset import Dataset
+from fusion_core.diagnostics.tables import plain_words
 from fusion_core.methods.results import FitResult
 
 PAGES = (
@@ -36,6 +37,11 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
 def md_escape(text: Any) -> str:
     """User text made literal for Streamlit markdown (no formatting, no HTML)."""
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+def plain(text: Any) -> str:
+    """A library warning in plain words (:func:`~fusion_core.diagnostics.tables.plain_words`), escaped."""
+    return md_escape(plain_words(str(text)))
 
 
 def show_error(exc: Exception) -> None:

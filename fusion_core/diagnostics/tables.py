@@ -7,10 +7,12 @@
 * :func:`item_table` — one row per item: the method's own hard label (``FitResult.label_codes``, e.g. the
   Viterbi path), the posterior probability of that label, entropy, responses, the posterior of every class, gold.
 * :func:`confusion_table` — confusion matrices in long form (annotator, true, reported, probability).
+* :func:`plain_words` — a method's warning rewritten for readers (no spec references, symbols or reprs).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,30 @@ import pandas as pd
 
 from fusion_core.data.responses import Responses
 from fusion_core.methods.results import as_result
+
+_PLAIN = (
+    (re.compile(r"\s*\((?:valid-pair fraction|core size)[^)]*\)"), ""),  # internal diagnostics of the spectral core
+    (re.compile(r"\s*\((?:see )?(?:spec\s*)?(?:``[^`]*``\s*)?(?:§[\d.]+|P\d+|J\d+|Eq\.?\s*\d+)[^)]*\)"), ""),
+    (re.compile(r"\bspec\s+(?:``[^`]*``\s*)?(?:§[\d.]+|P\d+)"), ""),
+    (re.compile(r"\bnp\.\w+\(([^()]*)\)"), r"\1"),  # numpy scalar reprs
+    (re.compile(r"(?:class imbalance\s+)?b̂"), "the estimated class balance"),
+    (re.compile(r"ψ̂"), "sensitivity"),
+    (re.compile(r"η̂"), "specificity"),
+    (re.compile(r"μ̂"), "the mean label"),
+    (re.compile(r"v̂"), "the ranking eigenvector"),
+    (re.compile(r"``([^`]*)``"), r"\1"),
+    (re.compile(r"\s{2,}"), " "),
+)
+
+
+def plain_words(text: str) -> str:
+    """A method's warning for readers: spec references ("(spec P3)", "§6.5"), the spectral core's internal figures
+    ("valid-pair fraction … core size"), estimator symbols (b̂, ψ̂) and numpy reprs ("np.int64(0)") rewritten."""
+    out = str(text)
+    for pattern, repl in _PLAIN:
+        out = pattern.sub(repl, out)
+    return out.replace(" .", ".").replace(" ,", ",").strip()
+
 
 ITEM_ORDERS = {
     "lowest confidence first": ("confidence", True),
