@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -23,6 +23,9 @@ from fusion_core.methods import create, info
 from fusion_core.methods.results import FitResult
 
 FitKey = tuple[str, str, tuple[tuple[str, str], ...], str | None]
+T = TypeVar("T")
+MAX_VIEWS = 24
+"""Per-session cache of built tables and figures (:func:`view`): at most this many, oldest dropped first."""
 _log = logging.getLogger(__name__)
 
 
@@ -172,3 +175,26 @@ def cartel_finding(
     if key not in cache:
         cache[key] = explain_cartels(report, ds.responses, skills=skills)
     return cache[key]
+
+
+def view(kind: str, key: Any, build: Callable[[], T], ss: State | None = None) -> T:
+    """A table or figure built once per session for ``(kind, key)`` — ``key`` must identify its inputs (data
+    fingerprint, fit key, settings) — so page switches and widget changes do not rebuild it.  Evicted with the
+    data (:func:`fusion_app.state.set_dataset`) and beyond :data:`MAX_VIEWS` entries."""
+    ss = session() if ss is None else ss
+    cache = ss.setdefault("fc_views", {})
+    k = (kind, key)
+    if k in cache:
+        cache[k] = cache.pop(k)  # most recently used last
+        return cache[k]
+    out = build()
+    cache[k] = out
+    while len(cache) > MAX_VIEWS:
+        cache.pop(next(iter(cache)))
+    return out
+
+
+def active_key(method: str, ss: State | None = None) -> Any:
+    """The fit key the pages show for ``method`` (identifies its result in :func:`view` keys)."""
+    ss = session() if ss is None else ss
+    return ss.get("fc_active", {}).get(method)

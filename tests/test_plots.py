@@ -164,8 +164,8 @@ def test_loadings_scatter_groups():
     rep = _fake_report()
     fig = loadings_scatter(rep)
     by_name = {t.name: t for t in fig.data}
-    assert set(by_name) == {"honest", "cartel 1"}
-    assert len(by_name["cartel 1"].x) == 3 and len(by_name["honest"].x) == 5
+    assert set(by_name) == {"not in a cartel", "cartel 1"}
+    assert len(by_name["cartel 1"].x) == 3 and len(by_name["not in a cartel"].x) == 5
     np.testing.assert_allclose(by_name["cartel 1"].x, rep.loadings["v1"].iloc[5:])
 
 

@@ -66,19 +66,36 @@ def _counts(counts: np.ndarray, coded: pd.Index, wanted: pd.Index) -> np.ndarray
     return np.where(codes >= 0, counts[np.maximum(codes, 0)], 0)
 
 
+def skill_lower_bound(skill: np.ndarray, n: np.ndarray, level: float = 0.9) -> np.ndarray:
+    """Evidence-aware skill: the lower end of a Wilson score interval at ``level`` (two-sided) for an accuracy
+    ``skill`` measured on ``n`` responses (an approximation: the skill is a model estimate, not a count of correct
+    answers).  Ranks 10 responses at 0.9 below 500 responses at 0.85."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + level / 2))
+    p = np.clip(np.asarray(skill, dtype=float), 0.0, 1.0)
+    n = np.maximum(np.asarray(n, dtype=float), 1.0)
+    centre = p + z * z / (2 * n)
+    spread = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
+
+
 def annotator_table(
     result: Any,
     responses: Responses,
     *,
     intervals: pd.DataFrame | None = None,
     roles: pd.Series | None = None,
+    lower_bound: bool = False,
 ) -> pd.DataFrame:
     """One row per annotator (index ``annotator``, ids as text), best skill first.
 
     Columns: ``skill`` (``FitResult.worker_skill``), ``responses``, one column per
     :class:`~fusion_core.methods.results.AnnotatorColumn` headed by its ``title``, ``skill low`` / ``skill high``
     from ``intervals`` (a frame by annotator with ``low`` and ``high``, e.g. ``BootstrapResult.skills``) and
-    ``simulated role`` from ``roles`` (Series by annotator).
+    ``simulated role`` from ``roles`` (Series by annotator).  ``lower_bound``: add ``skill (lower bound)`` — the
+    bootstrap ``low`` when ``intervals`` are given, else :func:`skill_lower_bound` — and sort by it, so annotators
+    with few responses do not outrank well-measured ones.
     """
     res = as_result(result)
     df = pd.DataFrame(
@@ -97,6 +114,10 @@ def annotator_table(
     if roles is not None:
         df["simulated role"] = roles.reindex(res.workers).to_numpy()
     df.index = pd.Index(df.index.astype(str), name="annotator")
+    if lower_bound:
+        low = df["skill low"].to_numpy() if intervals is not None else skill_lower_bound(df["skill"], df["responses"])
+        df.insert(1, "skill (lower bound)", low)
+        return df.sort_values(["skill (lower bound)", "skill"], ascending=False, kind="stable")
     return df.sort_values("skill", ascending=False, kind="stable")
 
 

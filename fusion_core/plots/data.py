@@ -15,8 +15,26 @@ def response_count_histograms(data: Responses | pd.DataFrame) -> go.Figure:
     """Two histograms: responses per annotator and responses per item."""
     resp = as_responses(data)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("responses per annotator", "responses per item"))
-    fig.add_trace(go.Histogram(x=resp.responses_per_worker, marker_color=color_for(0), name="annotators"), row=1, col=1)
-    fig.add_trace(go.Histogram(x=resp.responses_per_item, marker_color=color_for(1), name="items"), row=1, col=2)
+    fig.add_trace(
+        go.Histogram(
+            x=resp.responses_per_worker,
+            marker_color=color_for(0),
+            name="annotators",
+            hovertemplate="%{x} responses: %{y} annotators<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Histogram(
+            x=resp.responses_per_item,
+            marker_color=color_for(1),
+            name="items",
+            hovertemplate="%{x} responses: %{y} items<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
     fig.update_xaxes(title_text="responses", row=1, col=1)
     fig.update_xaxes(title_text="responses", row=1, col=2)
     fig.update_yaxes(title_text="annotators", row=1, col=1)
@@ -32,7 +50,12 @@ def label_distribution(data: Responses | pd.DataFrame) -> go.Figure:
     resp = as_responses(data)
     counts = np.bincount(resp.label, minlength=resp.n_classes)
     fig = go.Figure(
-        go.Bar(x=esc_all(resp.classes), y=counts, marker_color=[color_for(k) for k in range(resp.n_classes)])
+        go.Bar(
+            x=esc_all(resp.classes),
+            y=counts,
+            marker_color=[color_for(k) for k in range(resp.n_classes)],
+            hovertemplate="label %{x}: %{y:,} responses<extra></extra>",
+        )
     )
     fig.update_xaxes(title_text="label", type="category")
     fig.update_yaxes(title_text="responses")

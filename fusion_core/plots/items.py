@@ -26,7 +26,10 @@ def posterior_histogram(result: Any, *, bins: int = 30) -> go.Figure:
     start = min(1.0 / k, float(conf.min())) if len(conf) else 1.0 / k
     fig = go.Figure(
         go.Histogram(
-            x=conf, xbins={"start": start, "end": 1.0 + 1e-9, "size": (1 - start) / bins}, marker_color=color_for(0)
+            x=conf,
+            xbins={"start": start, "end": 1.0 + 1e-9, "size": (1 - start) / bins},
+            marker_color=color_for(0),
+            hovertemplate="confidence %{x}: %{y:,} items<extra></extra>",
         )
     )
     fig.update_xaxes(title_text="posterior of the label (confidence)", range=[start - 0.01, 1.01])
