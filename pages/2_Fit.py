@@ -6,12 +6,12 @@ import streamlit as st
 
 from fusion_app.cache import active_results, fit_many
 from fusion_app.fit_form import NEEDS, RECOMMENDED, describe, method_status, param_inputs
-from fusion_app.shell import download_buttons, md_escape, no_data_notice, page_setup, plain
+from fusion_app.shell import download_buttons, md_escape, no_data_notice, page_setup, plain, show_table
 from fusion_app.state import session
 
 ds = page_setup("Fit")
 ss = session()
-st.title("Fit")
+st.title("Fit methods")
 if ds is None:
     no_data_notice()
     st.stop()
@@ -104,13 +104,13 @@ if results:
                 "warnings": len(s["warnings"]),
             }
         )
-    st.dataframe(rows, key="results_table", hide_index=True)
+    show_table(pd.DataFrame(rows), key="results_table", hide_index=True)
     download_buttons("Download results", pd.DataFrame(rows), "fit_results", key="fit_results_download")
     for name, res in results.items():
         if res.selection is not None:
             choice = res.selection
             st.markdown(f"**{md_escape(name)}** chose **{md_escape(choice.chosen)}** by {md_escape(choice.criterion)}:")
-            st.dataframe(choice.table, key=f"selection_{name}", hide_index=True)
+            show_table(choice.table, key=f"selection_{name}", hide_index=True)
             download_buttons(
                 "Download the comparison", choice.table, f"selection_{name}", key=f"selection_{name}_download"
             )

@@ -75,23 +75,23 @@ def sniff_not_a_table(name: str, data: bytes) -> str | None:
 
 
 def guess_layout(table: pd.DataFrame, *, max_labels: int = 20) -> tuple[str, int]:
-    """("wide", n) when a table looks like one row per item and one column per annotator: at least 4 columns and,
-    after the first, ≥ 3 columns whose values all come from one small shared set (≤ ``max_labels`` distinct
-    values) — n is the number of such columns; else ("long", 0).  A long file has 3–5 columns of which only the
-    label column has few values."""
+    """("wide", n) when a table looks like one row per item and one column per annotator, else ("long", 0).
+
+    n counts the columns (after the first) whose values come from a small set (≤ ``max_labels`` distinct values)
+    shared with the others (Jaccard overlap ≥ 0.5 with the column that matches most): wide when n ≥ 3 and at
+    least half the columns after the first.  A long file with a few small columns (label, a 1–5 confidence, a
+    round number) has no three columns sharing their values."""
     cols = list(table.columns)
     if len(cols) < 4:
         return "long", 0
     head = table.head(2000)
-    small = []
+    sets = []
     for c in cols[1:]:
         values = head[c].dropna().unique()
         if 0 < len(values) <= max_labels:
-            small.append(set(map(str, values)))
-    if len(small) < 3:
-        return "long", 0
-    vocab = set().union(*small)
-    return ("wide", len(small)) if len(vocab) <= max_labels else ("long", 0)
+            sets.append(set(map(str, values)))
+    best = max((sum(len(a & b) / len(a | b) >= 0.5 for b in sets) for a in sets), default=0)
+    return ("wide", best) if best >= 3 and best >= (len(cols) - 1) / 2 else ("long", 0)
 
 
 def read_upload(

@@ -20,7 +20,8 @@ def agreement_matrix(agreement: pd.DataFrame, *, title: str = "Label agreement b
     off = z[np.isfinite(z)]
     lo, hi = (float(off.min()), float(off.max())) if off.size else (0.0, 1.0)
     if hi - lo < 0.01:
-        lo, hi = max(0.0, hi - 0.01), min(1.0, lo + 0.01) if hi - 0.01 < 0 else hi
+        lo = max(0.0, hi - 0.01)
+        hi = lo + 0.01
     text = np.where(np.isfinite(z), np.vectorize(lambda v: f"{v:.3f}")(np.nan_to_num(z)), "")
     fig = go.Figure(
         go.Heatmap(
