@@ -26,7 +26,7 @@ RECOMMENDED = "auto"
 """The method preselected on the Fit page (the quality issue's recommended method)."""
 
 PLAIN = {
-    "auto": "Recommended. Tries the standard methods below on part of the answers, checks which predicts the rest "
+    "auto": "Tries the standard methods below on part of the answers, checks which predicts the rest "
     "best, and keeps it (or averages those it cannot tell apart).",
     "mv": "Majority vote: every annotator counts the same. The simple baseline.",
     "wawa": "Weighted majority vote: annotators who usually agree with the majority count more.",

@@ -40,12 +40,16 @@ with st.expander("Choose methods (for experts)", expanded=bool(set(previous) - {
         ],
         key="method_table",
         hide_index=True,
+        column_config={
+            "method": st.column_config.TextColumn("method", width="small"),
+            "what it does": st.column_config.TextColumn("what it does", width="large"),
+        },
     )
     chosen = st.multiselect(
         "Methods to fit",
         names,
         default=default,
-        format_func=lambda n: f"{n} — {describe(by_name[n])}",
+        format_func=lambda n: f"{n} — {'(recommended) ' if n == RECOMMENDED else ''}{describe(by_name[n])}",
         key="fit_methods",
         placeholder="Choose one or more methods",
     )
