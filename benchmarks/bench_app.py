@@ -7,8 +7,9 @@ What is measured (printed below; run on a shared machine — the load average is
    bytes on the Data page, press "Use these columns", open the Fit page, fit the preselected recommended method
    (``--method``, default ``auto``), render the Annotators and Items pages.  Each step is one script run.
    Browser-side drawing is not included (the e2e test covers the browser).
-2. **Page switches at ``--switch`` responses** (default 300k) after the fit: every page visited twice; the first
-   visit builds its tables and figures (cached per session), the second reuses them.  Target ≤ 2 s per page.
+2. **Page switches at ``--switch`` responses** (default 300k; a comma-separated list, e.g. ``300000,1000000``)
+   after the fit: every page visited twice; the first visit builds its tables and figures (cached per session),
+   the second reuses them.  Target ≤ 2 s per page at 300k, ≤ 3 s at 1M.
 3. **Memory with ``--sessions`` concurrent sessions** (default 10) on ``--session-responses`` (default 100k,
    two labels, method ``--session-method`` default ``sml-ds``): a real ``streamlit run app.py`` server
    subprocess; Playwright drives Debian's Chromium with one page per session, all at once: upload the CSV, map,
@@ -132,9 +133,10 @@ def bench_switch(n: int, method: str | None) -> None:
             _check(at)
             rows.setdefault(page, []).append(time.perf_counter() - t0)
     print(f"\n2. page switches after the fit: {n:,} responses, load {load()}")
-    print(f"   {'page':<26}{'1st visit':>10}{'2nd visit':>10}   target ≤ 2 s")
+    target = 2.0 if n <= 300_000 else 3.0
+    print(f"   {'page':<26}{'1st visit':>10}{'2nd visit':>10}   target ≤ {target:.0f} s")
     for page, (a, b) in rows.items():
-        print(f"   {page:<26}{a:>9.2f}s{b:>9.2f}s   {'PASS' if max(a, b) <= 2 else 'FAIL'}")
+        print(f"   {page:<26}{a:>9.2f}s{b:>9.2f}s   {'PASS' if max(a, b) <= target else 'FAIL'}")
     print(f"   fits before: {fits}, after: {at.session_state['fc_fit_count']} (page switches never refit)")
 
 
@@ -186,12 +188,12 @@ async def _browser_session(browser, url: str, csv_path: Path, n: int, method: st
         await box.click()
         await page.keyboard.press("Backspace")  # drop the preselected recommended method …
         await page.keyboard.press("Escape")  # (an open option list hides the rest of the page)
-        await expect(fit).to_be_disabled()  # … and wait for the rerun that follows
+        await expect(fit).to_be_disabled(timeout=timeout * 1000)  # … and wait for the rerun that follows
         await box.click()
         await page.keyboard.type(method)  # filter the (virtualised) option list
         await page.get_by_role("option", name=re.compile(rf"^{re.escape(method)} — ")).click()
         await page.keyboard.press("Escape")
-        await expect(fit).to_be_enabled()
+        await expect(fit).to_be_enabled(timeout=timeout * 1000)
         await page.get_by_role("button", name=re.compile("^Fit ")).click()
         await page.locator('[data-testid="stAlertContentSuccess"]', has_text="Fitted:").wait_for()
         for name in ("Annotators", "Items", "Compare", "Cartels"):
@@ -260,7 +262,7 @@ def bench_memory(n_sessions: int, n: int, method: str, timeout: float = 600) -> 
         t0 = time.perf_counter()
         base, out = asyncio.run(run())
         wall = time.perf_counter() - t0
-        time.sleep(10)  # sessions expire (TTL 5 s) and their state is dropped
+        time.sleep(45)  # sessions expire (TTL 5 s), their state is dropped, the app's trimmer runs (every 30 s)
         stop.set()
         after = _server_rss_mb(proc.pid)
         failed = [repr(o) for o in out if isinstance(o, BaseException)]
@@ -291,7 +293,7 @@ def main() -> None:
     ap.add_argument("--only", default="upload,switch,memory")
     ap.add_argument("--responses", type=int, default=100_000)
     ap.add_argument("--big", type=int, default=1_000_000)
-    ap.add_argument("--switch", type=int, default=300_000)
+    ap.add_argument("--switch", default="300000", help="comma-separated sizes, e.g. 300000,1000000")
     ap.add_argument("--method", default=None, help="method to fit (default: the Fit page's preselected one)")
     ap.add_argument("--sessions", type=int, default=10)
     ap.add_argument("--session-responses", type=int, default=100_000)
@@ -304,8 +306,9 @@ def main() -> None:
         for n in (args.responses, args.big):
             if n:
                 bench_upload(n, args.method)
-    if "switch" in only and args.switch:
-        bench_switch(args.switch, args.method)
+    if "switch" in only:
+        for n in (int(x) for x in args.switch.split(",") if x):
+            bench_switch(n, args.method)
     if "memory" in only and args.sessions:
         bench_memory(args.sessions, args.session_responses, args.session_method, args.session_timeout)
 

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from fusion_app.cache import active_results
+from fusion_app.memory import start_trimmer
 from fusion_app.state import ensure_state
 from fusion_core.data import export
 from fusion_core.data.dataset import Dataset
@@ -120,6 +121,7 @@ def page_setup(title: str) -> Dataset | None:
     """Common start of every page: wide layout, session initialised, navigation and current data in the sidebar."""
     with contextlib.suppress(st.errors.StreamlitAPIException):  # already set in this run
         st.set_page_config(page_title=f"{title} · fusion_core", layout="wide")
+    start_trimmer()  # once per server process: memory of ended sessions goes back to the OS
     ss = ensure_state()
     ds = ss.get("fc_dataset")
     with st.sidebar:

@@ -56,7 +56,8 @@ if report is None:
     st.caption("Press **Detect cartels** (takes a few seconds on the bootstrap null).")
     st.stop()
 
-finding = cartel_finding(ds, n_boot, alpha, one_vs_rest=target)
+with st.spinner("Explaining the result (refitting without each group to find the items it swings)…"):
+    finding = cartel_finding(ds, n_boot, alpha, one_vs_rest=target)
 assert finding is not None
 for w in report.warnings:
     st.warning(plain(w))

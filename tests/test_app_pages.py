@@ -270,3 +270,15 @@ def test_hmm_labels_are_the_same_on_items_and_compare():
     _go(at, "pages/6_Compare.py")
     diff = next(d.value for d in at.dataframe if "label (hmm-em)" in d.value.columns)
     assert (diff["label (hmm-em)"] == items.reindex(diff.index.astype(str))).all()
+
+
+def test_memory_trimmer_starts_once_per_process():
+    import threading
+
+    from fusion_app.memory import start_trimmer
+
+    if not start_trimmer():
+        pytest.skip("no glibc: nothing to trim")
+    assert start_trimmer()
+    names = [t.name for t in threading.enumerate()]
+    assert names.count("fusion-app-malloc-trim") == 1
