@@ -185,15 +185,25 @@ async def _browser_session(browser, url: str, csv_path: Path, n: int, method: st
         await page.get_by_text("Choose methods (for experts)").click()
         fit = page.get_by_role("button", name=re.compile("^Fit "))
         box = page.locator('[data-testid="stMultiSelect"] input').first
-        await box.click()
-        await page.keyboard.press("Backspace")  # drop the preselected recommended method …
-        await page.keyboard.press("Escape")  # (an open option list hides the rest of the page)
-        await expect(fit).to_be_disabled(timeout=timeout * 1000)  # … and wait for the rerun that follows
-        await box.click()
-        await page.keyboard.type(method)  # filter the (virtualised) option list
-        await page.get_by_role("option", name=re.compile(rf"^{re.escape(method)} — ")).click()
-        await page.keyboard.press("Escape")
-        await expect(fit).to_be_enabled(timeout=timeout * 1000)
+        for _ in range(10):  # drop the preselected recommended method (retried: clicks can land mid-rerun)
+            await box.click()
+            await page.keyboard.press("Backspace")
+            await page.keyboard.press("Escape")  # (an open option list hides the rest of the page)
+            try:
+                await expect(fit).to_be_disabled(timeout=15_000)
+                break
+            except AssertionError:
+                continue
+        for _ in range(10):
+            await box.click()
+            await page.keyboard.type(method)  # filter the (virtualised) option list
+            await page.get_by_role("option", name=re.compile(rf"^{re.escape(method)} — ")).click()
+            await page.keyboard.press("Escape")
+            try:
+                await expect(fit).to_be_enabled(timeout=15_000)
+                break
+            except AssertionError:
+                continue
         await page.get_by_role("button", name=re.compile("^Fit ")).click()
         await page.locator('[data-testid="stAlertContentSuccess"]', has_text="Fitted:").wait_for()
         for name in ("Annotators", "Items", "Compare", "Cartels"):
