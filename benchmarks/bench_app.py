@@ -196,7 +196,7 @@ async def _browser_session(browser, url: str, csv_path: Path, n: int, method: st
                 continue
         for _ in range(10):
             await box.click()
-            await page.keyboard.type(method)  # filter the (virtualised) option list
+            await page.keyboard.type(f"{method} — ")  # filter the (virtualised) option list
             await page.get_by_role("option", name=re.compile(rf"^{re.escape(method)} — ")).click()
             await page.keyboard.press("Escape")
             try:

@@ -24,9 +24,11 @@ _running: list[threading.Thread] = []
 
 
 def expire_stored_sessions() -> int:
-    """Drop the closed sessions whose reconnect time (``server.disconnectedSessionTTL``) has passed; returns how
-    many.  Reaches into Streamlit's session manager (``_session_storage._cache``, a ``cachetools.TTLCache``, under
-    its ``_storage_lock``) and does nothing if those internals are absent."""
+    """Shut down the closed sessions whose reconnect time (``server.disconnectedSessionTTL``) has passed; returns
+    how many.  Streamlit's session store (a TTL cache) only forgets them lazily and without ``shutdown()``, which
+    is what releases a session's uploaded files, deferred downloads and dataframe sources.  Reaches into
+    Streamlit's session manager (``_session_storage._cache`` under ``_storage_lock``) and does nothing if those
+    internals are absent."""
     try:
         from streamlit.runtime import Runtime
 
@@ -36,11 +38,15 @@ def expire_stored_sessions() -> int:
         cache = mgr._session_storage._cache  # type: ignore[attr-defined]
         lock = getattr(mgr, "_storage_lock", None) or contextlib.nullcontext()
         with lock:
-            before = len(cache)
+            stored = dict(cache._data)
             cache.expire()
-            return before - len(cache)
+            expired = [info for key, info in stored.items() if key not in cache._data]
     except Exception:  # internals changed: the sessions then expire when the next visitor arrives
         return 0
+    for info in expired:
+        with contextlib.suppress(Exception):
+            info.session.shutdown()
+    return len(expired)
 
 
 def start_trimmer(interval: float = 30.0, max_arenas: int = 4) -> bool:
