@@ -95,6 +95,9 @@ def upload_and_fit(at, data: bytes, method: str | None, steps: list | None = Non
         lambda: at.file_uploader(key="upload_responses").set_value(("export.csv", data, "text/csv")).run(),
     )
     step("map columns (code, validate, agreement, summary)", lambda: at.button(key="use_columns").click().run())
+    loaded = at.session_state["fc_dataset"].responses.n_responses
+    if at.error or loaded < 1000:
+        raise RuntimeError(f"upload not loaded ({loaded} responses): {[e.value for e in at.error]}")
     step("open Fit page", lambda: at.switch_page("pages/2_Fit.py").run())
     if method is not None and at.multiselect(key="fit_methods").value != [method]:
         step(f"choose {method}", lambda: at.multiselect(key="fit_methods").set_value([method]).run())
@@ -132,7 +135,8 @@ def bench_switch(n: int, method: str | None) -> None:
             at.switch_page(page).run()
             _check(at)
             rows.setdefault(page, []).append(time.perf_counter() - t0)
-    print(f"\n2. page switches after the fit: {n:,} responses, load {load()}")
+    loaded = at.session_state["fc_dataset"].responses.n_responses
+    print(f"\n2. page switches after the fit: {n:,} responses ({loaded:,} loaded), load {load()}")
     target = 2.0 if n <= 300_000 else 3.0
     print(f"   {'page':<26}{'1st visit':>10}{'2nd visit':>10}   target ≤ {target:.0f} s")
     for page, (a, b) in rows.items():
@@ -146,7 +150,7 @@ def _server(port: int, log_path: Path):
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
     cmd += ["--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none"]
     # sessions whose browser left are kept this long for a reconnect (default 120 s); shortened to measure sooner
-    cmd += ["--server.disconnectedSessionTTL", "5"]
+    cmd += ["--server.disconnectedSessionTTL", "5", "--logger.level", "info"]
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false", PYTHONPATH=str(ROOT))
     log = open(log_path, "w")  # noqa: SIM115 (closed with the server)
     return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -275,6 +279,8 @@ def bench_memory(n_sessions: int, n: int, method: str, timeout: float = 600) -> 
         time.sleep(45)  # sessions expire (TTL 5 s), their state is dropped, the app's trimmer runs (every 30 s)
         stop.set()
         after = _server_rss_mb(proc.pid)
+        time.sleep(60)
+        later = _server_rss_mb(proc.pid)
         failed = [repr(o) for o in out if isinstance(o, BaseException)]
         done = [o for o in out if not isinstance(o, BaseException)]
         print(
@@ -289,6 +295,7 @@ def bench_memory(n_sessions: int, n: int, method: str, timeout: float = 600) -> 
             f"   after end    {after:8.0f} MB   (+{after - base:.0f} MB)   target ≤ +100 MB: "
             f"{'PASS' if after - base <= 100 else 'FAIL'}"
         )
+        print(f"   one minute later {later:.0f} MB (+{later - base:.0f} MB); server log: {tmp / 'server.log'}")
         if failed:
             print(f"   {len(failed)} session(s) failed: {failed[:2]}")
     finally:

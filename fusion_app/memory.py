@@ -15,8 +15,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import logging
 import threading
 import time
+
+_log = logging.getLogger(__name__)
 
 M_ARENA_MAX = -8  # glibc mallopt parameter
 _lock = threading.Lock()
@@ -64,9 +67,10 @@ def start_trimmer(interval: float = 30.0, max_arenas: int = 4) -> bool:
         def loop() -> None:
             while True:
                 time.sleep(interval)
-                expire_stored_sessions()
-                gc.collect()
+                expired = expire_stored_sessions()
+                unreachable = gc.collect()
                 trim(0)
+                _log.info("memory trim: %d expired sessions shut down, %d unreachable objects", expired, unreachable)
 
         thread = threading.Thread(target=loop, name="fusion-app-malloc-trim", daemon=True)
         thread.start()
