@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
+import pandas as pd
 import streamlit as st
 
 from fusion_app.state import State, session
@@ -16,12 +17,15 @@ from fusion_core.data.dataset import Dataset
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.agreement import agreement_summary, cohen_kappa_matrix, most_active
 from fusion_core.diagnostics.bootstrap import BootstrapResult, bootstrap_intervals
-from fusion_core.diagnostics.cartels import CartelReport, detect_cartels
+from fusion_core.diagnostics.cartels import CartelFinding, CartelReport, detect_cartels, explain_cartels
 from fusion_core.errors import UserInputError
 from fusion_core.methods import create, info
 from fusion_core.methods.results import FitResult
 
 FitKey = tuple[str, str, tuple[tuple[str, str], ...], str | None]
+T = TypeVar("T")
+MAX_VIEWS = 24
+"""Per-session cache of built tables and figures (:func:`view`): at most this many, oldest dropped first."""
 _log = logging.getLogger(__name__)
 
 
@@ -144,3 +148,53 @@ def cached_cartels(
     """The cartel report already computed for these settings, or None."""
     ss = session() if ss is None else ss
     return ss.get("fc_cartels", {}).get((ds.fingerprint, n_bootstrap, alpha, one_vs_rest))
+
+
+def skills_for_cartels(ss: State | None = None) -> tuple[str | None, pd.Series | None]:
+    """(method, annotator skills) of the fit whose skills annotate the cartel table: ``auto`` when fitted, else the
+    first fitted method; (None, None) when nothing is fitted."""
+    results = active_results(ss)
+    if not results:
+        return None, None
+    name = "auto" if "auto" in results else next(iter(results))
+    return name, results[name].skills
+
+
+def cartel_finding(
+    ds: Dataset, n_bootstrap: int, alpha: float, ss: State | None = None, one_vs_rest: Any = None
+) -> CartelFinding | None:
+    """The cached report explained (:func:`~fusion_core.diagnostics.cartels.explain_cartels`) on the real labels,
+    with near-chance notes from the skills of :func:`skills_for_cartels`; None until the report exists."""
+    ss = session() if ss is None else ss
+    report = cached_cartels(ds, n_bootstrap, alpha, ss, one_vs_rest)
+    if report is None:
+        return None
+    method, skills = skills_for_cartels(ss)
+    key = (ds.fingerprint, n_bootstrap, alpha, one_vs_rest, ss.get("fc_active", {}).get(method) if method else None)
+    cache = ss.setdefault("fc_cartel_findings", {})
+    if key not in cache:
+        cache[key] = explain_cartels(report, ds.responses, skills=skills)
+    return cache[key]
+
+
+def view(kind: str, key: Any, build: Callable[[], T], ss: State | None = None) -> T:
+    """A table or figure built once per session for ``(kind, key)`` — ``key`` must identify its inputs (data
+    fingerprint, fit key, settings) — so page switches and widget changes do not rebuild it.  Evicted with the
+    data (:func:`fusion_app.state.set_dataset`) and beyond :data:`MAX_VIEWS` entries."""
+    ss = session() if ss is None else ss
+    cache = ss.setdefault("fc_views", {})
+    k = (kind, key)
+    if k in cache:
+        cache[k] = cache.pop(k)  # most recently used last
+        return cache[k]
+    out = build()
+    cache[k] = out
+    while len(cache) > MAX_VIEWS:
+        cache.pop(next(iter(cache)))
+    return out
+
+
+def active_key(method: str, ss: State | None = None) -> Any:
+    """The fit key the pages show for ``method`` (identifies its result in :func:`view` keys)."""
+    ss = session() if ss is None else ss
+    return ss.get("fc_active", {}).get(method)

@@ -22,6 +22,43 @@ NEEDS = {
 }
 """What to tell the user a method needs, per input kind."""
 
+RECOMMENDED = "auto"
+"""The method preselected on the Fit page (the quality issue's recommended method)."""
+
+PLAIN = {
+    "auto": "Tries the standard methods below on part of the answers, checks which predicts the rest "
+    "best, and keeps it (or averages those it cannot tell apart).",
+    "mv": "Majority vote: every annotator counts the same. The simple baseline.",
+    "wawa": "Weighted majority vote: annotators who usually agree with the majority count more.",
+    "ds": "Learns how often each annotator confuses each label with each other label (Dawid–Skene). Best when "
+    "every annotator gave many answers.",
+    "ds1": "Learns one accuracy per annotator; simpler than full confusion tables, steadier with few answers.",
+    "bds": "Like the confusion-table model, but annotators with few answers borrow from the crowd's average.",
+    "mm": "Reads each annotator's confusions off agreement patterns directly, without iterating (fast; needs three "
+    "or more annotators per item).",
+    "mm-ds": "Confusion-table model started from the agreement-pattern estimate.",
+    "sml": "Two labels only: ranks annotators by how much they agree with everyone else, then a weighted vote.",
+    "isml": "Two labels only: like sml, and also how well each annotator detects each of the two labels.",
+    "sml-ds": "Two labels only: confusion-table model started from the spectral ranking.",
+    "glad": "Models each annotator's ability and each item's difficulty.",
+    "mace": "Separates careful answers from spamming; good at spotting spammers.",
+    "lf": "For automatic labelling rules (weak supervision) that may abstain.",
+    "ordinal-em": "For ordered ratings (e.g. 1–5): each annotator's harshness or leniency and noise.",
+    "hmm-em": "For sequences (e.g. words in sentences): neighbouring items' labels help, one best label path.",
+    "hmm-mm": "For sequences: like hmm-em but from agreement patterns, without iterating.",
+    "hmm-mv": "For sequences: like hmm-em, started from majority vote.",
+    "mrf-em": "For items linked in a graph: linked items tend to share a label.",
+    "mrf-mv": "For items linked in a graph, started from majority vote.",
+    "context-em": "Reliability that changes with a numeric property of the item (e.g. length, time of day).",
+    "multilabel-em": "For answers that are sets of labels.",
+}
+"""What each method does, in plain words (the registry's ``summary`` is the expert's description)."""
+
+
+def describe(meta: MethodInfo) -> str:
+    """The plain-words description of a method (its registry summary when none is written)."""
+    return PLAIN.get(meta.name, meta.summary)
+
 
 def method_status(ds: Dataset | None) -> list[tuple[MethodInfo, bool, str]]:
     """Every registered method with (runnable on this data?, why not)."""

@@ -12,9 +12,11 @@ import pandas as pd
 import streamlit as st
 
 from fusion_app.cache import active_results
+from fusion_app.memory import start_trimmer
 from fusion_app.state import ensure_state
 from fusion_core.data import export
 from fusion_core.data.dataset import Dataset
+from fusion_core.diagnostics.tables import plain_words
 from fusion_core.methods.results import FitResult
 
 PAGES = (
@@ -39,6 +41,11 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
 def md_escape(text: Any) -> str:
     """User text made literal for Streamlit markdown (no formatting, no HTML)."""
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+def plain(text: Any) -> str:
+    """A library warning in plain words (:func:`~fusion_core.diagnostics.tables.plain_words`), escaped."""
+    return md_escape(plain_words(str(text)))
 
 
 def show_error(exc: Exception) -> None:
@@ -70,11 +77,10 @@ def csv_bytes(df: pd.DataFrame) -> bytes:
 def download_buttons(label: str, df: pd.DataFrame, stem: str, *, key: str) -> None:
     """Two download buttons for a shown table: CSV that opens safely in a spreadsheet (formulas neutralised with a
     leading ``'``) and Parquet with the raw values, for programs.  Files are built only when clicked."""
-    frame = export_frame(df)
     left, right = st.columns(2)
     left.download_button(
         f"{label} (CSV)",
-        lambda: export.csv_bytes(frame),
+        lambda: export.csv_bytes(export_frame(df)),
         file_name=f"{stem}.csv",
         mime="text/csv",
         key=key,
@@ -82,7 +88,7 @@ def download_buttons(label: str, df: pd.DataFrame, stem: str, *, key: str) -> No
     )
     right.download_button(
         f"{label} (Parquet)",
-        lambda: export.parquet_bytes(frame),
+        lambda: export.parquet_bytes(export_frame(df)),
         file_name=f"{stem}.parquet",
         mime="application/vnd.apache.parquet",
         key=f"{key}_parquet",
@@ -90,10 +96,35 @@ def download_buttons(label: str, df: pd.DataFrame, stem: str, *, key: str) -> No
     )
 
 
+MAX_ROWS_SHOWN = 2_000
+"""Rows sent to the browser per table (the download holds them all)."""
+
+
+def display_frame(df: pd.DataFrame, max_rows: int = MAX_ROWS_SHOWN) -> pd.DataFrame:
+    """A table as shown: its first ``max_rows`` rows, missing values as empty cells (never "None"/"nan")."""
+    out = df.head(max_rows)
+    missing = out.isna()
+    cols = [c for c in out.columns if missing[c].any()]
+    if cols:
+        out = out.copy()
+        for c in cols:
+            num = pd.api.types.is_float_dtype(out[c])
+            out[c] = [("" if m else (f"{v:.4g}" if num else v)) for v, m in zip(out[c].tolist(), missing[c])]
+    return out
+
+
+def show_table(df: pd.DataFrame, *, key: str, max_rows: int = MAX_ROWS_SHOWN, **kwargs: Any) -> None:
+    """``st.dataframe`` of :func:`display_frame`, saying how many rows are left out (they are in the download)."""
+    st.dataframe(display_frame(df, max_rows), key=key, **kwargs)
+    if len(df) > max_rows:
+        st.caption(f"Showing the first {max_rows:,} of {len(df):,} rows; the download has all of them.")
+
+
 def page_setup(title: str) -> Dataset | None:
     """Common start of every page: wide layout, session initialised, navigation and current data in the sidebar."""
     with contextlib.suppress(st.errors.StreamlitAPIException):  # already set in this run
         st.set_page_config(page_title=f"{title} · fusion_core", layout="wide")
+    start_trimmer()  # once per server process: memory of ended sessions goes back to the OS
     ss = ensure_state()
     ds = ss.get("fc_dataset")
     with st.sidebar:

@@ -4,7 +4,9 @@
 * ``fc_fits`` — fit cache ``{(data fingerprint, method, params, gold fingerprint) → FitResult}``;
 * ``fc_active`` — the cache key each method name currently shows; ``fc_params`` — its parameters;
 * ``fc_fit_count`` — number of fits actually run in this session (switching pages must not change it);
-* ``fc_bootstrap`` / ``fc_cartels`` — caches of the slower diagnostics;
+* ``fc_bootstrap`` / ``fc_cartels`` / ``fc_cartel_findings`` — caches of the slower diagnostics;
+* ``fc_views`` — tables and figures built once per session (``fusion_app.cache.view``);
+  all of these are evicted when the data change (:func:`set_dataset`);
 * ``fc_pending`` — an upload waiting for its column mapping; ``fc_seen_uploads`` — uploads already read.
 
 Functions take the state mapping as an optional ``ss`` argument so they can be exercised without a running app.
@@ -48,12 +50,23 @@ def current(ss: State | None = None) -> Dataset | None:
     return ss.get("fc_dataset")
 
 
+SESSION_CACHES = ("fc_bootstrap", "fc_cartels", "fc_cartel_findings", "fc_views")
+"""Per-session caches that hold results on one dataset only: emptied whenever the data change."""
+
+
 def set_dataset(ds: Dataset | None, ss: State | None = None) -> None:
-    """Replace the current dataset; results shown are dropped when the data changed (the fit cache stays)."""
+    """Replace the current dataset.  When the responses change, every session cache of the old data is evicted:
+    fits on other responses, bootstrap and cartel results, built tables and figures (memory goes back)."""
     ss = session() if ss is None else ss
     old = ss.get("fc_dataset")
     if old is None or ds is None or old.fingerprint != ds.fingerprint:
         ss["fc_active"] = {}
+        keep = None if ds is None else ds.fingerprint
+        ss["fc_fits"] = {k: v for k, v in ss.get("fc_fits", {}).items() if k[0] == keep}
+        for key in SESSION_CACHES:
+            ss[key] = {}
+    elif old is not ds:  # same responses, new side inputs (gold, graph, context): built views may show them
+        ss["fc_views"] = {}
     ss["fc_dataset"] = ds
 
 

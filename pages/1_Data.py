@@ -3,18 +3,20 @@
 import streamlit as st
 
 from fusion_app.cache import agreement_stats
-from fusion_app.shell import md_escape, page_setup, show_error
+from fusion_app.shell import download_buttons, md_escape, page_setup, show_error
 from fusion_app.state import current, max_upload_bytes, session, set_dataset
 from fusion_core.data.dataset import make_dataset
 from fusion_core.data.uploads import (
     build_responses,
     context_from_table,
     guess_column,
+    guess_layout,
     read_context_upload,
     read_gold_upload,
     read_graph_upload,
     read_upload,
 )
+from fusion_core.diagnostics.tables import plain_words
 from fusion_core.errors import UserInputError
 from fusion_core.plots import kappa_heatmap, label_distribution, overlap_heatmap, response_count_histograms
 from fusion_core.simulate.demo import DEMOS, demo_dataset
@@ -35,8 +37,9 @@ with tab_demo:
     if choice is not None and st.button("Load demo", key="load_demo"):
         set_dataset(demo_dataset(choice))
         ss["fc_pending"] = None
-        st.success(f"Loaded the demo: {DEMOS[choice]}.")
-        ds = current()
+        # rerun so the sidebar (drawn before this button) names the new data
+        ss["fc_data_flash"] = f"Loaded the demo: {DEMOS[choice]}."
+        st.rerun()
 
 with tab_upload:
     st.caption(
@@ -70,7 +73,10 @@ with tab_upload:
             ss.pop("fc_upload_error", None)
             try:
                 table = read_upload(up.name, up.getvalue(), max_upload_bytes(), **reading)
-                ss["fc_pending"] = {"name": up.name, "table": table}
+                table.columns = [str(c) for c in table.columns]
+                guessed, n_like = guess_layout(table)
+                ss["fc_pending"] = {"name": up.name, "table": table, "layout": guessed, "annotator_like": n_like}
+                ss["map_layout"] = guessed  # preselect the layout the file looks like
             except UserInputError as exc:  # the previous data (and any pending mapping) stay as they were
                 ss["fc_upload_error"] = (token, str(exc))
         err = ss.get("fc_upload_error")
@@ -93,6 +99,15 @@ with tab_upload:
             key="map_layout",
             help="long: task, annotator, label per row; wide: one row per item, one column per annotator",
         )
+        n_like = pending.get("annotator_like", 0)
+        if pending.get("layout") == "wide" and layout == "long":
+            st.warning(
+                f"This file looks **wide**: {n_like} columns hold values from one small set of labels, as if each "
+                "column were an annotator. Read as long, it would give only one annotator column. Choose **wide** "
+                "unless each row really is one response."
+            )
+        elif pending.get("layout") == "wide":
+            st.caption(f"Detected a wide file: {n_like} columns look like annotators (one row per item).")
         taken: set[str] = set()
 
         def pick(role: str, label: str, optional: bool = False) -> str | None:
@@ -141,8 +156,8 @@ with tab_upload:
                 new = make_dataset(resp, name=f"upload: {pending['name']}", source="upload", context=context)
                 set_dataset(new)
                 ss["fc_pending"] = None
-                ds = new
-                st.success(f"Loaded {resp.n_responses:,} responses from the upload.")
+                ss["fc_data_flash"] = f"Loaded {resp.n_responses:,} responses from the upload."
+                st.rerun()
             except UserInputError as exc:
                 show_error(exc)
 
@@ -192,6 +207,9 @@ with tab_inputs:
             ss["fc_seen_uploads"]["context"] = (ctx_up.file_id, ds.fingerprint)
 
 ds = current()
+flash = ss.pop("fc_data_flash", None)
+if flash:
+    st.success(md_escape(flash))
 st.divider()
 if ds is None:
     st.info("No data is loaded: pick a demo dataset or upload a file above.")
@@ -210,7 +228,7 @@ c[3].metric("labels", r.n_classes)
 c[4].metric("inputs", ", ".join(ds.inputs))
 with st.expander("Validation report", expanded=ds.source == "upload"):
     for line in ds.messages:
-        st.text(line)
+        st.text(plain_words(line))
     if ds.gold is not None:
         st.text(f"Gold labels: {len(ds.gold):,} items.")
     if ds.graph is not None:
@@ -241,6 +259,7 @@ a[3].metric("items with ≥ 2 responses", f"{summ.items_used:,}")
 k1, k2 = st.columns(2)
 k1.plotly_chart(kappa_heatmap(stats["kappa"]), key="data_kappa")
 k2.plotly_chart(overlap_heatmap(stats["shared"]), key="data_overlap")
+download_buttons("Download pairwise κ", stats["kappa"], "pairwise_kappa", key="data_kappa_download")
 
 if st.button("Clear data", key="clear_data"):
     set_dataset(None)

@@ -1,13 +1,16 @@
-"""Annotators page: skill ranking with bootstrap intervals, the ranking eigenvector (``result.spectral``), the
+"""Annotators page: every annotator's skill against their responses (chance line, interval bars), the ranking
+eigenvector (``result.spectral``), the
 reliability curves along a context (``result.context``), confusion heatmaps (rows = true, columns = reported),
 and the downloadable annotator table (:func:`fusion_core.diagnostics.tables.annotator_table`)."""
 
+import pandas as pd
 import streamlit as st
 
-from fusion_app.cache import bootstrap_for, cached_bootstrap
-from fusion_app.shell import choose_one, download_buttons, md_escape, results_page
+from fusion_app.cache import active_key, bootstrap_for, cached_bootstrap, view
+from fusion_app.shell import choose_one, download_buttons, md_escape, results_page, show_table
 from fusion_app.state import session
-from fusion_core.diagnostics.tables import annotator_table
+from fusion_core.data import export
+from fusion_core.diagnostics.tables import annotator_table, confusion_table
 from fusion_core.errors import UserInputError
 from fusion_core.methods import info as method_info
 from fusion_core.plots import (
@@ -16,7 +19,7 @@ from fusion_core.plots import (
     context_confusion_curves,
     context_reliability,
     eigenvector_bar,
-    skill_ranking,
+    skill_scatter,
 )
 
 ds, results = results_page("Annotators")
@@ -42,8 +45,28 @@ with st.expander("Uncertainty: bootstrap intervals (resampling items, or whole s
 boot = cached_bootstrap(method, n_boot, level)
 intervals = boot.skills if boot is not None else None
 
-table = annotator_table(res, ds.responses, intervals=intervals, roles=ds.roles)
-st.plotly_chart(skill_ranking(res, intervals), key="ann_skill")
+akey = (active_key(method), boot is not None and (boot.n_bootstrap, boot.level))
+table = view(
+    "annotator_table",
+    akey,
+    lambda: annotator_table(res, ds.responses, intervals=intervals, roles=ds.roles, lower_bound=True),
+)
+st.plotly_chart(
+    view("skill_scatter", akey, lambda: skill_scatter(res, pd.Series(table["responses"]), intervals)),
+    key="ann_skill",
+)
+chance = 1 / len(res.classes)
+st.caption(
+    f"**Skill** = the annotator's expected accuracy: the estimated chance that their label is the true one. "
+    f"The dashed line is random guessing (1 / {len(res.classes)} labels = {chance:.2f}); red points are within "
+    "0.1 of it or below. Annotators with few responses are uncertain: the table ranks by **skill (lower bound)** — "
+    + (
+        "the lower end of the bootstrap interval."
+        if boot is not None
+        else "the lower end of a 90% interval that widens with fewer responses (compute bootstrap intervals above "
+        "for intervals from the model)."
+    )
+)
 if boot is not None:
     st.caption(
         f"{int(boot.level * 100)}% percentile intervals from {boot.n_bootstrap} "
@@ -52,7 +75,8 @@ if boot is not None:
     )
 
 if res.spectral is not None:
-    st.plotly_chart(eigenvector_bar(res), key="ann_eigen")
+    with st.expander("Ranking eigenvector (spectral methods)"):
+        st.plotly_chart(eigenvector_bar(res), key="ann_eigen")
 
 if res.context is not None:
     st.subheader("Reliability along the context")
@@ -79,9 +103,9 @@ if res.confusion is None:
 else:
     c1, c2, c3 = st.columns([2, 1, 1])
     search = c1.text_input("Search annotators", key="ann_search", placeholder="annotator id contains…")
-    order = c2.radio("Sort by skill", ["best first", "worst first"], horizontal=True, key="ann_sort")
+    order = c2.radio("Sort by skill (lower bound)", ["best first", "worst first"], horizontal=True, key="ann_sort")
     panels = c3.slider("Panels", 1, 24, 8, key="ann_panels")
-    shown = table.sort_values("skill", ascending=order == "worst first")
+    shown = table if order == "best first" else table.iloc[::-1]
     if search:
         shown = shown[shown.index.str.contains(search, case=False, regex=False)]
     ids = list(res.workers.astype(str))
@@ -92,7 +116,16 @@ else:
         st.plotly_chart(confusion_heatmap(res, one), key="ann_confusion_one")
     else:
         st.caption("No annotator matches the search.")
+    st.download_button(
+        "Download all confusion matrices (CSV)",
+        lambda: export.csv_bytes(confusion_table(res)),
+        file_name=f"confusion_{method}.csv",
+        mime="text/csv",
+        key="ann_confusion_download",
+        help="Long form: annotator, true, reported, probability. Formula-safe for spreadsheets.",
+    )
 
 st.subheader("Annotator table")
-st.dataframe(table, key="ann_table")
+st.caption("One row per annotator, ranked by skill (lower bound).")
+show_table(table, key="ann_table")
 download_buttons("Download annotator table", table, f"annotators_{method}", key="ann_download")

@@ -1,12 +1,13 @@
-"""Cartels page: eigenvalue spectrum against independent annotators, annotator loadings coloured by group,
-the groups with their test result, and what changes in the labels without the cartel."""
+"""Cartels page: the test's outcome in one of four states (groups found / correlation but no separable group /
+no evidence, with the test's power / could not run, with what data it needs), the spectrum and loadings, the
+groups with the items they swing (real labels), and every annotator's cartel status."""
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from fusion_app.cache import cached_cartels, cartels_for
-from fusion_app.shell import choose_one, download_buttons, md_escape, no_data_notice, page_setup
+from fusion_app.cache import cached_cartels, cartel_finding, cartels_for
+from fusion_app.shell import choose_one, download_buttons, md_escape, no_data_notice, page_setup, plain
 from fusion_app.state import session
 from fusion_core.errors import UserInputError
 from fusion_core.plots import loadings_scatter, scree_plot
@@ -55,55 +56,60 @@ if report is None:
     st.caption("Press **Detect cartels** (takes a few seconds on the bootstrap null).")
     st.stop()
 
+with st.spinner("Explaining the result (refitting without each group to find the items it swings)…"):
+    finding = cartel_finding(ds, n_boot, alpha, one_vs_rest=target)
+assert finding is not None
 for w in report.warnings:
-    st.warning(md_escape(w))
-groups = list(report.groups)
-reason = getattr(report, "reason", "")  # the test's state in words (spectral branch: status/reason)
-if groups:
-    st.warning(f"{len(groups)} group(s) of annotators behave as a cartel (α = {alpha}).", icon=":material/group_off:")
-elif reason:
-    st.info(md_escape(reason))
+    st.warning(plain(w))
+if finding.state == "groups_found":
+    st.error(f"**{md_escape(finding.headline)}**  \n{md_escape(finding.detail)}", icon=":material/group_off:")
+elif finding.state == "correlated_no_group":
+    st.warning(f"**{md_escape(finding.headline)}**  \n{md_escape(finding.detail)}", icon=":material/scatter_plot:")
+elif finding.state == "no_evidence":
+    st.info(f"**{md_escape(finding.headline)}**  \n{md_escape(finding.detail)}", icon=":material/check:")
 else:
-    st.success(f"No cartel detected at α = {alpha}: the spectrum is consistent with independent annotators.")
+    st.warning(f"**{md_escape(finding.headline)}**  \n{md_escape(finding.detail)}", icon=":material/block:")
+    st.stop()
 
 left, right = st.columns(2)
 left.plotly_chart(scree_plot(report), key="cartel_scree")
 right.plotly_chart(loadings_scatter(report), key="cartel_loadings")
 
 p_values = np.atleast_1d(np.asarray(report.p_value, dtype=float))
-if p_values.size:
-    st.dataframe(
-        pd.DataFrame({"extra component": np.arange(2, p_values.size + 2), "bootstrap p-value": p_values}),
-        key="cartel_tests",
-        hide_index=True,
-    )
-if groups:
+tests = pd.DataFrame({"extra component": np.arange(2, p_values.size + 2), "bootstrap p-value": p_values})
+with st.expander("Test details (one p-value per extra component)"):
+    st.dataframe(tests, key="cartel_tests", hide_index=True)
+    download_buttons("Download tests", tests, "cartel_tests", key="cartel_tests_download")
+
+if len(finding.groups):
     st.subheader("Groups")
-    rows = [
-        {"group": f"cartel {i + 1}", "members": len(g), "annotators": ", ".join(sorted(map(str, g)))}
-        for i, g in enumerate(groups)
-    ]
-    st.dataframe(rows, key="cartel_groups", hide_index=True)
-
-if len(report.membership):
-    tab = pd.DataFrame(
-        {"group": report.membership.astype(str), "cartel score": report.scores.reindex(report.membership.index)}
+    st.caption(
+        "agreement inside: how often two members give the same label on items they share; agreement with others: "
+        "how often a member agrees with a non-member. Items they swing: items whose label changes when the group "
+        "is left out."
     )
-    if ds.roles is not None:
-        tab["simulated role"] = ds.roles.reindex(tab.index).astype(str)
-    tab.index = tab.index.astype(str)
-    st.dataframe(tab.sort_values("cartel score", ascending=False), key="cartel_membership")
+    st.dataframe(finding.groups, key="cartel_groups", hide_index=True)
+    download_buttons("Download groups", finding.groups, "cartel_groups", key="cartel_groups_download")
+    st.subheader("Items whose label the group swings")
+    if len(finding.swing):
+        st.dataframe(finding.swing, key="cartel_changed")
+        download_buttons("Download swung items", finding.swing, "cartel_swung_items", key="cartel_download")
+    else:
+        st.caption("Leaving the group out changes no item's label.")
 
-if len(report.labels) and len(report.labels_without_cartel):
-    st.subheader("Labels without the cartel")
-    a, b = report.labels, report.labels_without_cartel
-    common = a.index.intersection(b.index)
-    diff = common[a.loc[common].astype(str).to_numpy() != b.loc[common].astype(str).to_numpy()]
-    st.metric("items whose label changes when the cartel is excluded", f"{len(diff):,} of {len(common):,}")
-    if len(diff):
-        changed = pd.DataFrame({"with cartel": a.loc[diff].astype(str), "without cartel": b.loc[diff].astype(str)})
-        changed.index = changed.index.astype(str)
-        st.dataframe(changed, key="cartel_changed")
-        download_buttons(
-            "Download changed items", changed.rename_axis("task"), "cartel_changed_items", key="cartel_download"
-        )
+st.subheader("Annotators")
+st.caption(
+    "Cartel members first (by the share of their evidence that points to the cartel), then everyone else by id: "
+    "“not in a cartel” says nothing about quality — see the skill note"
+    + (
+        " (skills from a fitted method; near chance = within 0.1 of random guessing)."
+        if "skill" in finding.annotators
+        else "; fit a method to see who is near chance."
+    )
+)
+roles = ds.roles
+shown = finding.annotators
+if roles is not None:
+    shown = shown.assign(**{"simulated role": roles.set_axis(roles.index.astype(str)).reindex(shown.index).astype(str)})
+st.dataframe(shown, key="cartel_membership")
+download_buttons("Download annotators", shown, "cartel_annotators", key="cartel_annotators_download")

@@ -3,7 +3,8 @@ histogram, items to re-annotate, posteriors along a sequence, and a graph neighb
 
 import streamlit as st
 
-from fusion_app.shell import download_buttons, md_escape, results_page
+from fusion_app.cache import active_key, view
+from fusion_app.shell import download_buttons, md_escape, results_page, show_table
 from fusion_core.diagnostics.tables import ITEM_ORDERS, filter_items, item_table
 from fusion_core.plots import neighbourhood_view, posterior_histogram, sequence_strip
 
@@ -11,22 +12,32 @@ ds, results = results_page("Items")
 
 method = st.selectbox("Method", list(results), key="items_method")
 res = results[method]
-table = item_table(res, ds.responses, gold=ds.gold)
+ikey = (active_key(method), ds.gold_fingerprint)
+table = view("item_table", ikey, lambda: item_table(res, ds.responses, gold=ds.gold))
 
-st.plotly_chart(posterior_histogram(res), key="items_hist")
+st.plotly_chart(view("posterior_histogram", ikey, lambda: posterior_histogram(res)), key="items_hist")
+if res.hard_labels is not None:
+    st.caption(
+        f"{md_escape(method)} decodes labels jointly (e.g. the most likely label path of a sequence): an item's label "
+        "can differ from its single most probable label; this page and Compare use the same joint labels."
+    )
 
 st.subheader("Posterior table")
 c1, c2, c3 = st.columns([2, 2, 1])
-labels = c1.multiselect("Predicted label", sorted(table["label"].unique()), key="items_labels")
+labels = c1.multiselect("Predicted label", [str(c) for c in res.classes], key="items_labels")
 search = c2.text_input("Search task id", key="items_search", placeholder="task id contains…")
 sort = c3.selectbox("Sort", list(ITEM_ORDERS), key="items_sort")
-shown = filter_items(table, labels=labels, search=search, sort=sort)
+shown = view(
+    "items_shown",
+    (ikey, tuple(labels), search, sort),
+    lambda: filter_items(table, labels=labels, search=search, sort=sort),
+)
 st.caption(f"{len(shown):,} of {len(table):,} items")
 number_format = {
     "entropy": st.column_config.NumberColumn("entropy", format="%.3f"),
     **{c: st.column_config.NumberColumn(c, format="%.3f") for c in table.columns if c.startswith("P(")},
 }
-st.dataframe(
+show_table(
     shown,
     key="items_table",
     column_config={
@@ -40,8 +51,10 @@ st.subheader("Items to re-annotate")
 n_low = st.slider(
     "How many (lowest confidence first)", 10, max(10, min(1000, len(table))), min(50, len(table)), key="items_nlow"
 )
-low = filter_items(table, labels=None, search="", sort="lowest confidence first").head(n_low)
-st.dataframe(
+low = view(
+    "items_low", ikey, lambda: filter_items(table, labels=None, search="", sort="lowest confidence first").head(1000)
+).head(n_low)
+show_table(
     low,
     key="items_reannotate",
     height=240,

@@ -131,7 +131,7 @@ def test_upload_fit_and_explore(server, tmp_path):
             _goto_page(page, "Cartels")  # the built-in demo is a binary crowd with a simulated cartel
             page.get_by_role("button", name="Detect cartels").click()
             expect(page.locator('[data-testid="stPlotlyChart"]', has_text="scree").first).to_be_visible()
-            expect(page.get_by_text("group(s) of annotators behave as a cartel")).to_be_visible()
+            expect(page.get_by_text("group(s) of annotators agree with each other beyond")).to_be_visible()
             _no_exception(page)
             page.screenshot(path=str(ARTIFACTS / "e2e-01b-cartels-demo.png"), full_page=True)
 
@@ -155,11 +155,14 @@ def test_upload_fit_and_explore(server, tmp_path):
             page.screenshot(path=str(ARTIFACTS / "e2e-03-data-uploaded.png"), full_page=True)
 
             _goto_page(page, "Fit")
-            page.locator('[data-testid="stMultiSelect"]').first.click()
+            expect(page.get_by_text("Recommended: auto")).to_be_visible()  # preselected, in plain words
+            page.get_by_text("Choose methods (for experts)").click()
+            page.locator('[data-testid="stMultiSelect"] input').first.click()
+            page.keyboard.type("ds — Learns")  # filter the (virtualised) option list down to one
             page.get_by_role("option", name=re.compile(r"^ds — ")).click()
             page.keyboard.press("Escape")
             page.get_by_role("button", name="Fit selected methods").click()
-            expect(page.locator('[data-testid="stAlertContentSuccess"]', has_text="Fitted: ds")).to_be_visible()
+            expect(page.locator('[data-testid="stAlertContentSuccess"]', has_text="Fitted: auto, ds")).to_be_visible()
             expect(page.get_by_role("heading", name="Results in this session")).to_be_visible()
             _no_exception(page)
             page.screenshot(path=str(ARTIFACTS / "e2e-04-fit.png"), full_page=True)

@@ -134,3 +134,33 @@ def test_confusion_table_long_form(ds_fit, crowd):
     row = conf[(conf["worker"] == res.workers[2]) & (conf["true"] == res.classes[0])]
     np.testing.assert_allclose(row["probability"], res.confusion[2, 0])
     assert confusion_table(create("mv").fit(crowd[1])) is None
+
+
+def test_skill_lower_bound_penalises_little_evidence():
+    from fusion_core.diagnostics.tables import skill_lower_bound
+
+    low = skill_lower_bound(np.array([0.9, 0.85, 0.5]), np.array([10, 500, 500]))
+    assert low[0] < low[1]  # 10 responses at 0.9 rank below 500 at 0.85
+    assert np.all(low <= [0.9, 0.85, 0.5])
+    # Wilson score interval by hand: p = 0.8, n = 100, z = 1.645 (90 % two-sided)
+    z, p, n = 1.6448536269514722, 0.8, 100
+    hand = (p + z * z / (2 * n) - z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / (1 + z * z / n)
+    assert skill_lower_bound(np.array([p]), np.array([n]))[0] == pytest.approx(hand)
+
+
+def test_annotator_table_lower_bound_column_and_order(ds_fit, crowd):
+    table = annotator_table(ds_fit, crowd[1], lower_bound=True)
+    assert list(table.columns[:3]) == ["skill", "skill (lower bound)", "responses"]
+    assert table["skill (lower bound)"].is_monotonic_decreasing
+
+
+def test_plain_words_rewrites_internal_wording():
+    from fusion_core.diagnostics.tables import plain_words
+
+    assert plain_words("class imbalance b̂ = +0.990 is near ±1 (spec P3).") == (
+        "the estimated class balance = +0.990 is near ±1."
+    )
+    assert plain_words("only 2 annotators (valid-pair fraction 0.001, core size 2, coverage 3%) left") == (
+        "only 2 annotators left"
+    )
+    assert plain_words("label np.int64(0) never used") == "label 0 never used"

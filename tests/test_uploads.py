@@ -130,3 +130,38 @@ def test_demo_datasets(key):
     assert demo_dataset(key).fingerprint == ds.fingerprint  # deterministic
     with pytest.raises(UserInputError, match="unknown demo"):
         load_demo("nope")
+
+
+def test_guess_layout_wide_versus_long_with_small_extra_columns():
+    import numpy as np
+    import pandas as pd
+
+    from fusion_core.data.uploads import guess_layout
+
+    rng = np.random.default_rng(0)
+    long = pd.DataFrame(
+        {
+            "task": np.arange(200).astype(str),
+            "worker": rng.integers(0, 50, 200).astype(str),
+            "label": rng.choice(["cat", "dog"], 200),
+            "confidence": rng.integers(1, 6, 200).astype(str),  # a 1–5 scale and a round number: not annotators
+            "round": rng.integers(1, 4, 200).astype(str),
+        }
+    )
+    assert guess_layout(long) == ("long", 0)
+    wide = pd.DataFrame({"task": np.arange(50), **{f"w{i}": rng.choice(["a", "b", None], 50) for i in range(5)}})
+    assert guess_layout(wide) == ("wide", 5)
+    assert guess_layout(wide.iloc[:, :3]) == ("long", 0)  # too few columns to tell
+
+
+def test_files_that_are_not_tables_are_named():
+    from fusion_core.data.uploads import read_upload, sniff_not_a_table
+    from fusion_core.errors import UserInputError
+
+    assert sniff_not_a_table("x.csv", b"\xef\xbb\xbf  <!doctype html><html>") == "HTML (a web page)"
+    assert sniff_not_a_table("x.csv", b"%PDF-1.7") == "a PDF document"
+    assert sniff_not_a_table("x.csv", b"PK\x03\x04rest") is not None
+    assert sniff_not_a_table("x.csv", b"task,worker,label\n<b>,w,1\n") is None
+    assert sniff_not_a_table("x.parquet", b"PAR1....") is None
+    with pytest.raises(UserInputError, match="looks like HTML"):
+        read_upload("export.csv", b"<html><body>login</body></html>", 10_000)

@@ -52,12 +52,62 @@ def _check_size(name: str, data: bytes, limit: int) -> None:
         )
 
 
+_NOT_A_TABLE = (
+    (re.compile(rb"^\s*(<!doctype\s+html|<html|<head|<body|<\?xml[^>]*>\s*<html)", re.I), "HTML (a web page)"),
+    (re.compile(rb"^\s*<\?xml", re.I), "XML"),
+    (re.compile(rb"^%PDF-"), "a PDF document"),
+    (re.compile(rb"^PK\x03\x04"), "a ZIP archive or an Excel/Office file"),
+    (re.compile(rb"^\xd0\xcf\x11\xe0"), "an old Excel/Office file"),
+    (re.compile(rb"^\x1f\x8b"), "a gzip archive"),
+)
+
+
+def sniff_not_a_table(name: str, data: bytes) -> str | None:
+    """What the file looks like when its first bytes show it is not a text table (HTML, XML, PDF, ZIP/Excel,
+    gzip), else None.  Parquet files are recognised by their own magic and never flagged."""
+    head = data[:512].lstrip(b"\xef\xbb\xbf")
+    if head.startswith(b"PAR1"):
+        return None
+    for pattern, what in _NOT_A_TABLE:
+        if pattern.match(head):
+            return what
+    return None
+
+
+def guess_layout(table: pd.DataFrame, *, max_labels: int = 20) -> tuple[str, int]:
+    """("wide", n) when a table looks like one row per item and one column per annotator, else ("long", 0).
+
+    n counts the columns (after the first) whose values come from a small set (≤ ``max_labels`` distinct values)
+    shared with the others (Jaccard overlap ≥ 0.5 with the column that matches most): wide when n ≥ 3 and at
+    least half the columns after the first.  A long file with a few small columns (label, a 1–5 confidence, a
+    round number) has no three columns sharing their values."""
+    cols = list(table.columns)
+    if len(cols) < 4:
+        return "long", 0
+    head = table.head(2000)
+    sets = []
+    for c in cols[1:]:
+        values = head[c].dropna().unique()
+        if 0 < len(values) <= max_labels:
+            sets.append(set(map(str, values)))
+    best = max((sum(len(a & b) / len(a | b) >= 0.5 for b in sets) for a in sets), default=0)
+    return ("wide", best) if best >= 3 and best >= (len(cols) - 1) / 2 else ("long", 0)
+
+
 def read_upload(
     name: str, data: bytes, limit: int, *, na_values: Sequence[str] = (), strip_whitespace: bool = False
 ) -> pd.DataFrame:
     """An uploaded table (CSV/TSV/Parquet/JSON lines) read as text within the size limit (bytes); the limit also
-    bounds the number of cells and, for Parquet, the declared size (checked before reading the data)."""
+    bounds the number of cells and, for Parquet, the declared size (checked before reading the data).  A file
+    that is not a table (an HTML page saved as .csv, a PDF, an Excel file) gets one clear message."""
     _check_size(name, data, limit)
+    what = sniff_not_a_table(name, data)
+    if what is not None:
+        raise UserInputError(
+            f"{show_value(name)} is not a CSV/TSV/Parquet/JSON-lines file: it looks like {what}. Export the "
+            "responses as CSV (one row per response, or one row per item and one column per annotator) and upload "
+            "that file."
+        )
     return read_table(data, name=name, max_bytes=limit, na_values=na_values, strip_whitespace=strip_whitespace)
 
 

@@ -7,10 +7,12 @@
 * :func:`item_table` — one row per item: the method's own hard label (``FitResult.label_codes``, e.g. the
   Viterbi path), the posterior probability of that label, entropy, responses, the posterior of every class, gold.
 * :func:`confusion_table` — confusion matrices in long form (annotator, true, reported, probability).
+* :func:`plain_words` — a method's warning rewritten for readers (no spec references, symbols or reprs).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,30 @@ import pandas as pd
 
 from fusion_core.data.responses import Responses
 from fusion_core.methods.results import as_result
+
+_PLAIN = (
+    (re.compile(r"\s*\((?:valid-pair fraction|core size)[^)]*\)"), ""),  # internal diagnostics of the spectral core
+    (re.compile(r"\s*\((?:see )?(?:spec\s*)?(?:``[^`]*``\s*)?(?:§[\d.]+|P\d+|J\d+|Eq\.?\s*\d+)[^)]*\)"), ""),
+    (re.compile(r"\bspec\s+(?:``[^`]*``\s*)?(?:§[\d.]+|P\d+)"), ""),
+    (re.compile(r"\bnp\.\w+\(([^()]*)\)"), r"\1"),  # numpy scalar reprs
+    (re.compile(r"(?:class imbalance\s+)?b̂"), "the estimated class balance"),
+    (re.compile(r"ψ̂"), "sensitivity"),
+    (re.compile(r"η̂"), "specificity"),
+    (re.compile(r"μ̂"), "the mean label"),
+    (re.compile(r"v̂"), "the ranking eigenvector"),
+    (re.compile(r"``([^`]*)``"), r"\1"),
+    (re.compile(r"\s{2,}"), " "),
+)
+
+
+def plain_words(text: str) -> str:
+    """A method's warning for readers: spec references ("(spec P3)", "§6.5"), the spectral core's internal figures
+    ("valid-pair fraction … core size"), estimator symbols (b̂, ψ̂) and numpy reprs ("np.int64(0)") rewritten."""
+    out = str(text)
+    for pattern, repl in _PLAIN:
+        out = pattern.sub(repl, out)
+    return out.replace(" .", ".").replace(" ,", ",").strip()
+
 
 ITEM_ORDERS = {
     "lowest confidence first": ("confidence", True),
@@ -40,19 +66,36 @@ def _counts(counts: np.ndarray, coded: pd.Index, wanted: pd.Index) -> np.ndarray
     return np.where(codes >= 0, counts[np.maximum(codes, 0)], 0)
 
 
+def skill_lower_bound(skill: np.ndarray, n: np.ndarray, level: float = 0.9) -> np.ndarray:
+    """Evidence-aware skill: the lower end of a Wilson score interval at ``level`` (two-sided) for an accuracy
+    ``skill`` measured on ``n`` responses (an approximation: the skill is a model estimate, not a count of correct
+    answers).  Ranks 10 responses at 0.9 below 500 responses at 0.85."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + level / 2))
+    p = np.clip(np.asarray(skill, dtype=float), 0.0, 1.0)
+    n = np.maximum(np.asarray(n, dtype=float), 1.0)
+    centre = p + z * z / (2 * n)
+    spread = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
+
+
 def annotator_table(
     result: Any,
     responses: Responses,
     *,
     intervals: pd.DataFrame | None = None,
     roles: pd.Series | None = None,
+    lower_bound: bool = False,
 ) -> pd.DataFrame:
     """One row per annotator (index ``annotator``, ids as text), best skill first.
 
     Columns: ``skill`` (``FitResult.worker_skill``), ``responses``, one column per
     :class:`~fusion_core.methods.results.AnnotatorColumn` headed by its ``title``, ``skill low`` / ``skill high``
     from ``intervals`` (a frame by annotator with ``low`` and ``high``, e.g. ``BootstrapResult.skills``) and
-    ``simulated role`` from ``roles`` (Series by annotator).
+    ``simulated role`` from ``roles`` (Series by annotator).  ``lower_bound``: add ``skill (lower bound)`` — the
+    bootstrap ``low`` when ``intervals`` are given, else :func:`skill_lower_bound` — and sort by it, so annotators
+    with few responses do not outrank well-measured ones.
     """
     res = as_result(result)
     df = pd.DataFrame(
@@ -71,6 +114,10 @@ def annotator_table(
     if roles is not None:
         df["simulated role"] = roles.reindex(res.workers).to_numpy()
     df.index = pd.Index(df.index.astype(str), name="annotator")
+    if lower_bound:
+        low = df["skill low"].to_numpy() if intervals is not None else skill_lower_bound(df["skill"], df["responses"])
+        df.insert(1, "skill (lower bound)", low)
+        return df.sort_values(["skill (lower bound)", "skill"], ascending=False, kind="stable")
     return df.sort_values("skill", ascending=False, kind="stable")
 
 

@@ -1,7 +1,13 @@
 """Plotly figures as pure functions: a result (``FitResult`` or fitted estimator) or report in, a
 ``plotly.graph_objects.Figure`` out.  No Streamlit here; the app's pages only call these."""
 
-from fusion_core.plots.annotators import confusion_heatmap, confusion_small_multiples, eigenvector_bar, skill_ranking
+from fusion_core.plots.annotators import (
+    confusion_heatmap,
+    confusion_small_multiples,
+    eigenvector_bar,
+    skill_ranking,
+    skill_scatter,
+)
 from fusion_core.plots.cartels import loadings_scatter, scree_plot
 from fusion_core.plots.compare import accuracy_bar, agreement_matrix
 from fusion_core.plots.context import context_confusion_curves, context_reliability
@@ -26,4 +32,5 @@ __all__ = [
     "scree_plot",
     "sequence_strip",
     "skill_ranking",
+    "skill_scatter",
 ]

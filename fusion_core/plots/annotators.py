@@ -137,6 +137,63 @@ def skill_ranking(
     return base_layout(fig, f"Annotator skill ({esc(res.method)}){ci}{more}", height=380)
 
 
+def skill_scatter(
+    result: Any,
+    responses_per_worker: pd.Series,
+    intervals: pd.DataFrame | None = None,
+    *,
+    chance: float | None = None,
+) -> go.Figure:
+    """Every annotator's skill (expected accuracy) against their number of responses (log axis), with interval
+    bars from ``intervals`` (columns low, high, by annotator), and a dashed line at ``chance`` (default
+    1 / number of labels: random guessing).  No annotator is left out."""
+    res = as_result(result)
+    skills = res.skills.astype(float)
+    n = responses_per_worker.reindex(skills.index).fillna(0).to_numpy(float)
+    chance = 1.0 / max(len(res.classes), 1) if chance is None else chance
+    err, hover_iv = None, [""] * len(skills)
+    y = skills.to_numpy()
+    if intervals is not None and {"low", "high"} <= set(intervals.columns):
+        iv = intervals.reindex(skills.index)
+        lo, hi = iv["low"].to_numpy(float), iv["high"].to_numpy(float)
+        err = {
+            "type": "data",
+            "symmetric": False,
+            "array": np.clip(np.nan_to_num(hi - y), 0, None),
+            "arrayminus": np.clip(np.nan_to_num(y - lo), 0, None),
+            "color": "#999",
+            "thickness": 1,
+        }
+        hover_iv = [f" (interval {a:.2f}–{b:.2f})" if np.isfinite(a) else "" for a, b in zip(lo, hi)]
+    below = y <= chance + 0.1
+    text = [f"{esc(w)}<br>skill {s:.3f}{h}<br>{int(k):,} responses" for w, s, h, k in zip(skills.index, y, hover_iv, n)]
+    scatter = go.Scattergl if len(y) > 2000 else go.Scatter
+    fig = go.Figure(
+        scatter(
+            x=np.maximum(n, 1),
+            y=y,
+            mode="markers",
+            error_y=err,
+            marker={"color": [color_for(3) if b else color_for(0) for b in below], "size": 7, "opacity": 0.8},
+            text=text,
+            hovertemplate="%{text}<extra></extra>",
+            name="annotators",
+        )
+    )
+    fig.add_hline(
+        y=chance,
+        line_dash="dash",
+        line_color="#666",
+        annotation_text=f"random guessing ({chance:.2f})",
+        annotation_position="bottom right",
+    )
+    fig.update_xaxes(title_text="responses (log scale)", type="log")
+    top = max(1.0, float(np.nanmax(y)) if len(y) else 1.0)
+    fig.update_yaxes(title_text="skill (expected accuracy)", range=[0, top * 1.02])
+    ci = " with intervals" if err is not None else ""
+    return base_layout(fig, f"Skill of all {len(y):,} annotators ({esc(res.method)}){ci}", height=420)
+
+
 def eigenvector_bar(result: Any) -> go.Figure:
     """The ranking eigenvector of a spectral method (``result.spectral.eigenvector``), one bar per annotator, sorted:
     its entries are ∝ 2·balanced accuracy − 1 (P14 Eq. 8).  One-vs-all fits show one bar series per class;

@@ -14,6 +14,8 @@ import plotly.graph_objects as go
 
 from fusion_core.plots._common import base_layout, color_for, empty_figure, esc, esc_all
 
+NOT_MEMBER = "not in a cartel"
+
 if TYPE_CHECKING:
     from fusion_core.diagnostics.cartels import CartelReport
 
@@ -49,11 +51,23 @@ def scree_plot(report: CartelReport, *, max_components: int | None = None) -> go
         )
         fig.add_trace(
             go.Scatter(
-                x=xs, y=mean, mode="lines", line={"dash": "dash", "color": "#666"}, name="independence expectation"
+                x=xs,
+                y=mean,
+                mode="lines",
+                line={"dash": "dash", "color": "#666"},
+                name="independence expectation",
+                hovertemplate="component %{x}<br>expected if independent: %{y:.3f}<extra></extra>",
             )
         )
     fig.add_trace(
-        go.Scatter(x=x, y=eig[:n], mode="lines+markers", marker={"size": 9, "color": color_for(0)}, name="observed")
+        go.Scatter(
+            x=x,
+            y=eig[:n],
+            mode="lines+markers",
+            marker={"size": 9, "color": color_for(0)},
+            name="observed",
+            hovertemplate="component %{x}<br>observed eigenvalue %{y:.3f}<extra></extra>",
+        )
     )
     fig.update_xaxes(title_text="component (1 = agreement with the truth; 2 and up = shared extra structure)", dtick=1)
     fig.update_yaxes(title_text="eigenvalue of the annotators' covariance")
@@ -66,19 +80,22 @@ def loadings_scatter(report: CartelReport) -> go.Figure:
     load = report.loadings
     if load.shape[1] < 2 or len(load) == 0:
         return empty_figure("Annotator loadings", "fewer than two eigenvectors are available")
-    member = report.membership.reindex(load.index).fillna("honest")
+    member = report.membership.reindex(load.index).fillna("honest").replace("honest", NOT_MEMBER)
     scores = report.scores.reindex(load.index)
     fig = go.Figure()
     c1, c2 = load.columns[0], load.columns[1]
-    for i, group in enumerate(sorted(member.unique(), key=lambda g: (g != "honest", str(g)))):
+    for i, group in enumerate(sorted(member.unique(), key=lambda g: (g != NOT_MEMBER, str(g)))):
         sel = member == group
-        hover = [f"{h}<br>cartel score {s:.2f}" for h, s in zip(esc_all(load.index[sel]), scores[sel].to_numpy(float))]
+        hover = [
+            f"{h}<br>{esc(group)}" + (f"<br>cartel score {s:.2f}" if group != NOT_MEMBER else "")
+            for h, s in zip(esc_all(load.index[sel]), scores[sel].to_numpy(float))
+        ]
         fig.add_trace(
             go.Scatter(
                 x=load.loc[sel, c1],
                 y=load.loc[sel, c2],
                 mode="markers",
-                marker={"size": 10, "color": color_for(i), "symbol": "circle" if group == "honest" else "diamond"},
+                marker={"size": 10, "color": color_for(i), "symbol": "circle" if group == NOT_MEMBER else "diamond"},
                 name=esc(group),
                 text=hover,
                 hovertemplate="%{text}<extra></extra>",

@@ -11,17 +11,30 @@ from fusion_core.data.responses import Responses, as_responses
 from fusion_core.plots._common import DIVERGING, HEAT, base_layout, color_for, empty_figure, esc_all
 
 
+def _count_bars(values: np.ndarray, color: str, what: str) -> go.Bar:
+    """Bars of how many annotators/items have each number of responses (counted here: the figure holds one number
+    per distinct count, not one per item)."""
+    counts, freq = np.unique(np.asarray(values, dtype=np.int64), return_counts=True)
+    return go.Bar(
+        x=counts,
+        y=freq,
+        marker_color=color,
+        name=what,
+        hovertemplate=f"%{{x}} responses: %{{y:,}} {what}<extra></extra>",
+    )
+
+
 def response_count_histograms(data: Responses | pd.DataFrame) -> go.Figure:
     """Two histograms: responses per annotator and responses per item."""
     resp = as_responses(data)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("responses per annotator", "responses per item"))
-    fig.add_trace(go.Histogram(x=resp.responses_per_worker, marker_color=color_for(0), name="annotators"), row=1, col=1)
-    fig.add_trace(go.Histogram(x=resp.responses_per_item, marker_color=color_for(1), name="items"), row=1, col=2)
+    fig.add_trace(_count_bars(resp.responses_per_worker, color_for(0), "annotators"), row=1, col=1)
+    fig.add_trace(_count_bars(resp.responses_per_item, color_for(1), "items"), row=1, col=2)
     fig.update_xaxes(title_text="responses", row=1, col=1)
     fig.update_xaxes(title_text="responses", row=1, col=2)
     fig.update_yaxes(title_text="annotators", row=1, col=1)
     fig.update_yaxes(title_text="items", row=1, col=2)
-    fig.update_layout(showlegend=False)
+    fig.update_layout(showlegend=False, bargap=0.05)
     return base_layout(
         fig, f"{resp.n_responses:,} responses by {resp.n_workers:,} annotators on {resp.n_items:,} items", height=330
     )
@@ -32,7 +45,12 @@ def label_distribution(data: Responses | pd.DataFrame) -> go.Figure:
     resp = as_responses(data)
     counts = np.bincount(resp.label, minlength=resp.n_classes)
     fig = go.Figure(
-        go.Bar(x=esc_all(resp.classes), y=counts, marker_color=[color_for(k) for k in range(resp.n_classes)])
+        go.Bar(
+            x=esc_all(resp.classes),
+            y=counts,
+            marker_color=[color_for(k) for k in range(resp.n_classes)],
+            hovertemplate="label %{x}: %{y:,} responses<extra></extra>",
+        )
     )
     fig.update_xaxes(title_text="label", type="category")
     fig.update_yaxes(title_text="responses")

@@ -19,16 +19,25 @@ from fusion_core.plots._common import HEAT, as_result, base_layout, color_for, e
 
 def posterior_histogram(result: Any, *, bins: int = 30) -> go.Figure:
     """Histogram of each item's confidence: the posterior probability of its label (at least 1/K when the label
-    is the posterior argmax; a joint decoding such as Viterbi can pick a less probable label)."""
+    is the posterior argmax; a joint decoding such as Viterbi can pick a less probable label).  Binned here (a bar
+    per bin), so the figure holds ``bins`` numbers, not one per item."""
     res = as_result(result)
     conf = label_confidence(res)
     k = len(res.classes)
     start = min(1.0 / k, float(conf.min())) if len(conf) else 1.0 / k
+    counts, edges = np.histogram(conf, bins=bins, range=(start, 1.0))
+    width = edges[1] - edges[0]
     fig = go.Figure(
-        go.Histogram(
-            x=conf, xbins={"start": start, "end": 1.0 + 1e-9, "size": (1 - start) / bins}, marker_color=color_for(0)
+        go.Bar(
+            x=(edges[:-1] + edges[1:]) / 2,
+            y=counts,
+            width=width,
+            marker_color=color_for(0),
+            customdata=np.stack([edges[:-1], edges[1:]], axis=1),
+            hovertemplate="confidence %{customdata[0]:.3f}–%{customdata[1]:.3f}: %{y:,} items<extra></extra>",
         )
     )
+    fig.update_layout(bargap=0.02)
     fig.update_xaxes(title_text="posterior of the label (confidence)", range=[start - 0.01, 1.01])
     fig.update_yaxes(title_text="items")
     return base_layout(fig, f"Item confidence ({esc(res.method)}): {len(conf):,} items", height=330)

@@ -9,6 +9,9 @@ import numpy as np
 import pandas as pd
 
 CartelStatus = Literal["groups_found", "no_evidence", "could_not_run"]
+CartelState = Literal["groups_found", "correlated_no_group", "no_evidence", "could_not_run"]
+""":attr:`CartelReport.state`: the status with "no evidence" split into "correlation found but no separable group"
+(the first extra component is significant, yet no group could be split off)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +86,30 @@ class CartelReport:
     rho: pd.Series = field(default_factory=lambda: pd.Series(dtype=float, name="rho"))
     method: str = "sml"
     positive_label: Any = None
+
+    @property
+    def state(self) -> CartelState:
+        """The status with "no evidence" split: ``correlated_no_group`` when the first extra component is
+        significant (p < α) but no group of annotators could be split off."""
+        if self.status == "could_not_run":
+            return "could_not_run"
+        if self.groups:
+            return "groups_found"
+        return "correlated_no_group" if self.first_p_value < self.alpha else "no_evidence"
+
+    @property
+    def first_p_value(self) -> float:
+        """Bootstrap p-value of the first extra component (NaN when the test did not run)."""
+        p = np.atleast_1d(np.asarray(self.p_value, dtype=float))
+        return float(p[0]) if p.size else float("nan")
+
+    @property
+    def threshold(self) -> float:
+        """The (1 − α) quantile of the statistic under the bootstrap null (NaN when the test did not run)."""
+        null = np.asarray(self.null_statistic, dtype=float)
+        if null.ndim != 2 or not null.shape[0] or not null.shape[1]:
+            return float("nan")
+        return float(np.quantile(null[:, 0], 1 - self.alpha))
 
     @property
     def significant(self) -> bool:
