@@ -52,6 +52,8 @@ def current(ss: State | None = None) -> Dataset | None:
 
 SESSION_CACHES = ("fc_bootstrap", "fc_cartels", "fc_cartel_findings", "fc_views")
 """Per-session caches that hold results on one dataset only: emptied whenever the data change."""
+AUDIT_KEYS = ("fc_audit", "fc_audit_figures")
+"""The audit of the current data and its charts (``fusion_app.audit``): dropped with the data too."""
 
 
 def set_dataset(ds: Dataset | None, ss: State | None = None) -> None:
@@ -65,6 +67,8 @@ def set_dataset(ds: Dataset | None, ss: State | None = None) -> None:
         ss["fc_fits"] = {k: v for k, v in ss.get("fc_fits", {}).items() if k[0] == keep}
         for key in SESSION_CACHES:
             ss[key] = {}
+        for key in AUDIT_KEYS:
+            ss[key] = None
     elif old is not ds:  # same responses, new side inputs (gold, graph, context): built views may show them
         ss["fc_views"] = {}
     ss["fc_dataset"] = ds
