@@ -395,12 +395,20 @@ def barrier_path(
             if found is None:
                 return x
             dx, dec = found
-            if dec / 2 <= 1e-12:
+            if not dec / 2 > 1e-12:  # centred (a NaN decrement also ends the centring)
                 break
+            # damped Newton on a self-concordant barrier accepts a step ≥ 1/(1 + λ) (λ² = dec, B&V §9.6.4); a much
+            # shorter one means rounding (slacks near ε) has taken over: take it if it helps, then stop centring
+            smallest = max(min_step, 0.05 / (1.0 + np.sqrt(dec)))
             step, b0 = 1.0, barrier(x, t)
-            while barrier(x + step * dx, t) > b0 - 0.25 * step * dec and step > min_step:
+            b1 = barrier(x + dx, t)
+            while b1 > b0 - 0.25 * step * dec and step > smallest:
                 step *= 0.5
-            x = x + step * dx
+                b1 = barrier(x + step * dx, t)
+            if b1 < b0:
+                x = x + step * dx
+            if step <= smallest or not b0 - b1 > 1e-13 * max(1.0, abs(b0)):
+                break
         if m / t <= 1e-10 * (1 + abs(objective(x))):
             break
         t *= 10.0
