@@ -108,6 +108,9 @@ class BinaryChains:
     def rescue(self, x: np.ndarray, lo: int, hi: int) -> np.ndarray:
         return barrier_chain(self.A[lo:hi], self.B[lo:hi], self.h[lo:hi], x, self.eps)
 
+    def subset(self, levels: np.ndarray, starts: np.ndarray) -> BinaryChains:
+        return BinaryChains(self.A[levels], self.B[levels], self.h[levels], starts, self.eps)
+
 
 def barrier_chain(A: np.ndarray, B: np.ndarray, h: np.ndarray, p0: np.ndarray, eps: float) -> np.ndarray:
     """Primal log-barrier method on one chain (Boyd & Vandenberghe §11.3), the §6.5 fallback."""
