@@ -124,8 +124,8 @@ def adversarial_case(seed: int, kind: str = "plain", *, max_responses: int = 200
     elif kind == "graph":
         m = int(rng.integers(0, 4 * n_items + 1))
         src, dst = rng.integers(n_items, size=m), rng.integers(n_items, size=m)
-        keep = src != dst
-        kwargs["graph"] = pd.DataFrame({"source": items[src[keep]], "target": items[dst[keep]]})
+        pairs = np.unique(np.sort(np.column_stack([src, dst])[src != dst], axis=1), axis=0)  # each edge once
+        kwargs["graph"] = pd.DataFrame({"source": items[pairs[:, 0]], "target": items[pairs[:, 1]]})
     elif kind == "context":
         kwargs["context"] = pd.Series(_context(rng, n_items), index=pd.Index(items, name="task"), name="context")
     df = df.sample(frac=1.0, random_state=int(rng.integers(2**31))).reset_index(drop=True)
