@@ -426,6 +426,7 @@ def barrier_path(
     constraints."""
     t = 1.0
     for _ in range(outer):
+        b0 = barrier(x, t)
         for _ in range(100):
             found = newton(x, t)
             if found is None:
@@ -436,7 +437,7 @@ def barrier_path(
             # damped Newton on a self-concordant barrier accepts a step ≥ 1/(1 + λ) (λ² = dec, B&V §9.6.4); a much
             # shorter one means rounding (slacks near ε) has taken over: take it if it helps, then stop centring
             smallest = max(min_step, 0.05 / (1.0 + np.sqrt(dec)))
-            step, b0 = 1.0, barrier(x, t)
+            step = 1.0
             b1 = barrier(x + dx, t)
             while b1 > b0 - 0.25 * step * dec and step > smallest:
                 step *= 0.5
@@ -445,6 +446,7 @@ def barrier_path(
                 x = x + step * dx
             if step <= smallest or not b0 - b1 > 1e-13 * max(1.0, abs(b0)):
                 break
+            b0 = b1  # the barrier at the new x
         if m / t <= 1e-10 * (1 + abs(objective(x))):
             break
         t *= 10.0
