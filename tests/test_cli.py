@@ -115,7 +115,11 @@ def test_parameters_are_listed_with_their_allowed_values(capsys):
     assert main(["methods", "--json"]) == 0
     listed = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
     tie = next(p for p in listed["mv"]["parameters"] if p["name"] == "tie_break")
-    assert tie["allowed"] == info("mv").param("tie_break").allowed() and tie["choices"] == ["smallest", "random"]
+    assert tie["allowed"] == info("mv").param("tie_break").allowed() and tie["choices"] == [
+        "data",
+        "smallest",
+        "random",
+    ]
     with pytest.raises(SystemExit) as stop:
         main(["fit", "x.csv", "--out", "o", "--method", "hmm-em", "--help"])
     assert stop.value.code == 0
@@ -139,7 +143,7 @@ def test_parameters_parsed_and_checked_by_their_declarations(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
     assert main(["fit", str(src), "--method", "mv", "--param", "tie_break=__bogus__", "--out", str(out)]) == 2
-    assert "one of 'smallest', 'random'" in capsys.readouterr().err
+    assert "one of 'data', 'smallest', 'random'" in capsys.readouterr().err
     assert main(["fit", str(src), "--param", "max_iter=700", "--param", "estimate_priors=no", "--out", str(out)]) == 0
     params = json.loads((out / "summary.json").read_text())["parameters"]
     assert params["max_iter"] == 700 and params["estimate_priors"] is False

@@ -119,23 +119,13 @@ def test_row_order_invariance(name):
     assert np.allclose(pa.to_numpy(dtype=float), pb.to_numpy(dtype=float), atol=1e-6)
 
 
-RENAMING_KNOWN = {
-    **dict.fromkeys(
-        ("mm", "mm-ds", "hmm-mm", "hmm-em", "hmm-mv", "mrf-em", "mrf-mv"),
-        "issue 11: ties broken towards the lowest internal class code",
-    ),
-    "mv": "issue 11: exact vote ties go to the smallest label, so renaming labels changes tied items",
-}
-
-
 @pytest.mark.parametrize("name", METHODS)
 def test_label_renaming_invariance(name):
-    """Renaming the classes (here: reversing their sorted order) must not change any item's labelling."""
+    """Renaming the classes (here: reversing their sorted order) must not change any item's labelling (ties are
+    broken on the data, fusion_core.methods.ties; tests/test_ties.py has the tied cases)."""
     case = case_for(name)
     if "multilabel" in create(name).inputs:
         pytest.skip("multi-label responses are label sets; renaming is covered by the multi-label tests")
-    if name in RENAMING_KNOWN:
-        pytest.xfail(RENAMING_KNOWN[name])
     classes = sorted(case.df["label"].unique())
     rename = {c: f"z{len(classes) - i:02d}" for i, c in enumerate(classes)}  # reverses the sorted order
     renamed = case.df.assign(label=case.df["label"].map(rename))

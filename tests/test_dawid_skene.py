@@ -162,7 +162,8 @@ def test_mv_tie_rule_and_weights():
         {"task": [1, 1, 2, 2, 2], "worker": ["a", "b", "a", "b", "c"], "label": ["y", "x", "x", "y", "y"]}
     )
     mv = MajorityVote().fit(df)
-    assert mv.labels_.loc[1] == "x"  # tie → smallest label
+    assert mv.labels_.loc[1] == "y"  # tie → the label with more votes overall (y: 3, x: 2)
+    assert MajorityVote(tie_break="smallest").fit(df).labels_.loc[1] == "x"  # the manifest's rule
     np.testing.assert_allclose(mv.probas_.loc[2].to_numpy(), [1 / 3, 2 / 3])
     weighted = MajorityVote(weights=pd.Series({"a": 5.0})).fit(df)
     assert weighted.labels_.loc[2] == "x" and weighted.labels_.loc[1] == "y"

@@ -33,6 +33,7 @@ from fusion_core.errors import AggregationWarning, UserInputError
 from fusion_core.methods.numerics import safe_log
 from fusion_core.methods.params import Declared
 from fusion_core.methods.results import Fit, FitResult
+from fusion_core.methods.ties import class_priority
 
 Gold = tuple[np.ndarray, np.ndarray]  # (item codes, class codes) of the gold-labelled items
 
@@ -187,6 +188,7 @@ class Aggregator(Declared):
             ordinal=fit.ordinal,
             details=dict(fit.details),
             warnings=list(dict.fromkeys(fit.warnings)),
+            class_rank=class_priority(resp),
         )
         r = self.result_
         self.responses_ = resp

@@ -38,9 +38,11 @@ class MajorityVote(Aggregator):
     """Soft majority vote.
 
     ``probas_`` is the (weighted) share of votes for each label.  Tie rule for ``labels_``: with
-    ``tie_break='smallest'`` (default, deterministic) the smallest label in the class order wins (the rule of
-    ``../shared/datasets`` ``mv_accuracy``); with ``'random'`` tied labels are chosen uniformly with
-    ``random_state``.  Items with no responses get uniform probabilities.  Gold labels are clamped.
+    ``tie_break='data'`` (default) the tied label with more votes over the whole table wins, then the one that
+    appears first in the table (:mod:`fusion_core.methods.ties`; renaming the labels never changes a label);
+    ``'smallest'`` takes the smallest label in the class order (the rule of ``../shared/datasets``
+    ``mv_accuracy``); ``'random'`` chooses uniformly among tied labels with ``random_state``.  Items with no
+    responses get uniform probabilities.  Gold labels are clamped.
 
     Examples
     --------
@@ -52,7 +54,12 @@ class MajorityVote(Aggregator):
 
     learns_confusion = False
     params = {
-        "tie_break": Choice("smallest", ("smallest", "random"), help="How hard labels break ties in the vote."),
+        "tie_break": Choice(
+            "data",
+            ("data", "smallest", "random"),
+            help="How hard labels break ties in the vote: 'data' (more votes over the whole table, then first in the "
+            "table), 'smallest' (first label in sorted order) or 'random'.",
+        ),
         "weights": Object(
             None,
             help="Optional weight per annotator (Series by annotator id); missing annotators weigh 1.",
@@ -69,7 +76,9 @@ class MajorityVote(Aggregator):
         post = vote_shares(responses, w)
         clamp_gold(post, gold)
         hard = None
-        if self.tie_break == "random":
+        if self.tie_break == "smallest":
+            hard = np.argmax(post, axis=1)
+        elif self.tie_break == "random":
             # a tiny seeded jitter among exactly-tied maxima makes argmax pick uniformly among them
             rng = np.random.default_rng(self.random_state)
             is_max = post >= post.max(axis=1, keepdims=True) - 1e-12

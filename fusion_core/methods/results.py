@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fusion_core.methods.ties import argmax_ties
+
 
 @dataclass(frozen=True)
 class AnnotatorColumn:
@@ -253,13 +255,17 @@ class FitResult:
     ordinal: OrdinalScale | None = None
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    class_rank: np.ndarray | None = None  # tie priority of every class (fusion_core.methods.ties.class_priority)
 
     @property
     def label_codes(self) -> np.ndarray:
-        """Hard label per item: the method's own decoding when it has one, else the posterior argmax (ties → the
-        first class in ``classes``)."""
+        """Hard label per item: the method's own decoding when it has one, else the posterior argmax; exact ties go
+        to the tied class of best ``class_rank`` (more responses overall, then first in the table; see
+        :mod:`fusion_core.methods.ties`), or to the first class in ``classes`` when no rank is set."""
         if self.hard_labels is not None:
             return np.asarray(self.hard_labels)
+        if self.class_rank is not None:
+            return argmax_ties(self.posterior, self.class_rank)
         return np.argmax(self.posterior, axis=1)
 
     @property

@@ -28,6 +28,7 @@ from fusion_core.errors import AggregationWarning
 from fusion_core.methods.dawid_skene.core import DSState, log_dirichlet_prior, params_from_counts
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.priors import collapse_message
+from fusion_core.methods.ties import argmax_ties
 
 
 @dataclass
@@ -143,20 +144,26 @@ def probability_column(value: Any) -> str:
 def write_posteriors(
     coded: CodedResponses, sources: Sequence[Any], state: DSState | None, output: Store
 ) -> OutputStats:
-    """Posteriors and hard labels (posterior argmax; ties → the first class) of every item, one Parquet file per
+    """Posteriors and hard labels (posterior argmax; exact ties → the tied class with more responses overall, then
+    the first in the class order, as :mod:`fusion_core.methods.ties` in memory) of every item, one Parquet file per
     partition under ``output`` (columns ``task``, ``label``, ``P(<label>)`` …); returns the summed statistics of
     the annotator report."""
     pairs = list(zip(coded.refs(), sources))
-    return map_reduce(_write_partition, pairs, state, output, coded.classes)
+    totals = np.asarray(coded.label_counts).sum(axis=0)
+    rank = np.empty(len(totals), dtype=np.int64)
+    rank[np.lexsort((np.arange(len(totals)), -totals))] = np.arange(len(totals))
+    return map_reduce(_write_partition, pairs, state, output, coded.classes, rank)
 
 
-def _write_partition(pair: tuple[PartitionRef, Any], state: DSState | None, output: Store, classes: Any) -> OutputStats:
+def _write_partition(
+    pair: tuple[PartitionRef, Any], state: DSState | None, output: Store, classes: Any, rank: np.ndarray
+) -> OutputStats:
     ref, source = pair
     resp = as_responses(source)
     post = posterior(resp, state)
     columns: dict[str, Any] = {
         "task": ref.tasks(),
-        "label": pa.array(np.asarray(classes.take(np.argmax(post, axis=1))), from_pandas=True),
+        "label": pa.array(np.asarray(classes.take(argmax_ties(post, rank))), from_pandas=True),
     }
     for j, value in enumerate(classes):
         columns[probability_column(value)] = pa.array(post[:, j])

@@ -233,8 +233,8 @@ class DaskOneCoinDawidSkene(DaskDawidSkene):
 
 
 class DaskMajorityVote(DaskAggregator):
-    """Majority vote on the Dask engine: each item's posterior is its vote share; ties → the first class in the
-    class order (``tie_break='smallest'``).  Skill = the posterior mass on each annotator's own labels.
+    """Majority vote on the Dask engine: each item's posterior is its vote share; ties → the tied class with more
+    responses overall, then the first in the class order (in memory: ``tie_break='data'``).  Skill = the posterior mass on each annotator's own labels.
 
     Examples
     --------

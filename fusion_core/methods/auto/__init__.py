@@ -30,6 +30,7 @@ from fusion_core.methods.dawid_skene.core import expected_counts, normalize_conf
 from fusion_core.methods.params import Choice, Float, Int, Object
 from fusion_core.methods.registry import available, create, register
 from fusion_core.methods.results import Fit, FitResult, ModelChoice
+from fusion_core.methods.ties import class_priority
 
 DEFAULT_CANDIDATES = ("mv", "wawa", "ds", "ds1", "mace")
 """Fast candidates covering the model families that win on real crowds: votes, full and one-coin Dawid–Skene
@@ -206,9 +207,11 @@ def _refit(names: list[str], resp: Responses, fit_kwargs: dict[str, Any]) -> tup
     return fitted, list(dict.fromkeys(silent))
 
 
-def _hard_labels(posterior: np.ndarray, class_prior: np.ndarray, own: np.ndarray | None) -> np.ndarray:
+def _hard_labels(
+    posterior: np.ndarray, class_prior: np.ndarray, own: np.ndarray | None, rank: np.ndarray | None
+) -> np.ndarray:
     """The member's own hard labels where the posterior has a clear maximum; label-free tie-break elsewhere."""
-    free = label_free_argmax(posterior, class_prior)
+    free = label_free_argmax(posterior, class_prior, rank)
     if own is None:
         return free
     tied = (posterior >= posterior.max(axis=1, keepdims=True) - 1e-12).sum(axis=1) > 1
@@ -226,7 +229,7 @@ def _single_fit(r: FitResult, choice: ModelChoice) -> Fit:
         n_iter=r.n_iter,
         converged=r.converged,
         skills=r.worker_skill,
-        hard_labels=_hard_labels(r.posterior, np.asarray(prior, float), r.hard_labels),
+        hard_labels=_hard_labels(r.posterior, np.asarray(prior, float), r.hard_labels, r.class_rank),
         annotator_columns=r.annotator_columns,
         item_columns=r.item_columns,
         ranking=r.ranking,
@@ -254,7 +257,7 @@ def _averaged_fit(resp: Responses, results: list[FitResult], choice: ModelChoice
         log_likelihood=[],
         n_iter=max(r.n_iter for r in results),
         converged=all(r.converged for r in results),
-        hard_labels=label_free_argmax(posterior, prior),
+        hard_labels=label_free_argmax(posterior, prior, class_priority(resp)),
         selection=choice,
         details={"members": choice.members},
     )

@@ -76,8 +76,14 @@ def score_table(scores: Sequence[CandidateScore], members: Sequence[CandidateSco
     return pd.DataFrame(rows)
 
 
-def label_free_argmax(posterior: np.ndarray, class_prior: np.ndarray) -> np.ndarray:
+def label_free_argmax(posterior: np.ndarray, class_prior: np.ndarray, rank: np.ndarray | None = None) -> np.ndarray:
     """Argmax per item; exact ties go to the tied class with the larger total posterior mass, so renaming the
-    labels never changes a tied item's label (only a tie in that mass too falls back to the class order)."""
+    labels never changes a tied item's label; a tie in that mass too goes to the class of lowest ``rank``
+    (:func:`fusion_core.methods.ties.class_priority`: more responses, then first in the table), or to the class
+    order without one."""
     tied = posterior >= posterior.max(axis=1, keepdims=True) - 1e-12
-    return np.where(tied, class_prior[None, :], -np.inf).argmax(axis=1)
+    score = np.where(tied, class_prior[None, :], -np.inf)
+    if rank is None:
+        return score.argmax(axis=1)
+    best = score >= score.max(axis=1, keepdims=True) - 1e-12
+    return np.where(best, -np.asarray(rank, dtype=float)[None, :], -np.inf).argmax(axis=1)

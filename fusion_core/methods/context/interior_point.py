@@ -128,6 +128,10 @@ class ChainProgram(Protocol):
         """The barrier fallback on levels lo:hi (one chain, caller's layout)."""
         ...
 
+    def subset(self, levels: np.ndarray, starts: np.ndarray) -> ChainProgram:
+        """The same program on the given levels (whole chains, in order) with chain ``starts`` among them."""
+        ...
+
 
 # ------------------------------------------------------------------------------------------- floors
 def _floor_slack(x: np.ndarray, sign: int, eps: float) -> np.ndarray:
@@ -171,13 +175,18 @@ class _Residuals:
 class _InteriorPoint:
     """State of one :func:`solve_chains` run: iterate x, slacks s and multipliers z (up, down, floors)."""
 
-    def __init__(self, prog: ChainProgram):
+    def __init__(self, prog: ChainProgram, state: tuple[np.ndarray, list[np.ndarray], list[np.ndarray]] | None = None):
         self.prog = prog
         ch = prog.chains
         self.starts, self.chain = ch.starts, ch.chain
         self.lf = ch.link.astype(float)
         self.sumW = np.add.reduceat(prog.level_weight, ch.starts)
         self.m_c = (prog.width * ((2 + len(prog.floors)) * ch.lens - 2)).astype(float)
+        self.done = np.zeros(ch.n_chains, bool)
+        self.frozen = np.zeros(ch.n_chains, bool)
+        if state is not None:  # the iterate of a larger run, restricted to these chains (see solve_chains)
+            self.x, self.s, self.z = state
+            return
         x = prog.start()
         mu0 = (0.01 * self.sumW / ch.lens)[ch.chain]
         dx0 = link_diffs(x, self.lf)
@@ -187,8 +196,22 @@ class _InteriorPoint:
         self.x = x
         self.s = [s_up, s_down, *s_floor]
         self.z = [self.lf * mu0 / s_up, self.lf * mu0 / s_down, *(mu0 / s for s in s_floor)]
-        self.done = np.zeros(ch.n_chains, bool)
-        self.frozen = np.zeros(ch.n_chains, bool)
+
+    def restrict(self, keep: np.ndarray) -> tuple[_InteriorPoint, np.ndarray]:
+        """A run on the chains ``keep`` (boolean per chain) only, from their current iterate; and their levels."""
+        ch = self.prog.chains
+        lv = np.flatnonzero(keep[ch.chain])
+        sub_starts = np.r_[0, np.cumsum(ch.lens[keep])[:-1]].astype(np.int64)
+        state = (self.x[..., lv], [v[..., lv] for v in self.s], [v[..., lv] for v in self.z])
+        return _InteriorPoint(self.prog.subset(lv, sub_starts), state), lv
+
+    def absorb(self, sub: _InteriorPoint, lv: np.ndarray, chains: np.ndarray) -> None:
+        """Take back the iterate and flags of a restricted run on levels ``lv`` (chains ``chains``)."""
+        self.x[..., lv] = sub.x
+        for mine, theirs in zip([*self.s, *self.z], [*sub.s, *sub.z]):
+            mine[..., lv] = theirs
+        self.done[chains] = sub.done
+        self.frozen[chains] = sub.frozen
 
     @property
     def active(self) -> np.ndarray:
@@ -317,18 +340,31 @@ def solve_chains(prog: ChainProgram, max_iter: int = 60) -> tuple[np.ndarray, MS
 
     Returns the solution in the program's output layout and the diagnostics (iterations, largest certificate
     gap, frozen chains, barrier fallbacks)."""
-    ip = _InteriorPoint(prog)
+    full = ip = _InteriorPoint(prog)
+    lv, chains = np.arange(prog.chains.n), np.arange(prog.chains.n_chains)
     info = MStepInfo(n_chains=prog.chains.n_chains)
     for it in range(1, max_iter + 1):
         info.iterations = it
         res = ip.residuals()
         ip.update_done(res)
-        if not ip.active.any():
+        active = ip.active
+        if not active.any():
             break
+        if ip.prog.chains.lens[active].sum() * 2 < len(lv):  # most levels finished: iterate on the rest only
+            if ip is not full:
+                full.absorb(ip, lv, chains)
+            keep = np.zeros(prog.chains.n_chains, bool)
+            keep[chains[active]] = True
+            ip, lv = full.restrict(keep)
+            chains = np.flatnonzero(keep)
+            res = ip.residuals()
         fac = ip.factor(res)
         if fac is None:
             break
         ip.step(fac, res)
+    if ip is not full:
+        full.absorb(ip, lv, chains)
+    ip = full
     lam = ip.z[0] - ip.z[1]
     x, nu = prog.finish(ip.x, lam, ip.z[2:])
     gap = prog.certificate(x, lam, ip.z[2:], nu, None)
@@ -390,17 +426,27 @@ def barrier_path(
     constraints."""
     t = 1.0
     for _ in range(outer):
+        b0 = barrier(x, t)
         for _ in range(100):
             found = newton(x, t)
             if found is None:
                 return x
             dx, dec = found
-            if dec / 2 <= 1e-12:
+            if not dec / 2 > 1e-12:  # centred (a NaN decrement also ends the centring)
                 break
-            step, b0 = 1.0, barrier(x, t)
-            while barrier(x + step * dx, t) > b0 - 0.25 * step * dec and step > min_step:
+            # damped Newton on a self-concordant barrier accepts a step ≥ 1/(1 + λ) (λ² = dec, B&V §9.6.4); a much
+            # shorter one means rounding (slacks near ε) has taken over: take it if it helps, then stop centring
+            smallest = max(min_step, 0.05 / (1.0 + np.sqrt(dec)))
+            step = 1.0
+            b1 = barrier(x + dx, t)
+            while b1 > b0 - 0.25 * step * dec and step > smallest:
                 step *= 0.5
-            x = x + step * dx
+                b1 = barrier(x + step * dx, t)
+            if b1 < b0:
+                x = x + step * dx
+            if step <= smallest or not b0 - b1 > 1e-13 * max(1.0, abs(b0)):
+                break
+            b0 = b1  # the barrier at the new x
         if m / t <= 1e-10 * (1 + abs(objective(x))):
             break
         t *= 10.0

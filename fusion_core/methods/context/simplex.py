@@ -287,6 +287,9 @@ class SimplexChains:
     def rescue(self, x: np.ndarray, lo: int, hi: int) -> np.ndarray:
         return simplex_barrier_chain(self.N[lo:hi], self.h[lo:hi], x, self.eps)
 
+    def subset(self, levels: np.ndarray, starts: np.ndarray) -> SimplexChains:
+        return SimplexChains(self.N[levels], self.h[levels], starts, self.eps)
+
 
 def lipschitz_simplex_mstep(
     N: np.ndarray, h: np.ndarray, starts: np.ndarray, *, eps: float = 1e-6, max_iter: int = 60

@@ -24,6 +24,7 @@ from fusion_core.methods.numerics import log_normalize, safe_log
 from fusion_core.methods.params import Bool, Float, Int, Object, Param, Seed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit
+from fusion_core.methods.ties import class_priority
 
 
 def check_min_support(value: Any) -> Any:
@@ -119,6 +120,7 @@ def fit_mm(
         min_pair_support=min_pair_support,
         min_triple_support=min_triple_support,
         random_state=random_state,
+        rank=class_priority(resp),
     )
 
 

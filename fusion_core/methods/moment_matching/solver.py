@@ -26,6 +26,7 @@ from fusion_core.methods.moment_matching.moments import (
     moment_terms,
 )
 from fusion_core.methods.moment_matching.qp import project_simplex_columns, qp_columns_batch, qp_simplex
+from fusion_core.methods.ties import argmax_ties
 
 
 @dataclass
@@ -45,11 +46,17 @@ class MMResult:
 
 
 def mv_init(
-    F: np.ndarray | LabelEntries, n_classes: int, weights: np.ndarray | None = None, smoothing: float = 0.01
+    F: np.ndarray | LabelEntries,
+    n_classes: int,
+    weights: np.ndarray | None = None,
+    smoothing: float = 0.01,
+    rank: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Γ⁽⁰⁾ from the M-step (11) on one-hot MV labels plus smoothing, π⁽⁰⁾ = MV label frequencies (§2.2.5).
 
-    MV ties go to the lowest class index.  Returns ``(Γ⁽⁰⁾, π⁽⁰⁾, MV labels)``.
+    MV ties go to the tied class of lowest ``rank`` (:func:`fusion_core.methods.ties.class_priority`, so renaming
+    the labels cannot change the start), or to the lowest class index without one.  Returns ``(Γ⁽⁰⁾, π⁽⁰⁾, MV
+    labels)``.
     """
     e = as_entries(F)
     m_count, n = e.shape
@@ -57,7 +64,7 @@ def mv_init(
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
     mm, nn, lab = e.learner, e.item, e.label
     votes = np.bincount(nn * k + lab, minlength=n * k).reshape(n, k)
-    mv = np.argmax(votes, axis=1)
+    mv = np.argmax(votes, axis=1) if rank is None else argmax_ties(votes, rank)
     has = votes.sum(axis=1) > 0
     codes = (mm * k + lab) * k + mv[nn]
     counts = np.bincount(codes, weights=w[nn] * has[nn], minlength=m_count * k * k).reshape(m_count, k, k) + smoothing
@@ -229,12 +236,14 @@ def moment_matching(
     min_pair_support: int | None = None,
     min_triple_support: int | None = None,
     random_state: int | None = 0,
+    rank: np.ndarray | None = None,
 ) -> MMResult:
     """Alg. A2 (spec §2.2): MV-initialised block-coordinate MM plus ``n_restarts`` random simplex
     restarts (columns ~ Dirichlet(1)); keeps the lowest g, then applies the As2 permutation fix.
 
     Falls back to the MV initialisation (with an :class:`AggregationWarning`) when no learner triple
-    has enough support (e.g. K = 2 with M < 3, or very sparse data; spec P15, §2.2.6).
+    has enough support (e.g. K = 2 with M < 3, or very sparse data; spec P15, §2.2.6).  ``rank``: the tie
+    priority of the majority-vote start (see :func:`mv_init`).
     """
     F = as_entries(F)
     k = int(n_classes)
@@ -242,7 +251,7 @@ def moment_matching(
         F, k, weights=weights, min_pair_support=min_pair_support, min_triple_support=min_triple_support
     )
     if F.size:
-        g0, p0, _ = mv_init(F, k, weights)
+        g0, p0, _ = mv_init(F, k, weights, rank=rank)
     else:
         g0, p0 = np.full((mom.n_learners, k, k), 1.0 / k), np.full(k, 1 / k)
     if len(mom.triple) == 0:

@@ -169,9 +169,20 @@ class MultiLabelEM(Aggregator):
             factorize=bool(self.factorize),
             per_label_cells=self.granularity in ("label", "annotator_label"),
         )
-        gold = None if true_labels is None else self._gold_sets(d, family, true_labels)
+        gold = None
+        if true_labels is not None:
+            family, gold = self._gold_sets(d, family, true_labels)
         with warnings.catch_warnings(record=True) as caught, progress.stage(self.method_name):
             warnings.simplefilter("always", AggregationWarning)
+            if family.pruned and family.Z is not None:
+                warnings.warn(
+                    f"{family.pruned + len(family.Z):,} true sets of at most {family.max_degree} labels are too many "
+                    f"to enumerate; kept {len(family.Z):,}: the empty set, every single label and the most often "
+                    "reported sets of several labels (set admissible='all' with prior='product', or a smaller "
+                    "max_degree, for an exact family).",
+                    AggregationWarning,
+                    stacklevel=2,
+                )
             model = self._model(d, family, gold)
             _warn_data(d)
             run = run_em(model, model.initial_state(), self._settings())
@@ -183,11 +194,14 @@ class MultiLabelEM(Aggregator):
     def _data(self, data: Any, labels: Sequence[Any] | None = None) -> MultiLabelResponses:
         return parse_multilabel(data, sep=self.sep, labels=labels, unlisted=self.unlisted)
 
-    def _gold_sets(self, d: MultiLabelResponses, family: SetFamily, true_labels: Any) -> GoldSets:
+    def _gold_sets(self, d: MultiLabelResponses, family: SetFamily, true_labels: Any) -> tuple[SetFamily, GoldSets]:
+        """The family (a pruned one extended by the gold sets) and the gold items with their set index (or bits)."""
         items, bits = d.gold_sets(true_labels, sep=self.sep)
         if family.factorised or family.Z is None:
-            return items, bits
-        return items, gold_set_index(family.Z, bits, [show(t) for t in d.items.take(items)])
+            return family, (items, bits)
+        family = family.with_sets(bits[bits.sum(axis=1) <= family.max_degree])
+        assert family.Z is not None
+        return family, (items, gold_set_index(family.Z, bits, [show(t) for t in d.items.take(items)]))
 
     def _model(self, d: MultiLabelResponses, family: SetFamily, gold: GoldSets | None) -> MultiLabelModel:
         return MultiLabelModel(

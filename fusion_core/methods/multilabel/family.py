@@ -12,6 +12,9 @@ from fusion_core.data.multilabel import MultiLabelResponses, unique_rows
 from fusion_core.errors import UserInputError
 
 MAX_SETS = 20000  # larger enumerated families are refused (memory and time per E-step)
+#: 'degree' families with more sets than this are pruned to the sets the data can support (see :func:`set_family`):
+#: an E-step costs O(sets × items) per iteration, so the cap bounds a fit of ≤ 2,000 responses to seconds
+FAMILY_CAP = 400
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,14 @@ class SetFamily:
     Z: np.ndarray | None
     factorised: bool
     max_degree: int
+    pruned: int = 0  # sets of the full 'degree' family left out by the cap (0: the family is complete)
+
+    def with_sets(self, bits: np.ndarray) -> SetFamily:
+        """A pruned family extended by the sets ``bits`` (e.g. gold sets) it lacks; complete families unchanged."""
+        if not self.pruned or self.Z is None or not len(bits):
+            return self
+        Z = np.unique(np.vstack([self.Z, bits.astype(bool)]), axis=0)
+        return SetFamily(_ordered(Z), False, self.max_degree, self.pruned)
 
 
 def admissible_sets(n_labels: int, max_degree: int, include_empty: bool = True) -> np.ndarray:
@@ -47,7 +58,8 @@ def set_family(
 ) -> SetFamily:
     """The admissible sets: all subsets ('all', factorised when the model decouples: product prior, per-label
     cells, ∅ allowed), the sets reported at least once ('observed', + ∅), or all sets of at most M labels
-    ('degree'); M defaults to the 99th percentile of reported set sizes, clipped to 1..4."""
+    ('degree'; pruned by :func:`pruned_family` beyond :data:`FAMILY_CAP` sets); M defaults to the 99th percentile
+    of reported set sizes, clipped to 1..4."""
     C = d.n_labels
     if prior == "product" and admissible != "all":
         raise UserInputError(
@@ -77,12 +89,34 @@ def set_family(
             Z = Z[Z.any(axis=1)]
         return SetFamily(Z, False, M)
     size = sum(comb(C, m) for m in range(0 if include_empty else 1, M + 1))
-    if size > MAX_SETS:
-        raise UserInputError(
-            f"{size:,} admissible sets (C = {C}, M = {M}); choose a smaller max_degree or admissible='all' with "
-            "prior='product'."
-        )
+    if size > FAMILY_CAP:
+        return pruned_family(obs[sizes <= M], C, M, include_empty, size)
     return SetFamily(admissible_sets(C, M, include_empty), False, M)
+
+
+def pruned_family(reported: np.ndarray, C: int, M: int, include_empty: bool, size: int) -> SetFamily:
+    """The 'degree' family cut to :data:`FAMILY_CAP` sets when all ``size`` sets of ≤ M labels are too many (an
+    approximation, recorded in ``pruned`` and warned about): ∅ (when allowed), every single label, then the sets of
+    2..M labels that some annotator reported, most often reported first (equal counts: fewer labels first, then the
+    sets whose labels are reported more often overall, then by membership), until the cap.  A true set of two or
+    more labels that nobody reported as such is left out; the ranking uses only counts, so it depends neither on the
+    row order nor on the label names."""
+    base = admissible_sets(C, 1, include_empty)
+    multi = reported[reported.sum(axis=1) >= 2]
+    if len(multi):
+        uniq, counts = np.unique(multi, axis=0, return_counts=True)
+        popularity = uniq.astype(float) @ np.log1p(reported.sum(axis=0))
+        members = tuple(uniq[:, j] for j in range(C - 1, -1, -1))
+        order = np.lexsort((*members, -popularity, uniq.sum(axis=1), -counts))
+        room = max(0, FAMILY_CAP - len(base))
+        base = np.vstack([base, uniq[order[:room]]])
+    return SetFamily(_ordered(base), False, M, size - len(base))
+
+
+def _ordered(Z: np.ndarray) -> np.ndarray:
+    """Sets ordered by size, then by their labels (∅ first), so the family does not depend on the row order."""
+    key = np.lexsort((*(Z[:, j] for j in range(Z.shape[1] - 1, -1, -1)), Z.sum(axis=1)))
+    return Z[key]
 
 
 def gold_set_index(Z: np.ndarray, bits: np.ndarray, tasks: list[str]) -> np.ndarray:

@@ -23,6 +23,7 @@ from fusion_core.methods.networked.model import network_em
 from fusion_core.methods.params import Choice, Float, Int, Object, Param
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import Fit, GraphSummary
+from fusion_core.methods.ties import argmax_ties, class_priority, hard_votes
 
 AGREEMENT_LIFT_WARN = 0.2  # warn when the initial labels' edge agreement lifts less than this above chance
 
@@ -81,8 +82,9 @@ class NetworkedBase(Aggregator):
         if self.use_mm:
             res = fit_mm(resp, **mm_settings(self))
             post, _ = map_posterior(resp, res.gamma, res.class_prior)
-            return floor_columns(res.gamma).transpose(0, 2, 1), np.argmax(post, axis=1), {"mm_fallback": res.fallback}
-        mv = np.argmax(resp.vote_counts(), axis=1)  # ties: lowest class index
+            y0 = argmax_ties(post, class_priority(resp))
+            return floor_columns(res.gamma).transpose(0, 2, 1), y0, {"mm_fallback": res.fallback}
+        mv = hard_votes(resp)  # ties: more votes overall, then first in the table (methods.ties)
         if gold is not None and len(gold[0]):
             mv[gold[0]] = gold[1]
         return normalize_confusion(expected_counts(resp, np.eye(k)[mv]), 0.01), mv, {}

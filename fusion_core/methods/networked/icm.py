@@ -20,6 +20,7 @@ import numpy as np
 
 from fusion_core.data.graph import ItemGraph
 from fusion_core.data.responses import Responses
+from fusion_core.methods.ties import argmax_ties
 
 ICM_MODES = ("gauss_seidel", "jacobi")
 
@@ -73,9 +74,13 @@ def icm(
     t_max: int = 50,
     colors: list[np.ndarray] | None = None,
     fixed: np.ndarray | None = None,
+    rank: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int, bool]:
     """ICM (33) from ``labels``; returns (labels, sweeps, converged).  ``fixed`` (boolean per node): nodes that
-    keep their label (gold).  See the module docstring for the modes."""
+    keep their label (gold); ``rank``: class tie priority (:func:`fusion_core.methods.ties.class_priority`), so a
+    node moving to one of several equally good classes picks the preferred one, not the lowest code.  See the
+    module docstring for the modes."""
+    pick = (lambda s: np.argmax(s, axis=1)) if rank is None else (lambda s: argmax_ties(s, rank))
     n, k = unary.shape
     if mode not in ICM_MODES:
         raise ValueError(f"ICM mode must be one of {ICM_MODES}, got {mode!r}")
@@ -83,7 +88,7 @@ def icm(
     adj = graph.adjacency
     wdeg = np.asarray(adj.sum(axis=1)).ravel()
     if graph.n_edges == 0:
-        free = np.argmax(unary, axis=1)
+        free = pick(unary)
         return (free if fixed is None else np.where(fixed, y, free)), 1, True
     groups = (colors if colors is not None else color_classes(graph)) if mode == "gauss_seidel" else [np.arange(n)]
     movable = [np.ones(len(g), dtype=bool) if fixed is None else ~fixed[g] for g in groups]
@@ -97,7 +102,7 @@ def icm(
             onehot[np.arange(n), src] = 1.0
             agree = np.asarray(sub @ onehot)
             score = unary[g] - 0.5 * delta[g, None] * (wdeg[g, None] - agree)
-            best = np.argmax(score, axis=1)
+            best = pick(score)
             cur = y[g]
             better = free & (score[np.arange(len(g)), best] > score[np.arange(len(g)), cur] + 1e-12)
             new = np.where(better, best, cur)

@@ -20,6 +20,7 @@ from fusion_core.methods.dawid_skene import expected_counts, normalize_confusion
 from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
 from fusion_core.methods.networked.icm import color_classes, icm, potts_energy
 from fusion_core.methods.numerics import log_normalize
+from fusion_core.methods.ties import class_priority
 
 CLAMPED = -1e30  # log-likelihood of the classes a gold item does not have
 
@@ -56,6 +57,7 @@ class PottsEM:
 
     def __post_init__(self) -> None:
         self.colors = color_classes(self.graph) if self.mode == "gauss_seidel" else None
+        self.rank = class_priority(self.resp)
         self.fixed = None
         if self.gold is not None and len(self.gold[0]):
             self.fixed = np.zeros(self.resp.n_items, dtype=bool)
@@ -91,6 +93,7 @@ class PottsEM:
             t_max=self.t_max,
             colors=self.colors,
             fixed=self.fixed,
+            rank=self.rank,
         )
         self.sweeps.append(n_sweeps)
         post, lognorm = log_normalize(unary - potts_energy(y, self.graph, self.delta, self.resp.n_classes))

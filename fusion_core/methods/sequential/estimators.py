@@ -27,6 +27,7 @@ from fusion_core.methods.sequential.model import HMMState, baum_welch, evaluate,
 from fusion_core.methods.sequential.selection import select_emission
 from fusion_core.methods.sequential.starts import ds_posterior, ds_start, mm_start, mv_start, stationary_or_mean
 from fusion_core.methods.sequential.transitions import LAG_PAIRS
+from fusion_core.methods.ties import argmax_ties, class_priority
 
 INIT_STARTS = {"mm": ("mm",), "mv": ("mv",), "ds": ("ds",), "best": ("mm", "mv", "ds")}
 BURN_IN = 20  # init='best': Baum–Welch iterations from every start before the best one is run to convergence
@@ -230,8 +231,10 @@ class SequentialBase(Aggregator):
         details: dict[str, Any],
     ) -> Fit:
         state, post = run.state, run.posterior
-        vit = hmm_viterbi(resp, layout, state, ctx if state.context_confusion is not None else None, gold)
-        hard = vit.copy() if self.decode == "viterbi" else np.argmax(post, axis=1)
+        rank = class_priority(resp)
+        ctx_used = ctx if state.context_confusion is not None else None
+        vit = hmm_viterbi(resp, layout, state, ctx_used, gold, rank=rank)
+        hard = vit.copy() if self.decode == "viterbi" else argmax_ties(post, rank)
         if state.context_confusion is not None:
             details["context_confusion"] = state.context_confusion
         return Fit(

@@ -102,12 +102,17 @@ def hmm_viterbi(
     state: HMMState,
     ctx: ResponseContext | None = None,
     gold: Gold | None = None,
+    *,
+    rank: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Viterbi label code of every item."""
+    """Viterbi label code of every item.  With ``rank`` (:func:`fusion_core.methods.ties.class_priority`) the
+    classes are visited in priority order, so exactly tied paths go to the preferred classes, not to low codes."""
     rows = layout.pack_items
     le = clamp_emission(log_emission(resp, state, ctx), gold)[rows]
+    order = np.argsort(rank, kind="stable") if rank is not None else np.arange(resp.n_classes)
     out = np.zeros(resp.n_items, dtype=np.int64)
-    out[rows] = viterbi_packed(le, layout.packing, state.transition, state.start)
+    path = viterbi_packed(le[:, order], layout.packing, state.transition[np.ix_(order, order)], state.start[order])
+    out[rows] = order[path]
     return out
 
 

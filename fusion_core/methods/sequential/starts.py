@@ -22,6 +22,7 @@ from fusion_core.methods.moment_matching import fit_mm, floor_columns
 from fusion_core.methods.sequential.inference import SequenceLayout
 from fusion_core.methods.sequential.model import HMMState
 from fusion_core.methods.sequential.transitions import estimate_transition_mm, lagged_moments
+from fusion_core.methods.ties import hard_votes
 
 START_SMOOTHING = 0.01  # pseudo-count of the MV / DS starts' confusion and transition counts
 
@@ -39,7 +40,7 @@ def mv_start(resp: Responses, layout: SequenceLayout, start_prob: str, gold: Gol
     """MV + Alg. 1 init: Γ⁽⁰⁾ from the M-step on one-hot MV (+0.01), T⁽⁰⁾ from within-sequence MV transition
     counts (+0.01, column-normalised), p0 uniform unless 'stationary' (spec §2.3.4)."""
     k = resp.n_classes
-    mv = np.argmax(resp.vote_counts(), axis=1)  # ties: lowest class index
+    mv = hard_votes(resp)  # ties: more votes overall, then first in the table (methods.ties)
     if gold is not None and len(gold[0]):
         mv[gold[0]] = gold[1]
     conf = normalize_confusion(expected_counts(resp, np.eye(k)[mv]), START_SMOOTHING)

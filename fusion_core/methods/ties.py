@@ -1,0 +1,48 @@
+"""One tie rule for every method (issue 11): exact ties never go to the lowest internal class code.
+
+Class codes follow the natural order of the label texts, so a tie broken towards code 0 changes when the labels
+are renamed.  Every hard decision between tied classes — a hard label from a posterior, a hard majority vote that
+starts an estimator — uses instead a *class priority* computed from the data: the class with more responses
+(weighted votes) over the whole table first, then the class that appears first in the table (the user's own
+order).  Renaming the labels permutes both keys with the classes, so it never changes a decision; reordering the
+rows can change only decisions that are tied on both the item and the whole-table counts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fusion_core.data.responses import Responses
+
+#: posterior entries this close to an item's maximum count as tied (far above floating-point noise of sums taken
+#: in another class order, far below any difference a model resolves)
+TIE_TOL = 1e-9
+
+
+def class_priority(resp: Responses) -> np.ndarray:
+    """Rank of every class for breaking ties (0 = preferred): more responses over the whole table first (weighted
+    by the response weights when present), then earlier first appearance among the rows; classes nobody used come
+    last, in code order (the declared order)."""
+    k = resp.n_classes
+    votes = np.bincount(resp.label, weights=resp.weight, minlength=k)[:k]
+    first = np.full(k, resp.n_responses, dtype=np.int64)
+    np.minimum.at(first, resp.label, np.arange(resp.n_responses))
+    order = np.lexsort((np.arange(k), first, -votes))
+    rank = np.empty(k, dtype=np.int64)
+    rank[order] = np.arange(k)
+    return rank
+
+
+def argmax_ties(scores: np.ndarray, rank: np.ndarray, tol: float = TIE_TOL) -> np.ndarray:
+    """Row-wise argmax of ``scores`` (items × classes) whose exact ties (within ``tol`` of the row maximum) go to the
+    tied class of lowest ``rank`` (:func:`class_priority`)."""
+    scores = np.asarray(scores, dtype=float)
+    if scores.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    tied = scores >= scores.max(axis=1, keepdims=True) - tol
+    return np.where(tied, -rank[None, :].astype(float), -np.inf).argmax(axis=1)
+
+
+def hard_votes(resp: Responses, weights: np.ndarray | None = None) -> np.ndarray:
+    """Hard majority vote per item with the data tie rule (items without responses: the top-priority class)."""
+    return argmax_ties(resp.vote_counts(weights), class_priority(resp))
