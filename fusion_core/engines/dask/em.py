@@ -145,13 +145,15 @@ def write_posteriors(
     coded: CodedResponses, sources: Sequence[Any], state: DSState | None, output: Store
 ) -> OutputStats:
     """Posteriors and hard labels (posterior argmax; exact ties → the tied class with more responses overall, then
-    the first in the class order, as :mod:`fusion_core.methods.ties` in memory) of every item, one Parquet file per
+    the first to appear in the data, as :mod:`fusion_core.methods.ties` in memory) of every item, one Parquet file per
     partition under ``output`` (columns ``task``, ``label``, ``P(<label>)`` …); returns the summed statistics of
     the annotator report."""
     pairs = list(zip(coded.refs(), sources))
     totals = np.asarray(coded.label_counts).sum(axis=0)
-    rank = np.empty(len(totals), dtype=np.int64)
-    rank[np.lexsort((np.arange(len(totals)), -totals))] = np.arange(len(totals))
+    k = len(totals)
+    first = np.arange(k) if coded.label_first is None else coded.label_first
+    rank = np.empty(k, dtype=np.int64)
+    rank[np.lexsort((np.arange(k), first, -totals))] = np.arange(k)
     return map_reduce(_write_partition, pairs, state, output, coded.classes, rank)
 
 

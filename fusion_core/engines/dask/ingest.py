@@ -100,6 +100,9 @@ class CodedResponses:
     label_counts: np.ndarray
     report: ValidationReport
     owned: bool = False
+    label_first: np.ndarray | None = None
+    """Per class, the rank of its first appearance in the data (partition order, then row order; classes never
+    seen last): the second key of the tie rule, as in memory (:mod:`fusion_core.methods.ties`)."""
     _finalizer: Any = field(default=None, repr=False)
 
     @property
@@ -332,7 +335,9 @@ def ingest(
         duplicate_policy="keep",
         notes=[f"Dask engine: {len(coded.sizes):,} partitions of responses by task."],
     )
-    out = CodedResponses(store, coded.sizes, workers, class_index, coded.label_counts, report, owned)
+    first = np.full(len(class_index), len(book.label_keys), dtype=np.int64)
+    np.minimum.at(first, book.label_code, np.arange(len(book.label_keys)))  # census keys: first-appearance order
+    out = CodedResponses(store, coded.sizes, workers, class_index, coded.label_counts, report, owned, first)
     if owned:
         out._finalizer = weakref.finalize(out, shutil.rmtree, store.root, True)
     return out
