@@ -153,7 +153,9 @@ def _cartel(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rep = detect_cartels(resp, n_bootstrap=n_bootstrap, alpha=alpha, random_state=random_state)
+            # same_sign: 'colluding' means agreeing with the members; an annotator loading against a group's core
+            # (on the demo crowd: spammers, by noise) is judged by its accuracy instead
+            rep = detect_cartels(resp, n_bootstrap=n_bootstrap, alpha=alpha, random_state=random_state, same_sign=True)
     except UserInputError as exc:
         return CartelCheck("could_not_run", str(exc).rstrip(".") + "." + note)
     groups = tuple(tuple(sorted(map(str, g))) for g in rep.groups)
