@@ -11,7 +11,7 @@ from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit import findings, run_audit, suggested_label_type
 from fusion_core.errors import UserInputError
 from fusion_core.plots.audit import audit_figures
-from fusion_core.simulate.ratings import numeric_crowd, ordinal_crowd
+from fusion_core.simulate.ratings import ordinal_crowd
 
 LEVELS = ["poor", "fair", "good", "very good", "excellent"]
 
@@ -38,21 +38,27 @@ def test_ordinal_crowd_harsh_lenient_noisy_get_their_verdicts_through_the_audit(
     assert nominal.ratings is None and all(f.chart != "ratings" for f in findings(nominal))
 
 
-def test_numeric_labels_and_the_suggestion():
-    sim = numeric_crowd(n_items=200, n_workers=10, n_lenient=2, n_harsh=2, n_noisy=0, seed=0)
-    df = sim.responses.rename(columns={"value": "label"}) if "value" in sim.responses else sim.responses
-    df = df.assign(label=df["label"].round(0).astype(int).astype(str))  # numbers written as text
+def test_numbers_as_text_suggestion_numeric_order_and_input_errors():
+    sim = ordinal_crowd(n_items=200, n_workers=10, n_lenient=2, n_harsh=2, n_noisy=0, n_levels=5, seed=0)
+    df = sim.responses.assign(label=sim.responses["label"].astype(str))  # levels 1 … 5 written as text
     resp = Responses.from_frame(df)
     assert suggested_label_type(resp) == "ordinal"
-    assert suggested_label_type(Responses.from_frame(df.assign(label="x" + df["label"]))) == "nominal"
+    text = df.assign(label="x" + df["label"])
+    assert suggested_label_type(Responses.from_frame(text)) == "nominal"
     audit = _quick(resp, label_type="ordinal")  # numeric levels, in numeric order
-    assert audit.ratings is not None and list(audit.ratings.fit.classes) == sorted(resp.classes, key=float)
+    assert audit.ratings is not None and list(map(str, audit.ratings.fit.classes)) == ["1", "2", "3", "4", "5"]
+    numeric = _quick(resp, label_type="numeric")  # the same labels read as numbers
+    assert numeric.ratings is not None and numeric.ratings.kind == "numeric"
+    roles = sim.extras["role"]
+    lenient = numeric.ratings.table["bias"].reindex(roles.index)[roles == "lenient"]
+    harsh = numeric.ratings.table["bias"].reindex(roles.index)[roles == "harsh"]
+    assert lenient.min() > 0 > harsh.max()
     with pytest.raises(UserInputError, match="label type"):
         _quick(resp, label_type="interval")
     with pytest.raises(UserInputError, match="order"):
-        _quick(df.assign(label="x" + df["label"]), label_type="ordinal")
+        _quick(text, label_type="ordinal")
     with pytest.raises(UserInputError, match="numbers"):
-        _quick(df.assign(label="x" + df["label"]), label_type="numeric")
+        _quick(text, label_type="numeric")
 
 
 # ------------------------------------------------------------------------------------------ the page
