@@ -5,7 +5,18 @@ import streamlit as st
 
 from fusion_app.audit import Throttle, audit_now, cached_audit, duration, figures_for, progress_text
 from fusion_app.shell import csv_bytes, download_buttons, md_escape, no_data_notice, page_setup, show_error
-from fusion_core.diagnostics.audit import ADVERSARIAL, COLLUDING, SPAMMER, VERDICTS, AuditProgress, findings
+from fusion_app.state import session
+from fusion_core.diagnostics.audit import (
+    ADVERSARIAL,
+    AUDIT_LABEL_TYPES,
+    COLLUDING,
+    SPAMMER,
+    VERDICTS,
+    AuditProgress,
+    audit_ratings,
+    findings,
+    suggested_label_type,
+)
 from fusion_core.errors import UserInputError
 from fusion_core.report import report_html
 
@@ -21,6 +32,37 @@ st.markdown(
     "final labels are and which items need another look — without ground truth."
 )
 audit = cached_audit(ds)
+types = list(AUDIT_LABEL_TYPES)
+label_type = st.radio(
+    "What are the labels?",
+    types,
+    index=types.index(audit.label_type) if audit is not None else 0,
+    format_func=AUDIT_LABEL_TYPES.get,
+    horizontal=True,
+    key="audit_label_type",
+    help="Ordered levels and numbers also get rating verdicts: lenient, harsh or noisy, from each annotator's bias "
+    "and noise with bootstrap intervals (docs/RATINGS.md).",
+)
+classes = list(ds.responses.classes)
+levels: list[object] | str | None = None
+if label_type == "nominal" and suggested_label_type(ds.responses) == "ordinal":
+    st.info(
+        "Every label is a number. If they are ordered levels (e.g. 1–5 scores), choose **Ordered levels** to also "
+        "see who rates too leniently, too harshly or too noisily.",
+        icon=":material/lightbulb:",
+    )
+if label_type == "ordinal":
+    if suggested_label_type(ds.responses) == "ordinal":
+        levels = "numeric"
+        st.caption("Levels in numeric order: " + " < ".join(md_escape(c) for c in sorted(classes, key=float)))
+    else:
+        levels = st.multiselect(
+            "Level order, lowest first (pick every label, in order)",
+            classes,
+            default=classes,
+            format_func=str,
+            key="audit_levels",
+        )
 left, right = st.columns([1, 2])
 run = left.button(
     "Run audit" if audit is None else "Run the audit again",
@@ -44,6 +86,11 @@ if run:
 
     try:
         audit = audit_now(ds, Throttle(_show))
+        if label_type != "nominal":
+            bar.progress(0.97, text="Rating verdicts: bias and noise with bootstrap refits…")
+            audit = audit_ratings(audit, ds, label_type, levels=levels)
+            ss = session()
+            ss["fc_audit"] = (ss["fc_audit"][0], audit)  # the rated audit is the session's audit
     except UserInputError as exc:
         show_error(exc)
         st.stop()
@@ -94,6 +141,21 @@ for f in findings(audit):
         text_col.markdown(answer)
     if f.chart in figs:
         chart_col.plotly_chart(figs[f.chart], key=f"audit_chart_{f.chart}")
+
+
+if audit.ratings is not None:
+    rv = audit.ratings
+    st.subheader("Rating verdicts, every annotator")
+    st.caption(md_escape(rv.rule.text()) + f" ({round(100 * rv.level)}% intervals, {rv.n_bootstrap} refits).")
+    rated = rv.table
+    if audit.annotators.roles is not None:
+        rated = rated.join(audit.annotators.roles.rename("simulated role"))
+    st.dataframe(rated, key="audit_rating_table")
+    download_buttons("Rating verdicts", rated, "audit-rating-verdicts", key="audit_dl_ratings")
+    st.caption(
+        "The verdicts below read the levels as unrelated categories (accuracy against the estimated label); "
+        "for ratings, the rating verdicts above are the ones to act on."
+    )
 
 
 @st.fragment

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -311,3 +312,27 @@ def test_two_cartels_full():
         majority = g.groupby(rep.membership).agg(lambda x: x.value_counts().index[0])
         purity.append(float((rep.membership.map(majority) == g).mean()))
     assert n3 >= 18 and np.mean(f1s) >= 0.85 and np.mean(purity) >= 0.85
+
+
+@pytest.mark.parametrize("seed", [12, 26])
+def test_same_sign_keeps_random_answerers_out_of_the_cartel(seed):
+    """The app's demo crowd (members all better than random on the cartel's target): with the squared evidence
+    alone, spammers whose covariance row loads *against* the cartel's core by noise were absorbed (seeds 12, 26);
+    with ``same_sign`` the cartel is exactly its members and every spammer stays with the main group."""
+    from fusion_core.simulate.demo import crowd_demo
+
+    demo = crowd_demo(seed)
+    kw: dict[str, Any] = {"n_bootstrap": 200, "alpha": 0.05, "random_state": seed}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AggregationWarning)
+        loose = detect_cartels(demo.responses, **kw)
+        strict = detect_cartels(demo.responses, same_sign=True, **kw)
+    roles = demo.roles
+    members = set(roles.index[roles.str.startswith("cartel")])
+    spammers = set(roles.index[roles == "spammer"])
+    assert set().union(*loose.groups) & spammers  # the defect this guards against, on these seeds
+    assert len(strict.groups) == 1 and strict.groups[0] == members
+    assert (strict.membership[list(spammers)] == "honest").all()
+    # the sign rule: the cartel's members load on the cartel's factor with one sign (its core's)
+    cartel_loadings = strict.loadings.loc[list(members), "v2"]
+    assert (np.sign(cartel_loadings) == np.sign(cartel_loadings.iloc[0])).all()

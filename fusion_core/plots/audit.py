@@ -12,6 +12,7 @@ from fusion_core.diagnostics.audit import VERDICTS, AuditResult
 from fusion_core.diagnostics.audit.rules import ADVERSARIAL, COLLUDING, NOISY, RELIABLE, SPAMMER, TOO_FEW
 from fusion_core.plots._common import base_layout, color_for, empty_figure, esc, esc_all
 from fusion_core.plots.cartels import loadings_scatter
+from fusion_core.plots.ratings import bias_noise_scatter
 
 VERDICT_COLORS = {
     ADVERSARIAL: "#9E1B32",
@@ -182,7 +183,8 @@ def majority_changes(audit: AuditResult, max_pairs: int = 20) -> go.Figure:
 
 
 def audit_figures(audit: AuditResult) -> dict[str, go.Figure]:
-    """Every chart of the audit by the key its findings name (``cartel`` only when the cartel test ran)."""
+    """Every chart of the audit by the key its findings name (``cartel`` only when the cartel test ran,
+    ``ratings`` — bias against noise — only for ordinal or numeric labels)."""
     figs = {
         "verdicts": verdict_counts(audit),
         "skill": skill_evidence(audit),
@@ -194,4 +196,6 @@ def audit_figures(audit: AuditResult) -> dict[str, go.Figure]:
     rep = audit.cartel.report
     if rep is not None and audit.cartel.status != "could_not_run":
         figs["cartel"] = loadings_scatter(rep)
+    if audit.ratings is not None:
+        figs["ratings"] = bias_noise_scatter(audit.ratings)
     return figs

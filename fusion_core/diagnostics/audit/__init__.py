@@ -6,11 +6,19 @@ the cartel check and decides a verdict per annotator from their accuracy with it
 * :mod:`.items` — expected accuracy of the labels, items to look at again, changes against majority vote;
 * :mod:`.agreement` — Fleiss' κ and Krippendorff's α with bootstrap intervals;
 * :mod:`.result` — :class:`AuditResult` and its parts; :mod:`.runner` — :func:`run_audit`;
+* :mod:`.ratings` — the label type (nominal, ordinal, numeric) and the rating verdicts for ordered levels or
+  numbers;
 * :mod:`.words` — the findings in plain words, for the app and the report; :mod:`.glossary` — every term once.
 """
 
 from fusion_core.diagnostics.audit.evidence import AccuracyEvidence, accuracy_evidence
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, LabelQuality, ReviewItems, ReviewRule
+from fusion_core.diagnostics.audit.ratings import (
+    AUDIT_LABEL_TYPES,
+    audit_ratings,
+    rating_verdicts_for,
+    suggested_label_type,
+)
 from fusion_core.diagnostics.audit.result import (
     AnnotatorVerdicts,
     AuditProgress,
@@ -37,6 +45,7 @@ from fusion_core.diagnostics.audit.words import Finding, findings
 __all__ = [
     "ACCEPTABLE",
     "ADVERSARIAL",
+    "AUDIT_LABEL_TYPES",
     "COLLUDING",
     "DEFAULT_REVIEW",
     "DEFAULT_RULE",
@@ -57,8 +66,11 @@ __all__ = [
     "StageTime",
     "VerdictRule",
     "accuracy_evidence",
+    "audit_ratings",
     "decide",
     "describe_method",
     "findings",
+    "rating_verdicts_for",
     "run_audit",
+    "suggested_label_type",
 ]

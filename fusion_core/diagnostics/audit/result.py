@@ -12,6 +12,7 @@ from fusion_core.diagnostics.audit.evidence import AccuracyEvidence
 from fusion_core.diagnostics.audit.items import LabelQuality, ReviewItems
 from fusion_core.diagnostics.audit.rules import SEVERITY, VERDICTS, VerdictRule
 from fusion_core.diagnostics.cartels import CartelReport
+from fusion_core.diagnostics.rating_verdicts import RatingVerdicts
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
 from fusion_core.methods.results import FitResult
 
@@ -95,7 +96,10 @@ class StageTime:
 @dataclass(frozen=True)
 class AuditResult:
     """A one-click audit: the recommended method's fit, a verdict per annotator, the quality of the aggregated
-    labels, the items to look at again, agreement with intervals and the cartel check."""
+    labels, the items to look at again, agreement with intervals and the cartel check.  For ordered levels or
+    numbers (``label_type`` ``ordinal`` / ``numeric``), ``ratings`` holds the rating verdicts (harsh, lenient,
+    noisy … from bias and noise with bootstrap intervals, :mod:`.ratings`); the categorical parts then read the
+    levels as categories."""
 
     dataset: str
     description: str
@@ -114,6 +118,8 @@ class AuditResult:
     cartel: CartelCheck
     timings: tuple[StageTime, ...] = ()
     warnings: tuple[str, ...] = ()
+    label_type: str = "nominal"
+    ratings: RatingVerdicts | None = None
 
     @property
     def seconds(self) -> float:

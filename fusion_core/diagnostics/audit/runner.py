@@ -17,6 +17,7 @@ from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.audit.agreement import alpha_interval, fleiss_interval
 from fusion_core.diagnostics.audit.evidence import accuracy_evidence
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, ReviewRule, label_quality, review_items
+from fusion_core.diagnostics.audit.ratings import check_label_type, rating_verdicts_for
 from fusion_core.diagnostics.audit.result import (
     AnnotatorVerdicts,
     AuditProgress,
@@ -153,7 +154,9 @@ def _cartel(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rep = detect_cartels(resp, n_bootstrap=n_bootstrap, alpha=alpha, random_state=random_state)
+            # same_sign: 'colluding' means agreeing with the members; an annotator loading against a group's core
+            # (on the demo crowd: spammers, by noise) is judged by its accuracy instead
+            rep = detect_cartels(resp, n_bootstrap=n_bootstrap, alpha=alpha, random_state=random_state, same_sign=True)
     except UserInputError as exc:
         return CartelCheck("could_not_run", str(exc).rstrip(".") + "." + note)
     groups = tuple(tuple(sorted(map(str, g))) for g in rep.groups)
@@ -183,6 +186,9 @@ def run_audit(
     cartel_max_annotators: int = 100,
     random_state: int | None = 0,
     progress: Listener | None = None,
+    label_type: str = "nominal",
+    levels: Any = None,
+    rating_bootstrap: int = 100,
 ) -> AuditResult:
     """Audit categorical crowd labels in one call (docs/AUDIT.md).
 
@@ -191,10 +197,14 @@ def run_audit(
     (``cartel_bootstrap`` replicates at level ``cartel_alpha``; binary labels; on the ``cartel_max_annotators``
     most active annotators, since the test's cost grows fast with the annotators analysed), and decides a verdict per annotator
     by ``rule``.  ``progress`` receives :class:`AuditProgress` events (share done, time left).
+    ``label_type`` ``ordinal`` (``levels`` lowest first, or ``"numeric"``, the default for numeric labels) or
+    ``numeric`` adds the rating verdicts (reliable / harsh / lenient / noisy / near chance) from bias and noise
+    with ``rating_bootstrap`` refits (:mod:`.ratings`) as ``AuditResult.ratings``.
     Deterministic given ``random_state``.
     """
     ds = data if isinstance(data, Dataset) else None
     resp = ds.responses if ds is not None else as_responses(data)
+    levels = check_label_type(resp, label_type, levels)  # before any fitting
     params = dict(params or {})
     clock = _Clock(progress)
     stages = _stages(resp.n_classes == 2)
@@ -246,6 +256,12 @@ def run_audit(
     gold = ds.gold if ds is not None else None
     quality = label_quality(fit.posterior, codes, rule.level, _gold_hits(gold, resp.items, resp.classes.take(codes)))
     items = review_items(resp, fit.posterior, codes, majority, review)
+    ratings = None
+    if label_type != "nominal":
+        clock.tell(f"Rating verdicts ({rating_bootstrap} bootstrap refits)", 0.5, weight)
+        ratings = rating_verdicts_for(
+            resp, label_type, levels=levels, n_bootstrap=rating_bootstrap, random_state=random_state
+        )
     clock.finish(name, weight)
     clock.tell("Audit done", 1.0, 0.0)
     return AuditResult(
@@ -266,4 +282,6 @@ def run_audit(
         cartel=cartel,
         timings=tuple(clock.times),
         warnings=tuple(dict.fromkeys([*fit.warnings, *notes])),
+        label_type=label_type,
+        ratings=ratings,
     )

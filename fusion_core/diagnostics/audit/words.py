@@ -145,9 +145,31 @@ def _cartel(a: AuditResult) -> Finding:
     )
 
 
+def _ratings(a: AuditResult) -> Finding:
+    """For ordered levels or numbers: who rates too leniently, too harshly or too noisily (rating verdicts)."""
+    v = a.ratings
+    assert v is not None
+    unit = "levels" if v.kind == "ordinal" else "the data's units"
+    parts = []
+    for word in ("lenient", "harsh", "noisy", "near chance"):
+        who = [str(w) for w in v.flagged(word)]
+        if who:
+            parts.append(f"{word}: {_names(who)}")
+    reliable = int((v.table["verdict"] == "reliable").sum())
+    text = (
+        f"Read as {a.label_type} ratings, {reliable} of {len(v.table)} annotators rate reliably (bias and noise "
+        f"within the thresholds, {round(100 * v.level)}% bootstrap intervals, in {unit}). "
+        + ("; ".join(parts) + "." if parts else "Nobody rates clearly too leniently, harshly or noisily.")
+    )
+    return Finding("Who rates too leniently, too harshly or too noisily?", text, "ratings")
+
+
 def findings(audit: AuditResult) -> list[Finding]:
-    """The audit's answers, in the order a manager asks the questions."""
+    """The audit's answers, in the order a manager asks the questions (the ratings question only when the labels
+    were declared ordinal or numeric)."""
+    rated = [_ratings(audit)] if audit.ratings is not None else []
     return [
+        *rated,
         _trust(audit),
         _bad(audit),
         _cartel(audit),

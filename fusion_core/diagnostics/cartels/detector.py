@@ -47,6 +47,7 @@ class _Settings:
     k_max: int
     n_components: int
     merge: bool
+    same_sign: bool
 
 
 def detect_cartels(
@@ -63,13 +64,16 @@ def detect_cartels(
     k_max: int = 3,
     n_components: int = 10,
     merge: bool = True,
+    same_sign: bool = False,
 ) -> CartelReport:
     """Detect groups of annotators with correlated errors (spec ``spectral.md`` §6, P14 §Cartel).
 
     ``alpha``: test level for each component (the spec's stricter default is 0.01); ``n_bootstrap``:
     replicates of the parametric null; ``method``: registry method used for ``labels`` and
     ``labels_without_cartel``; ``n_min``/``d_min``: overlap needed for a pair / partners needed for an annotator
-    to be analysed; ``m_min``/``k_max``: smallest group tested / maximum number of splits.  ``p_value[c]`` is the
+    to be analysed; ``m_min``/``k_max``: smallest group tested / maximum number of splits; ``same_sign``: a cartel
+    only takes annotators whose loading on its factor has the sign of its core (the spec keeps both signs, §6.5
+    step 3; the audit asks for agreement with the members, see ``_signed_evidence``).  ``p_value[c]`` is the
     bootstrap p-value of the (c+1)-th largest eigenvalue of the standardised residual of the rank-one fit (index 0
     is the spec's statistic s, the evidence for a second component).  Deterministic given ``random_state``.
 
@@ -95,7 +99,9 @@ def detect_cartels(
             f"{list(resp.classes)[:6]}. Recode to one class versus the rest first."
         )
     pos = 1 if positive_label is None else int(resp.label_codes([positive_label], what="positive_label")[0])
-    settings = _Settings(float(alpha), int(n_bootstrap), method, n_min, d_min, m_min, k_max, n_components, merge)
+    settings = _Settings(
+        float(alpha), int(n_bootstrap), method, n_min, d_min, m_min, k_max, n_components, merge, bool(same_sign)
+    )
     # single-threaded BLAS: the work is thousands of small batched LAPACK/BLAS calls, for which OpenBLAS threads
     # only add synchronisation (on a loaded 2-core machine the default made the adult crowd 5–20× slower)
     with warnings.catch_warnings(record=True) as caught, threadpool_limits(limits=1, user_api="blas"):
@@ -133,12 +139,12 @@ def _detect(resp: Responses, pos: int, rng: np.random.Generator, s: _Settings) -
     final: list[np.ndarray] = []
     if first.p[0] < s.alpha:
         final = _split_recursively(an, first, s)
-        final = _reassign(an, final)
+        final = _reassign(an, final, s.same_sign)
         if s.merge:
             final = _merge(an, first, final, s.alpha)
-    final, main_k, strength, undetermined = _main_group(an, final or [all_g])
+    final, main_k, strength, undetermined = _main_group(an, final or [all_g], s.same_sign)
     notes: list[str] = []
-    membership, groups, scores = _membership(an, final, main_k, workers)
+    membership, groups, scores = _membership(an, final, main_k, workers, s.same_sign)
     if groups:
         _main_group_caveats(notes, final, main_k, strength, m)
     status, reason = _status(first, groups, s.alpha)
@@ -250,12 +256,42 @@ def _split_recursively(an: GroupAnalysis, first: GroupTest, s: _Settings) -> lis
     return final
 
 
-def _reassign(an: GroupAnalysis, final: list[np.ndarray]) -> list[np.ndarray]:
-    """§6.5 step 6: each annotator to the group with the largest regression evidence, until stable."""
+def _strongest(an: GroupAnalysis, groups: list[np.ndarray]) -> int:
+    """Index of the group with the largest rank-one eigenvalue ‖v̂_G‖² (§6.5 steps 5 and 8)."""
+    return int(np.argmax([float(np.sum(an.rank_one(g) ** 2)) if len(g) >= 3 else 0.0 for g in groups]))
+
+
+def _signed_evidence(
+    an: GroupAnalysis, groups: list[np.ndarray], main_k: int, same_sign: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """§6.5 step 6 evidence z_ig; with ``same_sign``, a subgroup only takes annotators loading with its core's sign.
+
+    z_ig squares the regression of i's covariance row on group g's factor u^g, so it cannot tell an annotator who
+    follows the group's target from one who goes against it.  Under P14 Lemma 2 a member i covaries with the other
+    members as (2ξ_i − 1)(2ξ_j − 1)(1 − b²): its coefficient has the sign of its skill on the group's target, and
+    u^g is oriented by the sum rule (§3.4), so the group's core loads positively.  The spec keeps both signs in a
+    group (§6.5 step 3 clusters axes: members worse than random on the target, ξ < ½, load negatively).  But an
+    annotator unrelated to the group (a random answerer) also gets a coefficient of either sign from noise, and
+    on sparse overlaps the two cannot be told apart by size.  ``same_sign`` (the audit's reading of "colluding":
+    agrees with the members) sets subgroup evidence with a non-positive coefficient below every admissible value
+    (−1), so such an annotator goes to the main group, where its accuracy is judged.  The main group keeps the
+    unsigned evidence: its worse-than-chance annotators (adversaries, negative on the honest factor, §3.5) belong
+    to it."""
+    z, coef = an.evidence(groups)
+    if not same_sign:
+        return z, coef
+    against = coef <= 0
+    against[:, main_k] = False
+    return np.where(against, -1.0, z), coef
+
+
+def _reassign(an: GroupAnalysis, final: list[np.ndarray], same_sign: bool) -> list[np.ndarray]:
+    """§6.5 step 6: each annotator to the group with the largest regression evidence, until stable (with
+    ``same_sign``, a subgroup only takes annotators loading with its core's sign: :func:`_signed_evidence`)."""
     if len(final) <= 1:
         return final
     for _ in range(10):
-        zmat, _ = an.evidence(final)
+        zmat, _ = _signed_evidence(an, final, _strongest(an, final), same_sign)
         lab = np.argmax(zmat, axis=1)
         new = [g for g in (np.flatnonzero(lab == k) for k in range(len(final))) if len(g)]
         if len(new) == len(final) and all(np.array_equal(a, b) for a, b in zip(new, final)):
@@ -283,14 +319,16 @@ def _merge(an: GroupAnalysis, first: GroupTest, final: list[np.ndarray], alpha: 
     return final
 
 
-def _main_group(an: GroupAnalysis, final: list[np.ndarray]) -> tuple[list[np.ndarray], int, list[float], np.ndarray]:
+def _main_group(
+    an: GroupAnalysis, final: list[np.ndarray], same_sign: bool
+) -> tuple[list[np.ndarray], int, list[float], np.ndarray]:
     """§6.5 step 8: the main group has the largest rank-one eigenvalue ‖v̂_G‖².  Undetermined annotators (§6.5
     step 2, on the final groups: the loading on the best-fitting group's factor is within the noise floor,
     ρ_i² ≤ (2σ̄)²) go with the main group for fusion."""
     m = len(an.idx)
     strength = [float(np.sum(an.rank_one(g) ** 2)) if len(g) >= 3 else 0.0 for g in final]
     main_k = int(np.argmax(strength))
-    zfin, coef = an.evidence(final)
+    zfin, coef = _signed_evidence(an, final, main_k, same_sign)
     best_coef = coef[np.arange(m), np.argmax(zfin, axis=1)]
     undetermined = best_coef**2 <= 4 * an.noise_floor()
     if undetermined.any():
@@ -300,10 +338,10 @@ def _main_group(an: GroupAnalysis, final: list[np.ndarray]) -> tuple[list[np.nda
 
 
 def _membership(
-    an: GroupAnalysis, final: list[np.ndarray], main_k: int, workers: pd.Index
+    an: GroupAnalysis, final: list[np.ndarray], main_k: int, workers: pd.Index, same_sign: bool
 ) -> tuple[pd.Series, list[set[Any]], pd.Series]:
     """Membership ("honest", "cartel 1", … largest first), the cartels as sets of ids, and the cartel score (share
-    of an annotator's regression evidence that points to a cartel)."""
+    of an annotator's regression evidence that points to a cartel, with the sign rule of :func:`_signed_evidence`)."""
     others = [g for k, g in enumerate(final) if k != main_k and len(g)]
     others.sort(key=lambda g: -len(g))
     membership = pd.Series("honest", index=workers, name="membership", dtype=object)
@@ -313,8 +351,8 @@ def _membership(
         groups.append(set(workers.take(g)))
     scores = pd.Series(0.0, index=workers, name="cartel_score")
     if others:
-        zmat, _ = an.evidence([final[main_k], *others])
-        zo = zmat[:, 1:].max(axis=1)
+        zmat, _ = _signed_evidence(an, [final[main_k], *others], 0, same_sign)
+        zo = np.maximum(zmat[:, 1:].max(axis=1), 0.0)  # evidence against a group's core does not point to it
         tot = zo + zmat[:, 0]
         scores[:] = np.where(tot > 0, zo / np.where(tot > 0, tot, 1), 0.0)
     return membership, groups, scores
