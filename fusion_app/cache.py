@@ -132,13 +132,15 @@ def cached_bootstrap(method: str, n_bootstrap: int, level: float, ss: State | No
 def cartels_for(
     ds: Dataset, n_bootstrap: int, alpha: float, ss: State | None = None, one_vs_rest: Any = None
 ) -> CartelReport:
-    """Cartel report for the data (binary), or for ``one_vs_rest`` against the other labels (multi-class)."""
+    """Cartel report for the data (binary), or for ``one_vs_rest`` against the other labels (multi-class).  Members
+    must load with their group's sign (``same_sign=True``, as in the audit), so the Cartels page and the Audit page
+    name the same groups and a near-chance annotator is never drawn into a cartel by noise."""
     ss = session() if ss is None else ss
     key = (ds.fingerprint, n_bootstrap, alpha, one_vs_rest)
     cache = ss.setdefault("fc_cartels", {})
     if key not in cache:
         resp = ds.responses if one_vs_rest is None else ds.responses.one_vs_rest(one_vs_rest)
-        cache[key] = detect_cartels(resp, n_bootstrap=n_bootstrap, alpha=alpha, random_state=0)
+        cache[key] = detect_cartels(resp, n_bootstrap=n_bootstrap, alpha=alpha, random_state=0, same_sign=True)
     return cache[key]
 
 
