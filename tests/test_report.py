@@ -122,3 +122,25 @@ def test_audit_figures_have_labelled_axes_and_the_chance_line(audit):
     assert all(t.error_y.array is not None for t in skill.data)  # interval bars
     shown = {str(x) for t in skill.data for x in t.customdata[:, 0]}
     assert any(s.startswith("&lt;img") for s in shown) and EVIL_WORKER not in shown  # ids escaped
+
+
+def test_cli_report_on_ordinal_ratings_carries_the_rater_verdicts(tmp_path, capsys):
+    from fusion_core.simulate.ratings import ordinal_crowd
+
+    sim = ordinal_crowd(
+        n_items=150, n_workers=8, n_lenient=2, n_harsh=2, n_noisy=0, labels=["lo", "mid", "hi"], n_levels=3, seed=2
+    )
+    answers = tmp_path / "ratings.csv"
+    sim.responses.to_csv(answers, index=False)
+    out = tmp_path / "r.html"
+    args = ["report", str(answers), "--out", str(out), "--label-type", "ordinal", "--levels", "lo,mid,hi"]
+    assert main([*args, "--bootstrap", "20", "--cartel-bootstrap", "20", "--rating-bootstrap", "20"]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "Raters (8): lenient, harsh, noisy" in page
+    roles = sim.extras["role"]
+    section = page.split("Raters (8)")[1].split("<h2>")[0]
+    for worker in roles.index[roles.isin(["lenient", "harsh"])]:  # every biased rater is listed with a verdict
+        rows = [r for r in section.split("<tr>") if f"<td>{worker}</td>" in r]
+        assert len(rows) == 1 and roles[worker] in rows[0]
+    assert main(["report", str(answers), "--out", str(out), "--levels", "lo,mid,hi"]) == 2
+    assert "--label-type ordinal" in capsys.readouterr().err

@@ -20,6 +20,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if not args.max_mb > 0:
         raise UserInputError(f"--max-mb must be a positive number of megabytes; got {args.max_mb:g}.")
+    if args.levels and args.label_type != "ordinal":
+        raise UserInputError("--levels gives the order of ordinal labels; add --label-type ordinal.")
     if args.bootstrap < 0 or args.cartel_bootstrap < 1:
         raise UserInputError("--bootstrap must be ≥ 0 and --cartel-bootstrap ≥ 1.")
     reading: dict[str, Any] = {
@@ -39,7 +41,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     gold = read_gold(args.gold, **reading) if args.gold else None
     ds = make_dataset(resp, name=Path(args.answers).name, source="upload", gold=gold)
-    audit = run_audit(ds, n_bootstrap=args.bootstrap, cartel_bootstrap=args.cartel_bootstrap)
+    audit = run_audit(
+        ds,
+        n_bootstrap=args.bootstrap,
+        cartel_bootstrap=args.cartel_bootstrap,
+        label_type=args.label_type,
+        levels=_levels(args.levels),
+        rating_bootstrap=args.rating_bootstrap,
+    )
     out = write_report(audit, args.out, title=args.title)
     for line in resp.report.messages():
         print(line, file=sys.stderr)
@@ -50,6 +59,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         f"{flagged}; report -> {out} ({out.stat().st_size / 1e6:.1f} MB)"
     )
     return 0
+
+
+def _levels(text: str | None) -> Any:
+    """``--levels``: ``numeric``, or the level order lowest first, comma-separated (None: numeric levels)."""
+    if not text:
+        return None
+    if text.strip() == "numeric":
+        return "numeric"
+    return [v for v in text.split(",")]
 
 
 def add_report_command(sub: Any, add_io: Any) -> None:
@@ -69,6 +87,14 @@ def add_report_command(sub: Any, add_io: Any) -> None:
         help="what to do with repeated (task, worker) pairs",
     )
     r.add_argument("--gold", help="known answers (task, truth), used only to report the labels' measured accuracy")
+    r.add_argument(
+        "--label-type",
+        choices=["nominal", "ordinal", "numeric"],
+        default="nominal",
+        help="categories (default); ordered levels or numeric ratings add rater verdicts (lenient, harsh, noisy)",
+    )
+    r.add_argument("--levels", help="ordinal labels: their order, lowest first, comma-separated (default: numbers)")
+    r.add_argument("--rating-bootstrap", type=int, default=100, help="bootstrap refits of the rater verdicts")
     r.add_argument("--title", help="the report's title (default: 'Annotation audit: FILE')")
     r.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the agreement intervals")
     r.add_argument("--cartel-bootstrap", type=int, default=200, help="bootstrap replicates of the cartel test")

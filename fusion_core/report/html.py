@@ -88,6 +88,20 @@ def _cartel_table(a: AuditResult) -> str:
     return f"<p>{_e(c.reason)}</p>" + (_table(c.frame()) if c.groups else "")
 
 
+def _ratings_section(a: AuditResult) -> list[str]:
+    """Ordered levels or numbers (``label_type``): the rating verdicts (bias, noise and their intervals)."""
+    r = a.ratings
+    if r is None:
+        return []
+    table = r.export_frame()
+    return [
+        f"<h2>Raters ({len(table):,}): lenient, harsh, noisy</h2>",
+        f"<p>Bias and noise in {_e(r.unit)}, with {_e(f'{r.level:.0%}')} bootstrap intervals "
+        f"({r.n_bootstrap} refits).</p>",
+        _table(table),
+    ]
+
+
 def report_html(audit: AuditResult, *, title: str | None = None) -> str:
     """The audit report as one HTML document (module docstring)."""
     figs = audit_figures(audit)
@@ -119,6 +133,7 @@ def report_html(audit: AuditResult, *, title: str | None = None) -> str:
             "<h2>Summary</h2>",
             *body,
             _method_section(audit),
+            *_ratings_section(audit),
             f"<h2>Annotators ({len(verdicts):,}, worst first)</h2>",
             _table(verdicts),
             "<h2>Cartel check</h2>",
