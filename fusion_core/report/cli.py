@@ -67,7 +67,7 @@ def _levels(text: str | None) -> Any:
         return None
     if text.strip() == "numeric":
         return "numeric"
-    return [v for v in text.split(",")]
+    return text.split(",")
 
 
 def add_report_command(sub: Any, add_io: Any) -> None:
