@@ -8,6 +8,7 @@ import pytest
 from fusion_core.diagnostics.cartels.bootstrap import NullModel, _Replicates
 from fusion_core.diagnostics.cartels.pair_pattern import PairPattern
 from fusion_core.methods.numerics import HAVE_NUMBA
+from fusion_core.methods.spectral import BinaryMatrix
 
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba absent")
 
@@ -25,7 +26,7 @@ def test_pair_sums_and_draws_equal_numpy(monkeypatch):
     Z, O = _sparse_group()
     m = Z.shape[0]
     null = NullModel(psi=np.linspace(0.6, 0.9, m), eta=np.linspace(0.9, 0.55, m), b=0.2)
-    reps = _Replicates(Z, O, null, n_min=10, n_extra=1, n_spec=0)
+    reps = _Replicates(BinaryMatrix.from_dense(np.where(O, Z, np.nan)), null, n_min=10, n_extra=1, n_spec=0)
     assert reps.sparse
     w, i = np.nonzero(O)
     pat = PairPattern(w, i, m, Z.shape[1], 10)

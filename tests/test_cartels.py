@@ -172,8 +172,11 @@ def test_pair_pattern_matches_dense_products():
 
     sim = cartel(m=70, n=900, r=0.3, observed=0.15, seed=3)
     an = _analysis(sim)
-    Z, O = an.Z, an.O
-    w, i = np.nonzero(O)
+    w, i = an.B.worker, an.B.item  # sorted by (annotator, item), as np.nonzero of the dense mask
+    O = np.zeros((an.B.m, an.B.n), dtype=bool)
+    O[w, i] = True
+    Z = np.zeros(O.shape)
+    Z[w, i] = an.B.z
     pat = PairPattern(w, i, O.shape[0], O.shape[1], 10)
     np.testing.assert_array_equal(pat.N, O.astype(float) @ O.T.astype(float))
     rng = np.random.default_rng(0)

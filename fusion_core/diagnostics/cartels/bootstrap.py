@@ -99,19 +99,25 @@ class _Replicates:
     products for small or well-filled matrices; for sparse ones only the observed entries, with moments summed
     over the fixed pattern of candidate pairs."""
 
-    def __init__(self, Z: np.ndarray, O: np.ndarray, null: NullModel, *, n_min: int, n_extra: int, n_spec: int):
-        self.Z, self.O, self.null = Z, O, null
+    def __init__(self, B: BinaryMatrix, null: NullModel, *, n_min: int, n_extra: int, n_spec: int):
+        self.null = null
         self.n_min, self.n_extra, self.n_spec = n_min, n_extra, n_spec
         self.x0 = null.start
-        m, n = Z.shape
-        self.sparse = m * n > SPARSE_BOOTSTRAP_CELLS and O.mean() < 0.3
-        if self.sparse:
-            self.w_idx, self.i_idx = np.nonzero(O)
+        self.shape = m, n = B.m, B.n
+        self.sparse = m * n > SPARSE_BOOTSTRAP_CELLS and len(B.z) / (m * n) < 0.3
+        if self.sparse:  # entries in (annotator, item) order, as ``np.nonzero`` of the dense mask lists them
+            order = np.lexsort((B.item, B.worker))
+            self.w_idx, self.i_idx, self.z_obs = B.worker[order], B.item[order], B.z[order]
             self.pat = PairPattern(self.w_idx, self.i_idx, m, n, n_min)
+        else:  # small or well-filled groups: dense m × n label and mask matrices
+            self.Z = np.zeros((m, n))
+            self.O = np.zeros((m, n), dtype=bool)
+            self.Z[B.worker, B.item] = B.z
+            self.O[B.worker, B.item] = True
 
     def chunk(self, chunk: int) -> int:
         """Replicates per batch, bounded so that a batch stays within memory."""
-        m, n = self.Z.shape
+        m, n = self.shape
         if self.sparse:
             return max(1, min(chunk, int(3_000_000 // (m * m)), int(20_000_000 // max(self.pat.work, 1))))
         return max(1, min(chunk, int(10_000_000 // (m * n))))
@@ -124,13 +130,13 @@ class _Replicates:
 
     def observed(self) -> tuple[np.ndarray, np.ndarray]:
         if self.sparse:
-            return self.stats(self.Z[self.w_idx, self.i_idx][None])
+            return self.stats(self.z_obs[None])
         return self.stats(self.Z[None])
 
     def draw(self, rng: np.random.Generator, nb: int) -> tuple[np.ndarray, np.ndarray]:
         """``nb`` replicates from the null (truth, then each observed label), and their statistics."""
         psi, eta, b = self.null.psi, self.null.eta, self.null.b
-        m, n = self.Z.shape
+        m, n = self.shape
         y = rng.random((nb, n)) < (1 + b) / 2
         if self.sparse:  # draw only the observed entries (the missingness mask is copied exactly)
             u = rng.random((nb, len(self.w_idx)))
@@ -155,8 +161,7 @@ class _Replicates:
 
 
 def bootstrap_test(
-    Z: np.ndarray,
-    O: np.ndarray,
+    B: BinaryMatrix,
     null: NullModel,
     rng: np.random.Generator,
     *,
@@ -168,7 +173,7 @@ def bootstrap_test(
     chunk: int = 50,
     sequential: bool = False,
 ) -> GroupTest:
-    """Statistic and bootstrap p-values of a group's labels ``Z`` (m × n, 0 where ``O`` is False).
+    """Statistic and bootstrap p-values of a group's labels ``B`` (every item labelled by a member).
 
     ``sequential``: Besag–Clifford sequential Monte Carlo test.  Replicates are drawn in chunks and the bootstrap
     stops as soon as ``h`` replicates reach the observed statistic; the p-value is then ``h / n`` (n = replicates
@@ -177,7 +182,7 @@ def bootstrap_test(
     of this stream would give (the count can only grow); ``h = max(h_min, 10)`` keeps p precise enough to rank the
     merge candidates (§6.5 step 7).
     """
-    reps = _Replicates(Z, O, null, n_min=n_min, n_extra=n_extra, n_spec=n_spec)
+    reps = _Replicates(B, null, n_min=n_min, n_extra=n_extra, n_spec=n_spec)
     chunk = reps.chunk(chunk)
     s_obs, spec_obs = reps.observed()
     h = stop_count(alpha, n_bootstrap) if sequential else n_bootstrap + 1
