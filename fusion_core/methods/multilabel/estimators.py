@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 from fusion_core import progress
 from fusion_core.data.multilabel import MultiLabelResponses, parse_multilabel, unique_rows
@@ -172,7 +173,13 @@ class MultiLabelEM(Aggregator):
         gold = None
         if true_labels is not None:
             family, gold = self._gold_sets(d, family, true_labels)
-        with warnings.catch_warnings(record=True) as caught, progress.stage(self.method_name):
+        # single-threaded BLAS: the E-step runs many small products (cache-sized chunks); on a busy machine
+        # multi-threaded BLAS made them up to 30× slower (benchmarks/bench_multilabel.py)
+        with (
+            warnings.catch_warnings(record=True) as caught,
+            progress.stage(self.method_name),
+            threadpool_limits(limits=1, user_api="blas"),
+        ):
             warnings.simplefilter("always", AggregationWarning)
             if family.pruned and family.Z is not None:
                 warnings.warn(
@@ -188,7 +195,8 @@ class MultiLabelEM(Aggregator):
             run = run_em(model, model.initial_state(), self._settings())
             _warn_mirrors(d, self._expand(run.state.eps0, d), self._expand(run.state.eps1, d))
         msgs = _replayed(caught)
-        self._set_ml(d, model, run, family=family, msgs=msgs, seconds=time.perf_counter() - t0)
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._set_ml(d, model, run, family=family, msgs=msgs, seconds=time.perf_counter() - t0)
         return self
 
     def _data(self, data: Any, labels: Sequence[Any] | None = None) -> MultiLabelResponses:
