@@ -318,20 +318,18 @@ class MultiLabelEM(Aggregator):
         assert st.log_prior is not None
         index = pd.Index(list(set_arr), tupleize_cols=False, name="set")
         self.set_prior_ = pd.Series(np.exp(st.log_prior), index=index, name="prior")
-        rows = [
-            pd.DataFrame(
-                {
-                    "task": d.items.take(np.arange(start, start + ix.shape[0])),
-                    "rank": rank + 1,
-                    "set": set_arr[ix[:, rank]],
-                    "probability": pr[:, rank],
-                }
-            )
-            for start, ix, pr in tops
-            for rank in range(ix.shape[1])
-        ]
-        empty = pd.DataFrame(columns=["task", "rank", "set", "probability"])
-        self.top_sets_ = pd.concat(rows, ignore_index=True) if rows else empty
+        if not tops:
+            self.top_sets_ = pd.DataFrame(columns=["task", "rank", "set", "probability"])
+            return
+        # per chunk: rank-major blocks of the chunk's items (numpy first, one table: chunks are many and small)
+        k = tops[0][1].shape[1]
+        task = np.concatenate([np.tile(np.arange(start, start + ix.shape[0]), k) for start, ix, _ in tops])
+        rank = np.concatenate([np.repeat(np.arange(1, k + 1), ix.shape[0]) for _, ix, _ in tops])
+        sets = np.concatenate([ix.T.ravel() for _, ix, _ in tops])
+        prob = np.concatenate([pr.T.ravel() for _, _, pr in tops])
+        self.top_sets_ = pd.DataFrame(
+            {"task": d.items.take(task), "rank": rank, "set": set_arr[sets], "probability": prob}
+        )
 
     def _expand(self, v: np.ndarray, d: MultiLabelResponses) -> np.ndarray:
         """Per-cell noise → workers × labels (item granularity: the mean over the worker's responses)."""

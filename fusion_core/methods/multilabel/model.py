@@ -365,7 +365,7 @@ class MultiLabelModel:
             mp[lo:hi] = np.argmax(lj, axis=0)
             g, _ = self._chunk_posterior(lo, hi, lj, 1.0)
             gi = g.T
-            idx = np.argsort(-gi, axis=1)[:, :k]
+            idx = np.argsort(-gi, axis=1)[:, :k].copy()  # a copy: the slice would keep items × sets alive
             tops.append((lo, idx, np.take_along_axis(gi, idx, axis=1)))
         if self.gold_set is not None:
             gold = self.gold_set >= 0
