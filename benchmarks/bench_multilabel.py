@@ -11,6 +11,12 @@ wall times include waiting for a core, CPU times do not.
     python benchmarks/bench_multilabel.py [--sizes 100000,1000000] [--code DIR] [--timeout 1800]
 
 ``--code DIR`` runs another checkout's ``fusion_core`` (e.g. an exported older commit) for a before/after figure.
+
+Measured 2026-11-26 (2 cores shared, load 2–10; 386 admissible sets, M = 4):
+before (c73eabb) 100k items: parse 1.49 s CPU, fit 55.3 s CPU (1.04 s/iteration), peak +531 MB;
+after 100k: parse 0.18 s, fit 19.8 s CPU (0.37 s/iteration), peak +152 MB; 1M: parse 2.4 s, fit 216 s CPU
+(3.5 s/iteration, 61 iterations), peak +1.2 GB; per-item CPU ratio 1M / 100k = 1.09 (fit per iteration 0.95).
+Same log-likelihood and accuracy before and after.
 """
 
 from __future__ import annotations
