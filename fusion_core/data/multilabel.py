@@ -108,12 +108,30 @@ def unique_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def explode_sets(col: pd.Series, sep: str) -> tuple[np.ndarray, np.ndarray]:
     """Label sets (``sep``-joined text, or lists/tuples/sets) as (row position, label) pairs, blanks dropped."""
+    codes, urows, uvals = distinct_sets(col, sep)
+    counts = np.bincount(urows, minlength=int(codes.max()) + 1 if len(codes) else 0)
+    if not len(urows):
+        return np.zeros(0, np.int64), uvals
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    per_row = counts[codes]
+    rows = np.repeat(np.arange(len(codes), dtype=np.int64), per_row)
+    first = np.cumsum(per_row) - per_row  # each row's first pair
+    within = np.arange(len(rows), dtype=np.int64) - np.repeat(first, per_row)
+    return rows, uvals[np.repeat(start[codes], per_row) + within]
+
+
+def distinct_sets(col: pd.Series, sep: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Label sets parsed once per *distinct* text: (code of each row's distinct set, (distinct set, label) pairs as
+    set codes and labels, blanks dropped).  Text columns repeat few distinct sets, so splitting the distinct texts
+    only makes the parse linear in the rows with a tiny constant (the split was a Python call per row)."""
     if not sep:
         raise UserInputError("the label-set separator sep must be a non-empty text such as '|'.")
     col = col.reset_index(drop=True)
     if pd.api.types.infer_dtype(col, skipna=False) == "string":  # the common case: vectorised split/strip
-        ex = col.str.split(sep, regex=False).explode().str.strip()
-        return _nonblank(ex.index.to_numpy(), ex.to_numpy(dtype=object), (ex != "").to_numpy())
+        codes, uniq = pd.factorize(col)
+        ex = pd.Series(uniq).str.split(sep, regex=False).explode().str.strip()
+        urows, uvals = _nonblank(ex.index.to_numpy(), ex.to_numpy(dtype=object), (ex != "").to_numpy())
+        return codes.astype(np.int64), urows, uvals
     tokens = col.map(
         lambda v: (
             v.split(sep)
@@ -130,7 +148,8 @@ def explode_sets(col: pd.Series, sep: str) -> tuple[np.ndarray, np.ndarray]:
         ],
         bool,
     )
-    return _nonblank(ex.index.to_numpy(), vals, keep)
+    rows, vals = _nonblank(ex.index.to_numpy(), vals, keep)
+    return np.arange(len(col), dtype=np.int64), rows, vals
 
 
 def _nonblank(rows: np.ndarray, vals: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -243,15 +262,18 @@ def _parse_format_a(
     if isna.any():
         bad = [int(r) for r in np.flatnonzero(isna)[:5]]
         raise UserInputError(f"rows {bad}: label set missing; use an empty string for 'no labels'.")
-    rows, vals = explode_sets(col.iloc[work["_row"].to_numpy()], sep)
+    codes, rows, vals = distinct_sets(col.iloc[work["_row"].to_numpy()], sep)  # rows: distinct sets
     voc = _vocabulary(vals, labels, sep)
     code = voc.get_indexer(pd.Index(vals, dtype=object)) if len(vals) else np.zeros(0, np.int64)
     pairs = pd.DataFrame({"r": rows, "c": code}).drop_duplicates()
-    report["repeated_labels_in_set"] = int(len(rows) - len(pairs))
+    n_sets = int(codes.max()) + 1 if len(codes) else 0
+    repeated = np.bincount(rows, minlength=n_sets) - np.bincount(pairs["r"].to_numpy(), minlength=n_sets)
+    report["repeated_labels_in_set"] = int(repeated[codes].sum())
     item_code, items = pd.factorize(work[task], sort=True)
     worker_code, workers = pd.factorize(work[worker], sort=True)
-    X = np.zeros((len(work), len(voc)), dtype=bool)
-    X[pairs["r"].to_numpy(), pairs["c"].to_numpy()] = True
+    Xs = np.zeros((n_sets, len(voc)), dtype=bool)
+    Xs[pairs["r"].to_numpy(), pairs["c"].to_numpy()] = True
+    X = Xs[codes]
     report["responses"] = len(work)
     item_code, worker_code = item_code.astype(np.int64), worker_code.astype(np.int64)
     return MultiLabelResponses(item_code, worker_code, X, None, pd.Index(items), pd.Index(workers), voc, report)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 from fusion_core import progress
 from fusion_core.data.multilabel import MultiLabelResponses, parse_multilabel, unique_rows
@@ -172,7 +173,13 @@ class MultiLabelEM(Aggregator):
         gold = None
         if true_labels is not None:
             family, gold = self._gold_sets(d, family, true_labels)
-        with warnings.catch_warnings(record=True) as caught, progress.stage(self.method_name):
+        # single-threaded BLAS: the E-step runs many small products (cache-sized chunks); on a busy machine
+        # multi-threaded BLAS made them up to 30× slower (benchmarks/bench_multilabel.py)
+        with (
+            warnings.catch_warnings(record=True) as caught,
+            progress.stage(self.method_name),
+            threadpool_limits(limits=1, user_api="blas"),
+        ):
             warnings.simplefilter("always", AggregationWarning)
             if family.pruned and family.Z is not None:
                 warnings.warn(
@@ -188,7 +195,8 @@ class MultiLabelEM(Aggregator):
             run = run_em(model, model.initial_state(), self._settings())
             _warn_mirrors(d, self._expand(run.state.eps0, d), self._expand(run.state.eps1, d))
         msgs = _replayed(caught)
-        self._set_ml(d, model, run, family=family, msgs=msgs, seconds=time.perf_counter() - t0)
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._set_ml(d, model, run, family=family, msgs=msgs, seconds=time.perf_counter() - t0)
         return self
 
     def _data(self, data: Any, labels: Sequence[Any] | None = None) -> MultiLabelResponses:
@@ -310,20 +318,18 @@ class MultiLabelEM(Aggregator):
         assert st.log_prior is not None
         index = pd.Index(list(set_arr), tupleize_cols=False, name="set")
         self.set_prior_ = pd.Series(np.exp(st.log_prior), index=index, name="prior")
-        rows = [
-            pd.DataFrame(
-                {
-                    "task": d.items.take(np.arange(start, start + ix.shape[0])),
-                    "rank": rank + 1,
-                    "set": set_arr[ix[:, rank]],
-                    "probability": pr[:, rank],
-                }
-            )
-            for start, ix, pr in tops
-            for rank in range(ix.shape[1])
-        ]
-        empty = pd.DataFrame(columns=["task", "rank", "set", "probability"])
-        self.top_sets_ = pd.concat(rows, ignore_index=True) if rows else empty
+        if not tops:
+            self.top_sets_ = pd.DataFrame(columns=["task", "rank", "set", "probability"])
+            return
+        # per chunk: rank-major blocks of the chunk's items (numpy first, one table: chunks are many and small)
+        k = tops[0][1].shape[1]
+        task = np.concatenate([np.tile(np.arange(start, start + ix.shape[0]), k) for start, ix, _ in tops])
+        rank = np.concatenate([np.repeat(np.arange(1, k + 1), ix.shape[0]) for _, ix, _ in tops])
+        sets = np.concatenate([ix.T.ravel() for _, ix, _ in tops])
+        prob = np.concatenate([pr.T.ravel() for _, _, pr in tops])
+        self.top_sets_ = pd.DataFrame(
+            {"task": d.items.take(task), "rank": rank, "set": set_arr[sets], "probability": prob}
+        )
 
     def _expand(self, v: np.ndarray, d: MultiLabelResponses) -> np.ndarray:
         """Per-cell noise → workers × labels (item granularity: the mean over the worker's responses)."""
