@@ -656,3 +656,25 @@ def test_gold_labels_are_clamped():
         assert (m3.probas_.loc[gold3.index].to_numpy() == np.eye(3)[gold3.to_numpy()]).all(), kw
     with pytest.raises(UserInputError, match="gold label"):
         ContextEM().fit(sim.responses, context=ctx, true_labels=pd.Series([7], index=[sim.truth.index[0]]))
+
+
+def test_short_chains_exact_on_degenerate_corners():
+    """Chains of ≤ 4 levels are solved by enumerating tight links (chain.short_chain_mstep); with A or B zero at
+    a level (the corners the interior point cycled on) the result is feasible and no worse than the log-barrier
+    method or a fine grid over the first level with the rest clipped greedily."""
+    from fusion_core.methods.context.chain import barrier_chain, short_chain_mstep
+
+    rng = np.random.default_rng(11)
+    for n in (2, 3, 4):
+        for _ in range(40):
+            A = rng.integers(0, 3, n) * rng.uniform(0.01, 1.5, n)
+            B = rng.integers(0, 3, n) * rng.uniform(0.01, 1.5, n)
+            A[rng.integers(n)] = 0.0
+            B[(A + B) == 0] = rng.uniform(1e-7, 0.3)
+            h = np.r_[rng.uniform(1e-3, 0.6, n - 1), 0.0]
+            p = short_chain_mstep(A[None], B[None], h[None], EPS)[0]
+            assert np.all(np.abs(np.diff(p)) <= h[:-1] * (1 + 1e-9)) and p.min() >= EPS and p.max() <= 1 - EPS
+            ref = barrier_chain(A, B, h, np.full(n, 0.5), EPS)
+            assert _objective(A, B, p) >= _objective(A, B, ref) - 1e-9 * (1 + abs(_objective(A, B, ref)))
+            p2, info = lipschitz_chain_mstep(A, B, h, np.array([0]))
+            assert np.max(np.abs(p2 - np.clip(A / (A + B), EPS, 1 - EPS))) < 1e-12 or np.allclose(p2, p, atol=1e-12)

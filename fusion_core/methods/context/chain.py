@@ -5,13 +5,16 @@ Per (class, annotator) the M-step (14) on the chain of the annotator's distinct 
     maximise ψ(p) = Σ_u A_u log p_u + B_u log(1 − p_u)  s.t. |p_{u+1} − p_u| ≤ h_u,  ε ≤ p ≤ 1 − ε,
 
 exact with adjacent constraints in one dimension (§5.3).  :func:`lipschitz_chain_mstep` returns the closed form
-clip(A/W, ε, 1 − ε) for chains where it is feasible and solves the rest together with the shared interior-point
+clip(A/W, ε, 1 − ε) for chains where it is feasible, solves chains of ≤ 4 levels exactly by enumerating their tight
+links (:func:`short_chain_mstep`) and the rest together with the shared interior-point
 method (:mod:`.interior_point`) on a tridiagonal Newton matrix (LAPACK ``dpttrf``/``dpttrs``).  Categorical
 contexts (the discrete metric, §5.4) have their own exact small program, :func:`discrete_mstep`.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 from typing import Any
 
 import numpy as np
@@ -155,6 +158,82 @@ def barrier_chain(A: np.ndarray, B: np.ndarray, h: np.ndarray, p0: np.ndarray, e
     return barrier_path(p, barrier=barrier, newton=newton, objective=objective, m=4 * n - 2)
 
 
+SHORT_CHAIN = 4  # chains of at most this many levels are solved exactly by enumerating the tight links
+
+
+@functools.cache
+def _link_patterns(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every assignment of the n − 1 links to free (0), tight upwards (+1) or tight downwards (−1): the signs
+    (patterns × n − 1), the first level of each level's block (a free link starts a new block) and the
+    same-block matrix (patterns × n × n)."""
+    signs = np.array(list(itertools.product((0, 1, -1), repeat=n - 1)), dtype=float).reshape(-1, n - 1)
+    first = np.zeros((len(signs), n), dtype=np.int64)
+    for u in range(1, n):
+        first[:, u] = np.where(signs[:, u - 1] == 0, u, first[:, u - 1])
+    same = (first[:, :, None] == first[:, None, :]).astype(float)
+    return signs, first, same
+
+
+def short_chain_mstep(A: np.ndarray, B: np.ndarray, h: np.ndarray, eps: float) -> np.ndarray:
+    """Exact optimum of the chain program (module docstring) on K chains of n ≤ :data:`SHORT_CHAIN` levels
+    (``A``, ``B``, ``h``: K × n).  ψ is strictly concave (W > 0), so the optimum is the unique maximiser with its
+    tight links as equalities (KKT).  For every pattern of tight links each block of levels joined by tight links
+    is p_u = q + o_u (o_u the summed signed bounds), ψ is maximised over the block's q ∈ [max(ε − o),
+    min(1 − ε − o)] (an end when ψ' does not change sign there, else safeguarded Newton on the decreasing ψ'(q));
+    the best pattern whose free links hold is the optimum.  Used instead of the interior-point method, which can
+    cycle on the degenerate corners of tiny chains (A or B zero at a level: optimum on a floor, links tight)."""
+    K, n = A.shape
+    signs, first, same = _link_patterns(n)
+    P = len(signs)
+    cum = np.zeros((K, P, n))
+    cum[:, :, 1:] = np.cumsum(signs[None] * h[:, None, :-1], axis=2)
+    off = cum - cum[:, np.arange(P)[:, None], first]  # offset from the block's first level
+
+    def block_sum(v: np.ndarray) -> np.ndarray:  # per level: the sum over its block
+        return np.matmul(same, v[..., None])[..., 0]
+
+    big = 10.0
+    lo = np.max(np.where(same > 0, (eps - off)[:, :, None, :], -big), axis=3)
+    hi = np.min(np.where(same > 0, (1 - eps - off)[:, :, None, :], big), axis=3)
+    feasible = (lo <= hi).all(axis=2)
+    hi = np.maximum(lo, hi)
+    Ak, Bk = A[:, None, :], B[:, None, :]
+
+    def derivs(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = np.clip(q + off, eps, 1 - eps)
+        ip, iq = 1.0 / p, 1.0 / (1.0 - p)
+        return block_sum(Ak * ip - Bk * iq), block_sum(Ak * ip * ip + Bk * iq * iq)
+
+    g_lo, c_lo = derivs(lo)
+    g_hi, c_hi = derivs(hi)
+    at_lo, at_hi = g_lo <= 0, g_hi >= 0  # ψ' of one sign on the bracket: the optimum is an end
+    hi = np.where(at_lo, lo, hi)
+    lo = np.where(at_hi & ~at_lo, hi, lo)
+    q = 0.5 * (lo + hi)
+    for _ in range(100):  # Newton on ψ'(q) from q, else from the bracket's other end, else bisection
+        g, curv = derivs(q)
+        up = g > 0
+        lo, hi = np.where(up, q, lo), np.where(up, hi, q)
+        g_lo, c_lo = np.where(up, g, g_lo), np.where(up, curv, c_lo)
+        g_hi, c_hi = np.where(up, g_hi, g), np.where(up, c_hi, curv)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            nq = q + g / curv
+            other = np.where(up, hi + g_hi / c_hi, lo + g_lo / c_lo)  # ψ' convex or concave: one end converges
+        other = np.where((other >= lo) & (other <= hi), other, 0.5 * (lo + hi))
+        nq = np.where((nq >= lo) & (nq <= hi), nq, other)
+        step = float(np.abs(nq - q).max())
+        q = nq
+        if step <= 1e-14:
+            break
+    p = np.clip(q + off, eps, 1 - eps)
+    slack = h[:, None, :-1] * (1 + 1e-12) + 1e-15 - np.abs(np.diff(p, axis=2))
+    feasible &= (slack >= 0).all(axis=2)
+    with np.errstate(divide="ignore"):
+        val = (Ak * np.log(p) + Bk * np.log1p(-p)).sum(axis=2)
+    best = np.where(feasible, val, -np.inf).argmax(axis=1)
+    return p[np.arange(K), best]
+
+
 def lipschitz_chain_mstep(
     A: np.ndarray, B: np.ndarray, h: np.ndarray, starts: np.ndarray, *, eps: float = 1e-6, max_iter: int = 60
 ) -> tuple[np.ndarray, MStepInfo]:
@@ -171,7 +250,22 @@ def lipschitz_chain_mstep(
         return np.zeros(0), MStepInfo(n_chains=len(starts))
 
     def solve_some(sel: np.ndarray, sub_starts: np.ndarray) -> tuple[np.ndarray, MStepInfo]:
-        return solve_chains(BinaryChains(A[sel], B[sel], h[sel], sub_starts, eps), max_iter)
+        a, b, hs = A[sel], B[sel], h[sel]
+        ch = Chains(sub_starts, len(a))
+        short = ch.lens <= SHORT_CHAIN
+        out = np.empty(len(a))
+        for n in np.unique(ch.lens[short]):  # tiny chains: exact enumeration of the tight links
+            lv = ch.starts[ch.lens == n][:, None] + np.arange(n)
+            out[lv] = short_chain_mstep(a[lv], b[lv], hs[lv], eps)
+        if short.all():
+            return out, MStepInfo(n_chains=ch.n_chains)
+        rest = ~short[ch.chain]
+        part, info = solve_chains(
+            BinaryChains(a[rest], b[rest], hs[rest], np.r_[0, np.cumsum(ch.lens[~short])[:-1]], eps), max_iter
+        )
+        out[rest] = part
+        info.n_chains = ch.n_chains
+        return out, info
 
     return solve_violating(np.clip(A / (A + B), eps, 1 - eps), h, starts, solve_some)
 
