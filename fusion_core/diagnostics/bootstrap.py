@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import linear_sum_assignment
 
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.errors import AggregationWarning, UserInputError
@@ -53,6 +52,8 @@ def align_classes(reference: np.ndarray, posterior: np.ndarray) -> np.ndarray:
     ``perm[j]`` is the bootstrap class that plays reference class ``j``.
     """
     score = reference.T @ posterior  # K_ref × K_boot
+    from scipy.optimize import linear_sum_assignment  # lazy: scipy.optimize costs 0.2 s of start-up
+
     rows, cols = linear_sum_assignment(-score)
     perm = np.empty(reference.shape[1], dtype=np.int64)
     perm[rows] = cols

@@ -33,7 +33,6 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize
 from scipy.special import ndtr
 from threadpoolctl import threadpool_limits
 
@@ -171,6 +170,8 @@ class OrdinalModel:
         if self.estimate_scale:
             x0.append(previous.scale)
             bounds += [(-5.0, 5.0)] * (2 * k - 2)
+        from scipy.optimize import minimize  # lazy: scipy.optimize costs 0.2 s of start-up
+
         res = minimize(
             partial(
                 m_step_objective,

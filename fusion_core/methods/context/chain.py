@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 from scipy.linalg import lapack
-from scipy.optimize import minimize_scalar
 
 from fusion_core.methods.context.interior_point import (
     Chains,
@@ -291,5 +290,7 @@ def discrete_mstep(A: np.ndarray, B: np.ndarray, c: float, eps: float = 1e-6) ->
     if hi <= lo:
         L = lo
     else:
+        from scipy.optimize import minimize_scalar  # lazy: scipy.optimize costs 0.2 s of start-up
+
         L = minimize_scalar(neg, bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}).x
     return np.clip(u, L, L + c)

@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from fusion_core import progress
 from fusion_core.errors import ConvergenceWarning
@@ -145,6 +144,8 @@ def class_alignment(posterior: np.ndarray, reference: np.ndarray) -> np.ndarray:
     agreement ``posteriorᵀ · reference``; the identity when nothing is gained)."""
     k = posterior.shape[1]
     agree = posterior.T @ reference  # latent class × reference class
+    from scipy.optimize import linear_sum_assignment  # lazy: scipy.optimize costs 0.2 s of start-up
+
     rows, cols = linear_sum_assignment(-agree)
     source = np.empty(k, dtype=np.int64)
     source[cols] = rows

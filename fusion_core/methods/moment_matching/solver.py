@@ -14,7 +14,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from fusion_core.errors import AggregationWarning, ConvergenceWarning
 from fusion_core.methods.moment_matching.blocks import block_quadratics, colour_plans, objective, prior_quadratic
@@ -81,6 +80,8 @@ def fix_permutation_as2(
     Returns ``(Γ P, Pᵀ π, perm)`` with ``new column i = old column perm[i]``.
     """
     total = gamma.sum(axis=0)
+    from scipy.optimize import linear_sum_assignment  # lazy: scipy.optimize costs 0.2 s of start-up
+
     rows, cols = linear_sum_assignment(-total)
     perm = np.empty(gamma.shape[-1], dtype=np.int64)
     perm[rows] = cols
