@@ -138,7 +138,11 @@ def _demo_dataset(seed: int):
     return make_dataset(resp, name=f"demo {seed}", source="demo", gold=d.truth, roles=d.roles), d.roles
 
 
-def test_run_audit_progress_is_monotone_and_estimates_time_left():
+def test_run_audit_progress_is_monotone_and_estimates_time_left(monkeypatch):
+    from fusion_core.diagnostics.audit import runner
+
+    ticks = iter(range(10**9))
+    monkeypatch.setattr(runner, "_now", lambda: 0.01 * next(ticks))  # 10 ms per reading, whatever the machine's speed
     ds, _ = _demo_dataset(0)
     events = []
     audit = run_audit(ds, n_bootstrap=100, cartel_bootstrap=50, progress=events.append)

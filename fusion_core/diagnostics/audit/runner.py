@@ -45,6 +45,8 @@ def _stages(binary: bool) -> tuple[tuple[str, float], ...]:
 
 
 Listener = Callable[[AuditProgress], None]
+_now = time.perf_counter
+"""The audit's clock (tests replace it to check the time-left estimate independently of the machine's speed)."""
 FALLBACK = "ds"
 """The method the audit falls back to when ``auto`` cannot hold responses out (tiny data): Dawid–Skene."""
 
@@ -54,7 +56,7 @@ class _Clock:
 
     def __init__(self, listener: Listener | None) -> None:
         self.listener = listener
-        self.start = time.perf_counter()
+        self.start = _now()
         self.done = 0.0
         self.fraction = 0.0
         self.times: list[StageTime] = []
@@ -65,12 +67,15 @@ class _Clock:
         self.fraction = f
         if self.listener is None:
             return
-        elapsed = time.perf_counter() - self.start
-        left = elapsed * (1.0 - f) / f if f >= 0.03 and elapsed >= 0.2 else None
+        elapsed = _now() - self.start
+        if f >= 1.0:
+            left: float | None = 0.0
+        else:  # no estimate from the first few percent or the first 0.2 s: it would jump around
+            left = elapsed * (1.0 - f) / f if f >= 0.03 and elapsed >= 0.2 else None
         self.listener(AuditProgress(stage, f, elapsed, left))
 
     def finish(self, name: str, weight: float) -> None:
-        now = time.perf_counter()
+        now = _now()
         self.times.append(StageTime(name, now - self._stage_start))
         self._stage_start = now
         self.done = min(self.done + weight, 1.0)
