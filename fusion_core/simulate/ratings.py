@@ -150,16 +150,39 @@ def numeric_ratings(
     wrng = rng if workers_seed is None else np.random.default_rng(workers_seed)
     bias = bias_sd * wrng.standard_normal(n_workers)
     noise = wrng.uniform(noise_range[0], noise_range[1], size=n_workers)
+    return _numeric_simulation(rng, n_items, responses_per_item, bias, noise, truth_mean, truth_sd, outlier_rate)
+
+
+def _numeric_simulation(
+    rng: np.random.Generator,
+    n_items: int,
+    responses_per_item: int,
+    bias: np.ndarray,
+    noise: np.ndarray,
+    truth_mean: float,
+    truth_sd: float,
+    outlier_rate: float | None = None,
+    role: np.ndarray | None = None,
+) -> Simulation:
+    """Draw true values and responses ``x = μ_i + b_j + σ_j ε`` for annotators with these biases (re-centred in
+    place so that the average response is unbiased) and noise levels; ``outlier_rate`` (None: no outlier draw at
+    all) replaces that share of responses by gross errors over truth_mean ± 5·truth_sd."""
+    n_workers = len(bias)
     mu = truth_mean + truth_sd * rng.standard_normal(n_items)
     chosen = sample_distinct(rng, n_items, responses_per_item, np.ones(n_workers))
     item = np.repeat(np.arange(n_items), responses_per_item)
     worker = chosen.ravel()
     bias -= np.bincount(worker, minlength=n_workers) @ bias / len(worker)  # the average response is unbiased
     value = mu[item] + bias[worker] + noise[worker] * rng.standard_normal(len(item))
-    outlier = rng.random(len(item)) < outlier_rate
-    value[outlier] = rng.uniform(truth_mean - 5 * truth_sd, truth_mean + 5 * truth_sd, size=int(outlier.sum()))
     task_ids = pd.Index([f"t{i}" for i in range(n_items)])
     worker_ids = pd.Index([f"w{j}" for j in range(n_workers)])
+    extras: dict[str, Any] = {} if role is None else {"role": pd.Series(role, index=worker_ids, name="role")}
+    extras["bias"] = pd.Series(bias, index=worker_ids, name="bias")
+    extras["noise"] = pd.Series(noise, index=worker_ids, name="noise")
+    if outlier_rate is not None:
+        outlier = rng.random(len(item)) < outlier_rate
+        value[outlier] = rng.uniform(truth_mean - 5 * truth_sd, truth_mean + 5 * truth_sd, size=int(outlier.sum()))
+        extras["outlier"] = outlier
     return Simulation(
         responses=pd.DataFrame({"task": task_ids.take(item), "worker": worker_ids.take(worker), "value": value}),
         truth=pd.Series(mu, index=pd.Index(task_ids, name="task"), name="truth"),
@@ -167,11 +190,7 @@ def numeric_ratings(
         class_prior=None,
         workers=worker_ids,
         classes=pd.Index([]),
-        extras={
-            "bias": pd.Series(bias, index=worker_ids, name="bias"),
-            "noise": pd.Series(noise, index=worker_ids, name="noise"),
-            "outlier": outlier,
-        },
+        extras=extras,
     )
 
 
@@ -220,24 +239,4 @@ def numeric_crowd(
     ranges = np.array([[*NUMERIC_ROLES[r][0], *NUMERIC_ROLES[r][1]] for r in role])
     bias = truth_sd * wrng.uniform(ranges[:, 0], ranges[:, 1])
     noise = truth_sd * wrng.uniform(ranges[:, 2], ranges[:, 3])
-    mu = truth_mean + truth_sd * rng.standard_normal(n_items)
-    chosen = sample_distinct(rng, n_items, responses_per_item, np.ones(n_workers))
-    item = np.repeat(np.arange(n_items), responses_per_item)
-    worker = chosen.ravel()
-    bias -= np.bincount(worker, minlength=n_workers) @ bias / len(worker)
-    value = mu[item] + bias[worker] + noise[worker] * rng.standard_normal(len(item))
-    task_ids = pd.Index([f"t{i}" for i in range(n_items)])
-    worker_ids = pd.Index([f"w{j}" for j in range(n_workers)])
-    return Simulation(
-        responses=pd.DataFrame({"task": task_ids.take(item), "worker": worker_ids.take(worker), "value": value}),
-        truth=pd.Series(mu, index=pd.Index(task_ids, name="task"), name="truth"),
-        confusion=None,
-        class_prior=None,
-        workers=worker_ids,
-        classes=pd.Index([]),
-        extras={
-            "role": pd.Series(role, index=worker_ids, name="role"),
-            "bias": pd.Series(bias, index=worker_ids, name="bias"),
-            "noise": pd.Series(noise, index=worker_ids, name="noise"),
-        },
-    )
+    return _numeric_simulation(rng, n_items, responses_per_item, bias, noise, truth_mean, truth_sd, role=role)
