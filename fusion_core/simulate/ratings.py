@@ -150,13 +150,23 @@ def numeric_ratings(
     wrng = rng if workers_seed is None else np.random.default_rng(workers_seed)
     bias = bias_sd * wrng.standard_normal(n_workers)
     noise = wrng.uniform(noise_range[0], noise_range[1], size=n_workers)
-    return _numeric_simulation(rng, n_items, responses_per_item, bias, noise, truth_mean, truth_sd, outlier_rate)
+    return _numeric_simulation(
+        rng,
+        n_items,
+        responses_per_item,
+        bias=bias,
+        noise=noise,
+        truth_mean=truth_mean,
+        truth_sd=truth_sd,
+        outlier_rate=outlier_rate,
+    )
 
 
 def _numeric_simulation(
     rng: np.random.Generator,
     n_items: int,
     responses_per_item: int,
+    *,
     bias: np.ndarray,
     noise: np.ndarray,
     truth_mean: float,
@@ -239,4 +249,6 @@ def numeric_crowd(
     ranges = np.array([[*NUMERIC_ROLES[r][0], *NUMERIC_ROLES[r][1]] for r in role])
     bias = truth_sd * wrng.uniform(ranges[:, 0], ranges[:, 1])
     noise = truth_sd * wrng.uniform(ranges[:, 2], ranges[:, 3])
-    return _numeric_simulation(rng, n_items, responses_per_item, bias, noise, truth_mean, truth_sd, role=role)
+    return _numeric_simulation(
+        rng, n_items, responses_per_item, bias=bias, noise=noise, truth_mean=truth_mean, truth_sd=truth_sd, role=role
+    )
