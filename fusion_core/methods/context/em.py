@@ -23,8 +23,8 @@ import numpy as np
 
 from fusion_core.methods.base import Gold, clamp_gold
 from fusion_core.methods.context.interior_point import MStepInfo
-from fusion_core.methods.context.mstep import PairChains, binary_mstep, confusion_mstep
-from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
+from fusion_core.methods.context.mstep import PairChains, binary_mstep, binary_msteps, confusion_mstep
+from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em, run_em_lockstep
 from fusion_core.methods.numerics import log_normalize
 
 
@@ -243,6 +243,35 @@ def run_shared_prior(model: CurveModel, *, tol: float, max_iter: int, name: str)
     """EM to convergence from the posteriors of the initial curves (the ``shared_prior`` variant)."""
     first = model.e_step(model.initial_state())
     return run_em(model, model.m_step(first.stats), EMSettings(tol=tol, max_iter=max_iter, name=name))
+
+
+def binary_m_steps(models: list[CurveModel], stats: list[CurveStats]) -> list[CurveState]:
+    """The M-steps of several binary problems on the same pairs (one-vs-rest) with one stacked chain solve
+    (:func:`~fusion_core.methods.context.mstep.binary_msteps`); the batch's solver diagnostics go to the first
+    model's log (the reported gap is a maximum and the fallbacks a sum over the models)."""
+    curves = [m.curves for m in models]
+    assert all(isinstance(cv, BinaryCurves) for cv in curves)
+    bc = [cv for cv in curves if isinstance(cv, BinaryCurves)]
+    counts = [binary_counts(cv.data, st.posterior[:, 1], cv.chains.npair) for cv, st in zip(bc, stats)]
+    outs, info = binary_msteps(bc[0].chains, counts, bc[0].c, eps=bc[0].eps, discrete=bc[0].discrete)
+    states = []
+    for k, (m, st, values) in enumerate(zip(models, stats, outs)):
+        m.log.add(info if k == 0 else MStepInfo(), st.previous, values)
+        states.append(CurveState(values, m.curves.update_prior(st.posterior, m.per_item_prior)))
+    return states
+
+
+def run_shared_prior_lockstep(
+    models: list[CurveModel], *, tol: float, max_iter: int, names: list[str]
+) -> list[EMRun[CurveState]]:
+    """:func:`run_shared_prior` of every one-vs-rest problem, advanced in lockstep so that each iteration's M-steps
+    share one interior-point run (same runs as one at a time; issue 11: 22 labels × ~160 iterations)."""
+    firsts = [m.e_step(m.initial_state()) for m in models]
+    states0 = binary_m_steps(models, [f.stats for f in firsts])
+    settings = [EMSettings(tol=tol, max_iter=max_iter, name=n) for n in names]
+    return run_em_lockstep(
+        models, states0, settings, lambda idx, stats: binary_m_steps([models[q] for q in idx], stats)
+    )
 
 
 def run_paper(model: CurveModel, *, n_iter: int, final_estep: bool, name: str) -> EMRun[CurveState]:

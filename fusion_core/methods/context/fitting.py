@@ -24,6 +24,7 @@ from fusion_core.methods.context.em import (
     CurveState,
     run_paper,
     run_shared_prior,
+    run_shared_prior_lockstep,
 )
 from fusion_core.methods.context.model import (
     ContextSetup,
@@ -115,15 +116,17 @@ def fit_binary(resp: Responses, setup: ContextSetup, opts: Options, *, pos: int,
             f"{K} labels: one-vs-rest extension (spec §9.2): {K} binary models fitted independently; they can disagree."
         )
     chains = PairChains(setup.pair_worker, setup.pair_level, setup.levels)
-    runs, models = [], []
+    models, names = [], []
     for cls in problems:
         data = BinaryResponses(setup.item, (setup.label == cls).astype(np.int8), setup.pid, resp.n_items)
         curves = BinaryCurves(data, chains, setup.lipschitz, opts.eps, setup.discrete)
         g = None if gold is None else (gold[0], (gold[1] == cls).astype(np.int64))
-        model = CurveModel(curves, per_item_prior=opts.variant == "paper", gold=g)
-        label = "" if K == 2 else f" (label {resp.classes[cls]} vs rest)"
-        runs.append(run_variant(model, opts, f"{opts.name} EM{label}"))
-        models.append(model)
+        models.append(CurveModel(curves, per_item_prior=opts.variant == "paper", gold=g))
+        names.append(f"{opts.name} EM" + ("" if K == 2 else f" (label {resp.classes[cls]} vs rest)"))
+    if len(models) > 1 and opts.variant != "paper":  # one-vs-rest: the problems' M-steps share one solver run
+        runs = run_shared_prior_lockstep(models, tol=opts.tol, max_iter=opts.max_iter, names=names)
+    else:
+        runs = [run_variant(m, opts, n) for m, n in zip(models, names)]
     fitted = FittedCurves(
         setup.values,
         setup.levels,

@@ -66,41 +66,56 @@ def binary_mstep(
     """Eq. (14) for both curves: ``A``, ``B`` are 2 × pairs expected counts of "reported positive" / "reported
     negative" under true class 0 (false-alarm curve) and 1 (detection curve); ``c`` is 2 × workers.  Returns the
     curves at the pairs (2 × pairs) and the solver diagnostics."""
-    out = np.empty((2, chains.npair))
+    outs, info = binary_msteps(chains, [(A, B)], c, eps=eps, discrete=discrete)
+    return outs[0], info
+
+
+def binary_msteps(
+    chains: PairChains, counts: Sequence[tuple[np.ndarray, np.ndarray]], c: np.ndarray, *, eps: float, discrete: bool
+) -> tuple[list[np.ndarray], MStepInfo]:
+    """:func:`binary_mstep` of several independent binary problems on the same pairs (one-vs-rest), their chain
+    programs stacked into one interior-point run (the chains are solved independently, so each problem's curves
+    are those of its own M-step; the batch only shares the solver's per-iteration overhead)."""
+    outs = [np.empty((2, chains.npair)) for _ in counts]
     if chains.npair == 0:
-        return out, MStepInfo()
+        return outs, MStepInfo()
     blocks, places = [], []
-    for i in (0, 1):
-        W = A[i] + B[i]
-        cw = c[i][chains.chain_worker]
-        sA = np.add.reduceat(A[i], chains.wstarts)
-        sW = np.add.reduceat(W, chains.wstarts)
-        pooled = np.clip(sA / np.where(sW > 0, sW, 1.0), eps, 1 - eps)
-        out[i] = np.where(sW > 0, pooled, 0.5)[chains.chain_of]  # c = 0: the pooled (Dawid–Skene) estimate
-        idx = np.flatnonzero((W > 0) & (cw > 0)[chains.chain_of])
-        if not len(idx):
-            continue
-        places.append((i, idx))
-        if discrete:  # categorical context: one small exact problem per chain (§5.4)
-            for k in np.unique(chains.chain_of[idx]):
-                part = idx[chains.chain_of[idx] == k]
-                out[i, part] = discrete_mstep(A[i][part], B[i][part], float(cw[k]), eps)
-            continue
-        blocks.append((A[i][idx], B[i][idx], *chains.links(idx, cw)))
+    for q, (A, B) in enumerate(counts):
+        out = outs[q]
+        for i in (0, 1):
+            W = A[i] + B[i]
+            cw = c[i][chains.chain_worker]
+            sA = np.add.reduceat(A[i], chains.wstarts)
+            sW = np.add.reduceat(W, chains.wstarts)
+            pooled = np.clip(sA / np.where(sW > 0, sW, 1.0), eps, 1 - eps)
+            out[i] = np.where(sW > 0, pooled, 0.5)[chains.chain_of]  # c = 0: the pooled (Dawid–Skene) estimate
+            idx = np.flatnonzero((W > 0) & (cw > 0)[chains.chain_of])
+            if not len(idx):
+                continue
+            places.append((q, i, idx))
+            if discrete:  # categorical context: one small exact problem per chain (§5.4)
+                for k in np.unique(chains.chain_of[idx]):
+                    part = idx[chains.chain_of[idx] == k]
+                    out[i, part] = discrete_mstep(A[i][part], B[i][part], float(cw[k]), eps)
+                continue
+            blocks.append((A[i][idx], B[i][idx], *chains.links(idx, cw)))
     info = MStepInfo()
     if blocks:
         (a, b, h), starts = _batched(blocks)
         p, info = lipschitz_chain_mstep(a, b, h, starts, eps=eps)
         at = 0
-        for i, idx in places:
-            out[i, idx] = p[at : at + len(idx)]
-            at += len(idx)
-    for i, idx in places:  # pairs without weight in constrained chains: interpolation (§5.2, §7)
+        for q, i, idx in places:
+            if not discrete:
+                outs[q][i, idx] = p[at : at + len(idx)]
+                at += len(idx)
+    for q, i, idx in places:  # pairs without weight in constrained chains: interpolation (§5.2, §7)
+        A, B = counts[q]
+        out = outs[q]
         for ch, ok, miss in chains.unobserved(A[i] + B[i], idx):
             cv = c[i][chains.chain_worker[ch]]
             fill = interpolate_levels(chains.xp[ok], out[i, ok], cv, chains.xp[miss], discrete=discrete)
             out[i, miss] = np.clip(fill, eps, 1 - eps)
-    return out, info
+    return outs, info
 
 
 def confusion_mstep(

@@ -11,6 +11,7 @@ from fusion_core.methods.em.driver import (
     class_alignment,
     converged,
     run_em,
+    run_em_lockstep,
 )
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "converged",
     "resolve_schedule",
     "run_em",
+    "run_em_lockstep",
 ]

@@ -20,7 +20,7 @@ likelihood) is never returned in place of the oriented one.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -135,6 +135,47 @@ def run_em(model: EMModel[S], state0: S, settings: EMSettings) -> EMRun[S]:
             stacklevel=2,
         )
     return EMRun(state=state, estep=e, log_likelihood=trace, n_iter=it, converged=done, annealing=ann)
+
+
+def run_em_lockstep(
+    models: Sequence[EMModel[S]],
+    states0: Sequence[S],
+    settings: Sequence[EMSettings],
+    m_steps: Callable[[list[int], list[Any]], list[S]],
+) -> list[EMRun[S]]:
+    """Several independent EM runs (no annealing) advanced in lockstep: run ``q`` is exactly
+    ``run_em(models[q], states0[q], settings[q])``, but each iteration the M-steps of the runs still going are made
+    by one call ``m_steps(runs, stats)`` (so a family can batch its solver across runs, e.g. one-vs-rest)."""
+    n = len(models)
+    es = [m.e_step(s) for m, s in zip(models, states0)]
+    states = list(states0)
+    traces = [[float(e.log_likelihood)] for e in es]
+    its = [1] * n
+    done = [False] * n
+    going = [q for q in range(n) if its[q] < int(settings[q].max_iter)]
+    while going:
+        new = m_steps(going, [es[q].stats for q in going])
+        for q, st in zip(going, new):
+            its[q] += 1
+            states[q] = st
+            es[q] = models[q].e_step(st)
+            traces[q].append(float(es[q].log_likelihood))
+            done[q] = converged(traces[q], settings[q].tol)
+        going = [q for q in going if not done[q] and its[q] < int(settings[q].max_iter)]
+    for q in range(n):
+        st_q, tr = settings[q], traces[q]
+        if not done[q] and st_q.warn and int(st_q.max_iter) > 1:
+            change = abs(tr[-1] - tr[-2]) / max(1.0, abs(tr[-1])) if len(tr) >= 2 else float("nan")
+            warnings.warn(
+                f"{st_q.name} stopped after {int(st_q.max_iter)} iterations before converging (last relative change "
+                f"{change:.1e}, tolerance {st_q.tol:g}); raise max_iter or loosen tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+    return [
+        EMRun(state=states[q], estep=es[q], log_likelihood=traces[q], n_iter=its[q], converged=done[q])
+        for q in range(n)
+    ]
 
 
 # ------------------------------------------------------------------------------------- several starts
