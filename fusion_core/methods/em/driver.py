@@ -126,15 +126,23 @@ def run_em(model: EMModel[S], state0: S, settings: EMSettings) -> EMRun[S]:
         if converged(trace, settings.tol):
             done = True
             break
-    if not done and settings.warn and max_iter > 1:
-        change = abs(trace[-1] - trace[-2]) / max(1.0, abs(trace[-1])) if len(trace) >= 2 else float("nan")
-        warnings.warn(
-            f"{settings.name} stopped after {max_iter} iterations before converging (last relative change "
-            f"{change:.1e}, tolerance {settings.tol:g}); raise max_iter or loosen tol.",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
+    if not done:
+        _warn_unconverged(settings, trace)
     return EMRun(state=state, estep=e, log_likelihood=trace, n_iter=it, converged=done, annealing=ann)
+
+
+def _warn_unconverged(settings: EMSettings, trace: list[float]) -> None:
+    """The one ConvergenceWarning of an EM run that stopped at ``max_iter`` (stack level: the estimator's fit)."""
+    max_iter = int(settings.max_iter)
+    if not settings.warn or max_iter <= 1:
+        return
+    change = abs(trace[-1] - trace[-2]) / max(1.0, abs(trace[-1])) if len(trace) >= 2 else float("nan")
+    warnings.warn(
+        f"{settings.name} stopped after {max_iter} iterations before converging (last relative change "
+        f"{change:.1e}, tolerance {settings.tol:g}); raise max_iter or loosen tol.",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
 
 
 def run_em_lockstep(
@@ -163,15 +171,8 @@ def run_em_lockstep(
             done[q] = converged(traces[q], settings[q].tol)
         going = [q for q in going if not done[q] and its[q] < int(settings[q].max_iter)]
     for q in range(n):
-        st_q, tr = settings[q], traces[q]
-        if not done[q] and st_q.warn and int(st_q.max_iter) > 1:
-            change = abs(tr[-1] - tr[-2]) / max(1.0, abs(tr[-1])) if len(tr) >= 2 else float("nan")
-            warnings.warn(
-                f"{st_q.name} stopped after {int(st_q.max_iter)} iterations before converging (last relative change "
-                f"{change:.1e}, tolerance {st_q.tol:g}); raise max_iter or loosen tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+        if not done[q]:
+            _warn_unconverged(settings[q], traces[q])
     return [
         EMRun(state=states[q], estep=es[q], log_likelihood=traces[q], n_iter=its[q], converged=done[q])
         for q in range(n)
