@@ -411,7 +411,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=_cmd_simulate)
     add_rating_commands(sub, _add_io_options)
-    add_report_command(sub, _add_io_options)
+    add_report_command(sub, _add_io_options, _reading)
     return p
 
 

@@ -24,11 +24,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UserInputError("--levels gives the order of ordinal labels; add --label-type ordinal.")
     if args.bootstrap < 0 or args.cartel_bootstrap < 1:
         raise UserInputError("--bootstrap must be ≥ 0 and --cartel-bootstrap ≥ 1.")
-    reading: dict[str, Any] = {
-        "max_bytes": int(args.max_mb * 1024 * 1024),
-        "na_values": tuple(args.missing or ()),
-        "strip_whitespace": args.strip_whitespace,
-    }
+    reading: dict[str, Any] = args.reading(args)  # the CLI's shared reading options (fusion_core.cli)
     resp = load_responses(
         args.answers,
         format=args.input_format,
@@ -70,8 +66,9 @@ def _levels(text: str | None) -> Any:
     return text.split(",")
 
 
-def add_report_command(sub: Any, add_io: Any) -> None:
-    """The ``report`` sub-command (``add_io`` adds the shared reading options)."""
+def add_report_command(sub: Any, add_io: Any, reading: Any) -> None:
+    """The ``report`` sub-command (``add_io`` adds the shared reading options, ``reading`` turns them into
+    ``load_responses`` keywords)."""
     r = sub.add_parser("report", help="audit an answers file and write a self-contained HTML report")
     r.add_argument("answers", help="CSV, TSV, Parquet or JSON-lines file of responses")
     r.add_argument("--out", required=True, help="the HTML file to write")
@@ -98,7 +95,7 @@ def add_report_command(sub: Any, add_io: Any) -> None:
     r.add_argument("--title", help="the report's title (default: 'Annotation audit: FILE')")
     r.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the agreement intervals")
     r.add_argument("--cartel-bootstrap", type=int, default=200, help="bootstrap replicates of the cartel test")
-    r.set_defaults(func=cmd_report)
+    r.set_defaults(func=cmd_report, reading=reading)
 
 
 __all__ = ["add_report_command", "cmd_report"]
