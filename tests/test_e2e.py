@@ -101,6 +101,29 @@ def _goto_page(page, name: str) -> None:
     page.get_by_role("heading", name=re.compile(name)).first.wait_for(timeout=TIMEOUT_MS)
 
 
+def _pick_option(page, typed: str, option: re.Pattern[str], attempts: int = 3) -> None:
+    """Pick one option of the first multiselect by typing a filter into it.
+
+    Streamlit's option list is virtualised (only visible options exist in the DOM), so the list is
+    filtered down by typing; on a loaded machine the first keystrokes can arrive before the list has
+    opened, so the filter is retyped until the option shows.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    box = page.locator('[data-testid="stMultiSelect"] input').first
+    for attempt in range(attempts):
+        box.click()
+        box.fill("")
+        box.press_sequentially(typed, delay=20)
+        try:
+            page.get_by_role("option", name=option).first.click(timeout=TIMEOUT_MS // attempts)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+            page.keyboard.press("Escape")
+
+
 def _no_exception(page) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0
 
@@ -123,6 +146,7 @@ def test_upload_fit_and_explore(server, tmp_path):
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(TIMEOUT_MS)
+            expect.set_options(timeout=TIMEOUT_MS)  # uploads and fits take seconds on a loaded CI machine
             page.goto(server, wait_until="domcontentloaded")
             page.get_by_role("heading", name="Annotator reliability audit").wait_for()
             expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_visible()
@@ -157,9 +181,7 @@ def test_upload_fit_and_explore(server, tmp_path):
             _goto_page(page, "Fit")
             expect(page.get_by_text("Recommended: auto")).to_be_visible()  # preselected, in plain words
             page.get_by_text("Choose methods (for experts)").click()
-            page.locator('[data-testid="stMultiSelect"] input').first.click()
-            page.keyboard.type("ds — Learns")  # filter the (virtualised) option list down to one
-            page.get_by_role("option", name=re.compile(r"^ds — ")).click()
+            _pick_option(page, "ds — Learns", re.compile(r"^ds — "))
             page.keyboard.press("Escape")
             page.get_by_role("button", name="Fit selected methods").click()
             expect(page.locator('[data-testid="stAlertContentSuccess"]', has_text="Fitted: auto, ds")).to_be_visible()
