@@ -14,6 +14,7 @@ import streamlit as st
 from fusion_app.cache import active_results
 from fusion_app.memory import start_trimmer
 from fusion_app.state import ensure_state
+from fusion_app.warmup import start_warm_up
 from fusion_core.data import export
 from fusion_core.data.dataset import Dataset
 from fusion_core.diagnostics.tables import plain_words
@@ -125,6 +126,7 @@ def page_setup(title: str) -> Dataset | None:
     with contextlib.suppress(st.errors.StreamlitAPIException):  # already set in this run
         st.set_page_config(page_title=f"{title} · fusion_core", layout="wide")
     start_trimmer()  # once per server process: memory of ended sessions goes back to the OS
+    start_warm_up()  # once per server process: compiled kernels loaded before the first user needs them
     ss = ensure_state()
     ds = ss.get("fc_dataset")
     with st.sidebar:

@@ -544,3 +544,18 @@ def test_internal_fit_errors_show_a_sentence_not_the_exception(monkeypatch):
     ds = at.session_state["fc_dataset"]
     done, errors = cache.fit_many(ds, {"ds": {}}, ss={})
     assert not done and "internal error" in errors["ds"] and "secret" not in errors["ds"]
+
+
+def test_warm_up_loads_the_compiled_kernels_once():
+    pytest.importorskip("numba")
+    from fusion_app import warmup
+    from fusion_core.methods.dawid_skene import sweep
+
+    if not warmup.jit_enabled():
+        pytest.skip("compiled kernels are off (FUSION_CORE_JIT=0)")
+    warmup.start_warm_up()
+    warmup.start_warm_up()  # a second page run starts nothing new
+    took = warmup.wait_warm_up(timeout=300)
+    assert took is not None and took > 0
+    assert {(2, True), (3, True)} <= set(sweep._KERNELS)  # the two-label and three-label passes are compiled
+    assert len(warmup._started) == 1
