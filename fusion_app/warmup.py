@@ -3,8 +3,9 @@
 With numba installed (the ``fast`` extra), the Dawid–Skene pass, the expected counts and the cartel test's pair
 sums and label draws run compiled kernels.  Importing numba and loading a kernel from its on-disk cache costs about
 2 s the first time in a process (measured: numba import ≈ 1.3 s, three cache loads ≈ 0.76 s), which would otherwise
-land on the first user's first audit.  :func:`start_warm_up` runs the kernels once on small simulated data in a
-daemon thread when the server starts (the first page run); :func:`wait_warm_up` lets benchmarks wait for it, so
+land on the first user's first audit; so would the first import of scipy.stats and the audit and plotting modules
+(≈ 1 s).  :func:`start_warm_up` imports those and runs the kernels once on small simulated data in a daemon thread
+when the server starts (the first page run); :func:`wait_warm_up` lets benchmarks wait for it, so
 that they measure what a user of a running server sees.
 """
 
@@ -20,9 +21,20 @@ _done = threading.Event()
 _started: list[float] = []  # seconds the warm-up took, once it has run
 
 
+def _import_heavy_modules() -> None:
+    """What the audit, its report and the result pages import on first use (scipy.stats alone ≈ 1 s)."""
+    import importlib
+
+    for name in ("scipy.stats", "fusion_core.diagnostics.audit", "fusion_core.plots", "fusion_core.report"):
+        importlib.import_module(name)
+
+
 def _warm() -> None:
     t0 = time.perf_counter()
     try:
+        _import_heavy_modules()
+        if not jit_enabled():
+            return
         import numpy as np
 
         from fusion_core.data.responses import as_responses
@@ -47,12 +59,9 @@ def _warm() -> None:
 
 
 def start_warm_up() -> None:
-    """Start the warm-up once per process (no-op without numba or with ``FUSION_CORE_JIT=0``)."""
+    """Start the warm-up once per process (imports only without numba or with ``FUSION_CORE_JIT=0``)."""
     with _lock:
         if _started or _done.is_set() or getattr(start_warm_up, "_thread", None) is not None:
-            return
-        if not jit_enabled():
-            _done.set()
             return
         thread = threading.Thread(target=_warm, name="fusion-core-warm-up", daemon=True)
         start_warm_up._thread = thread  # type: ignore[attr-defined]
