@@ -11,6 +11,7 @@ that they measure what a user of a running server sees.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -38,8 +39,9 @@ def _warm() -> None:
         import numpy as np
 
         from fusion_core.data.responses import as_responses
-        from fusion_core.diagnostics.cartels import detect_cartels
+        from fusion_core.diagnostics.audit import run_audit
         from fusion_core.methods.dawid_skene.sweep import ds_sweep, expected_counts_of
+        from fusion_core.plots.audit import audit_figures
         from fusion_core.simulate import dawid_skene
 
         for k in (2, 3):  # the pass is specialised per number of labels; 2 and 3 are the common ones
@@ -49,10 +51,10 @@ def _warm() -> None:
             prior = np.full(k, 1.0 / k)
             sweep = ds_sweep(coded, confusion, prior, backend="numba")
             expected_counts_of(coded, sweep.posterior)
-            if k == 2:
-                detect_cartels(coded, n_bootstrap=2, random_state=0)
-    except Exception:
-        pass
+            if k == 2:  # the audit's own path: agreement, cartel kernels, verdicts, and its plotly figures
+                audit_figures(run_audit(coded, method="ds", n_bootstrap=2, cartel_bootstrap=2))
+    except Exception:  # a warm-up never breaks the app; the kernels then load on first use
+        logging.getLogger(__name__).warning("warm-up failed; compiled kernels load on first use", exc_info=True)
     finally:
         _started.append(time.perf_counter() - t0)
         _done.set()
