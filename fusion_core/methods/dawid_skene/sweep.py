@@ -111,7 +111,7 @@ def expected_counts_of(resp: Responses, posterior: np.ndarray) -> np.ndarray:
     d = sweep_data(resp)
     k = resp.n_classes
     q = np.ascontiguousarray(posterior, dtype=float)
-    if jit_enabled():
+    if default_backend(resp.n_responses) == "numba":  # small data: numpy (no numba import and first call)
         c = np.zeros((d.n_cols, k))
         _counts_kernel(d.indptr, d.indices, d.data if d.data is not None else np.empty(0), q, c)
     else:
@@ -269,12 +269,12 @@ _KERNELS: dict[tuple[int, bool], Any] = {}
 
 def _kernel(k: int, unit: bool) -> Any:
     """The pass compiled for ``k`` classes and unit or weighted counts (compile-time constants, so the class loops
-    unroll and vectorise and the weight branch disappears); :mod:`.kernel` imports numba, so only here."""
+    unroll and vectorise and the weight branch disappears); :mod:`._compiled` imports numba, so only here."""
     fn = _KERNELS.get((k, unit))
     if fn is None:
         import numba as nb
 
-        from fusion_core.methods.dawid_skene.kernel import make_pass
+        from fusion_core.methods.dawid_skene._compiled import make_pass
 
         fn = _KERNELS[(k, unit)] = nb.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})(
             make_pass(k, unit)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from fusion_core.methods.jit_scratch import alloca_f64, carray
+from fusion_core.methods._jit_scratch import alloca_f64, carray
 
 LOG2E = 1.4426950408889634
 LN2_HI = 6.93147180369123816490e-01  # Cody–Waite split of log 2 (fdlibm)
@@ -29,7 +29,7 @@ def make_pass(k: int, unit_counts: bool) -> Any:
     """The pass as a Python closure over compile-time constants only (numba's disk cache keys a closure on its
     variables, so the stack allocator is a module global here, and no nested compiled function is used: a nested
     dispatcher would force a recompile in the next process).  Its work arrays are on the stack
-    (:mod:`fusion_core.methods.jit_scratch`), so the running sums of the E-step and the row added to the expected
+    (:mod:`fusion_core.methods._jit_scratch`), so the running sums of the E-step and the row added to the expected
     counts stay in registers."""
     K = k
     UNIT = unit_counts
