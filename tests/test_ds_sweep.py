@@ -147,6 +147,10 @@ def test_structure_from_unsorted_items_and_repeated_responses(backend, monkeypat
     )
     assert not np.all(np.diff(item) >= 0)
     monkeypatch.setenv("FUSION_CORE_JIT", "1" if backend == "numba" else "0")
+    monkeypatch.setattr(sweep, "JIT_MIN_RESPONSES", 0)  # numba: the counting sort and the counts kernel run here
+    d = sweep.sweep_data(resp)
+    order = np.argsort(item, kind="stable")
+    np.testing.assert_array_equal(d.indices.astype(np.int64), (worker * k + label)[order])
     q = rng.dirichlet(np.ones(k), size=n)
     np.testing.assert_allclose(sweep.expected_counts_of(resp, q), expected_counts(resp, q), rtol=1e-12, atol=1e-12)
     conf = rng.dirichlet(np.ones(k), size=(w, k))
