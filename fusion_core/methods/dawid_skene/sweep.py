@@ -13,6 +13,9 @@ posteriors per iteration: the memory-traffic floor of an EM iteration.  With num
 ``fast`` extra) the pass is one compiled loop; without it the same quantities come from two sparse products
 (``A @ log Γ`` and the column-order ``Aᵀ @ q``, never a random row gather) and an in-place log-normalisation.
 Both give the same numbers to rounding (tests compare them to 1e-10).  ``FUSION_CORE_JIT=0`` forces numpy.
+
+Measured and not used: a float32 ``log Γ`` table in the compiled pass (1M responses, K = 4) is slower (6.7 vs
+5.9 ms, the conversions cost more than the halved table saves) and moves posteriors by up to 1.3·10⁻⁷.
 """
 
 from __future__ import annotations
