@@ -221,14 +221,16 @@ def n_threads() -> int:
     return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:
-    """A thread pool of ``workers`` threads, made once per process (starting threads every pass cost ~0.1 ms each)."""
-    pool = _POOLS.get(workers)
+    """A thread pool of ``workers`` threads, made once per process (starting threads every pass cost ~0.1 ms each;
+    keyed by the process id too, since a forked child inherits the pool but not its threads)."""
+    key = (os.getpid(), workers)
+    pool = _POOLS.get(key)
     if pool is None:
-        pool = _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="fusion-ds")
+        pool = _POOLS[key] = ThreadPoolExecutor(workers, thread_name_prefix="fusion-ds")
     return pool
 
 
