@@ -162,7 +162,6 @@ def _reading(args: argparse.Namespace) -> dict[str, Any]:
 
 def _side_inputs(args: argparse.Namespace, meta: MethodInfo, resp: Responses) -> dict[str, Any]:
     """Gold labels, context and item graph read from their files; a method missing one it needs is refused."""
-    from fusion_core.data.graph import read_graph
     from fusion_core.data.loading import read_context, read_gold
 
     fit_kwargs: dict[str, Any] = {}
@@ -172,6 +171,8 @@ def _side_inputs(args: argparse.Namespace, meta: MethodInfo, resp: Responses) ->
     if args.context:
         fit_kwargs["context"] = read_context(args.context, column=args.context_col, **reading)
     if args.graph:
+        from fusion_core.data.graph import read_graph  # networkx: 0.3 s of start-up, only with --graph
+
         fit_kwargs["graph"] = read_graph(args.graph, **reading)
     missing = [
         n

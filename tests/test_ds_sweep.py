@@ -3,6 +3,9 @@ the unfused E-step and M-step statistics computed from their definitions."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -60,6 +63,25 @@ def test_numba_threads_split_and_sum_to_one_pass(monkeypatch):
     np.testing.assert_allclose(three.posterior, one.posterior, rtol=0, atol=1e-15)
     np.testing.assert_allclose(three.counts, one.counts, rtol=1e-13)
     assert three.log_likelihood == pytest.approx(one.log_likelihood, rel=1e-13)
+
+
+@pytest.mark.skipif(not sweep.HAVE_NUMBA or not hasattr(os, "fork"), reason="numba absent or no fork")
+def test_threaded_pass_runs_in_a_forked_child(monkeypatch):
+    """The pass keeps its extra threads in a pool between passes; a child forked after the parent used the pool
+    inherits the pool but not its threads, and must make its own (it waited forever before)."""
+    monkeypatch.setattr(sweep, "MIN_CHUNK", 100)
+    monkeypatch.setenv("FUSION_CORE_THREADS", "2")
+    resp, conf, prior = _case(3, False, seed=5)
+    want = sweep.ds_sweep(resp, conf, prior, backend="numba").log_likelihood  # the parent's pool exists now
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=lambda: out.put(sweep.ds_sweep(resp, conf, prior, backend="numba").log_likelihood))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the threaded pass hung in a forked child")
+    assert out.get(timeout=5) == want
 
 
 @pytest.mark.skipif(not sweep.HAVE_NUMBA, reason="numba absent")
@@ -147,6 +169,10 @@ def test_structure_from_unsorted_items_and_repeated_responses(backend, monkeypat
     )
     assert not np.all(np.diff(item) >= 0)
     monkeypatch.setenv("FUSION_CORE_JIT", "1" if backend == "numba" else "0")
+    monkeypatch.setattr(sweep, "JIT_MIN_RESPONSES", 0)  # numba: the counting sort and the counts kernel run here
+    d = sweep.sweep_data(resp)
+    order = np.argsort(item, kind="stable")
+    np.testing.assert_array_equal(d.indices.astype(np.int64), (worker * k + label)[order])
     q = rng.dirichlet(np.ones(k), size=n)
     np.testing.assert_allclose(sweep.expected_counts_of(resp, q), expected_counts(resp, q), rtol=1e-12, atol=1e-12)
     conf = rng.dirichlet(np.ones(k), size=(w, k))

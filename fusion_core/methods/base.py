@@ -242,6 +242,10 @@ def initial_posterior(resp: Responses, init: Any) -> np.ndarray:
     if isinstance(init, str):
         if init != "mv":
             raise UserInputError(f"unknown initialisation {init!r}; use 'mv' or pass posteriors.")
+        if resp.weight is None:  # whole votes (totals 0 or >= 1): the shares of majority vote's pass, same numbers
+            from fusion_core.methods.majority import vote_shares  # lazy: majority imports this module
+
+            return vote_shares(resp)
         votes = resp.vote_counts()
         tot = votes.sum(axis=1, keepdims=True)
         return np.where(tot > 0, votes / np.maximum(tot, 1), 1.0 / resp.n_classes)
@@ -286,9 +290,9 @@ def warn_one_sided(resp: Responses, method: str, min_responses: int = 5) -> None
     active = n >= min_responses
     if active.sum() < 2:
         return
-    used = np.zeros((resp.n_workers, resp.n_classes), bool)
-    used[resp.worker, resp.label] = True
-    one = used.sum(axis=1) == 1
+    k = resp.n_classes
+    pairs = np.bincount(resp.worker.astype(np.int64) * k + resp.label, minlength=resp.n_workers * k)
+    one = (pairs.reshape(resp.n_workers, k) > 0).sum(axis=1) == 1
     share = float(one[active].mean())
     if share >= 0.5:
         warnings.warn(

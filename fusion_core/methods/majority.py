@@ -10,7 +10,7 @@ import pandas as pd
 from fusion_core.data.responses import Responses
 from fusion_core.methods.base import Aggregator, Gold, clamp_gold
 from fusion_core.methods.dawid_skene.sweep import JIT_MIN_RESPONSES, sweep_data
-from fusion_core.methods.numerics import jit_enabled, njit
+from fusion_core.methods.numerics import jit_enabled
 from fusion_core.methods.params import Choice, Object, Seed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import Fit
@@ -97,34 +97,23 @@ def vote_shares(resp: Responses, worker_weight: np.ndarray | None = None) -> np.
         d = sweep_data(resp)
         out = np.empty((resp.n_items, k))
         ww = np.empty(0) if worker_weight is None else np.asarray(worker_weight, dtype=float)
-        _shares_kernel(d.indptr, d.indices, d.data if d.data is not None else np.empty(0), ww, out)
+        _shares_kernel(k)(d.indptr, d.indices, d.data if d.data is not None else np.empty(0), ww, out)
         return out
     votes = resp.vote_counts(worker_weight)
     tot = votes.sum(axis=1, keepdims=True)
     return np.where(tot > 0, votes / np.where(tot > 0, tot, 1), 1.0 / k)
 
 
-@njit
-def _shares_kernel(indptr: Any, indices: Any, data: Any, ww: Any, out: Any) -> None:  # pragma: no cover - compiled
-    """Per item: votes ``Σ weight`` per label (column ``worker·K + label``), then shares (uniform when no vote)."""
-    k = out.shape[1]
-    unit = data.shape[0] == 0
-    weighted = ww.shape[0] > 0
-    for i in range(out.shape[0]):
-        for j in range(k):
-            out[i, j] = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            col = indices[p]
-            v = 1.0 if unit else data[p]
-            if weighted:
-                v *= ww[col // k]
-            out[i, col % k] += v
-        tot = 0.0
-        for j in range(k):
-            tot += out[i, j]
-        if tot > 0:
-            for j in range(k):
-                out[i, j] /= tot
-        else:
-            for j in range(k):
-                out[i, j] = 1.0 / k
+_SHARES: dict[int, Any] = {}
+
+
+def _shares_kernel(k: int) -> Any:
+    """The vote-share pass compiled for ``k`` classes (:mod:`._majority_compiled`, which needs numba)."""
+    fn = _SHARES.get(k)
+    if fn is None:
+        import numba as nb
+
+        from fusion_core.methods._majority_compiled import make_shares
+
+        fn = _SHARES[k] = nb.njit(cache=True, nogil=True, error_model="numpy")(make_shares(k))
+    return fn

@@ -26,7 +26,14 @@ def class_priority(resp: Responses) -> np.ndarray:
     k = resp.n_classes
     votes = np.bincount(resp.label, weights=resp.weight, minlength=k)[:k]
     first = np.full(k, resp.n_responses, dtype=np.int64)
-    np.minimum.at(first, resp.label, np.arange(resp.n_responses))
+    if k <= 64:  # one vectorised pass per class (np.minimum.at over every response is 10× slower)
+        for j in np.flatnonzero(votes > 0) if resp.weight is None else range(k):
+            hit = resp.label == j
+            at = int(np.argmax(hit))
+            if hit[at]:
+                first[j] = at
+    else:
+        np.minimum.at(first, resp.label, np.arange(resp.n_responses))
     order = np.lexsort((np.arange(k), first, -votes))
     rank = np.empty(k, dtype=np.int64)
     rank[order] = np.arange(k)
@@ -37,10 +44,26 @@ def argmax_ties(scores: np.ndarray, rank: np.ndarray, tol: float = TIE_TOL) -> n
     """Row-wise argmax of ``scores`` (items × classes) whose exact ties (within ``tol`` of the row maximum) go to the
     tied class of lowest ``rank`` (:func:`class_priority`)."""
     scores = np.asarray(scores, dtype=float)
-    if scores.shape[0] == 0:
+    n, k = scores.shape
+    if n == 0:
         return np.zeros(0, dtype=np.int64)
-    tied = scores >= scores.max(axis=1, keepdims=True) - tol
-    return np.where(tied, -rank[None, :].astype(float), -np.inf).argmax(axis=1)
+    if k == 0:
+        return np.zeros(n, dtype=np.int64)
+    cols = [scores[:, j] for j in range(k)]  # one pass per class: numpy reduces a short last axis ~10× slower
+    floor = cols[0].copy()
+    for col in cols[1:]:
+        np.maximum(floor, col, out=floor)
+    floor -= tol
+    out = np.full(n, -1, dtype=np.int64)
+    open_ = np.ones(n, dtype=bool)  # rows whose class is not chosen yet
+    tied = np.empty(n, dtype=bool)
+    for j in np.argsort(rank, kind="stable"):  # classes in priority order: the first tied one wins
+        np.greater_equal(cols[j], floor, out=tied)
+        tied &= open_
+        out[tied] = j
+        open_ &= ~tied
+    out[open_] = 0  # no class within tol of the maximum (a NaN row): class 0, as argmax of an all -inf row
+    return out
 
 
 def hard_votes(resp: Responses, weights: np.ndarray | None = None) -> np.ndarray:
