@@ -89,11 +89,14 @@ class MajorityVote(Aggregator):
         return Fit(posterior=post, n_iter=0, converged=True, hard_labels=hard)
 
 
-def vote_shares(resp: Responses, worker_weight: np.ndarray | None = None) -> np.ndarray:
+def vote_shares(resp: Responses, worker_weight: np.ndarray | None = None, *, backend: str | None = None) -> np.ndarray:
     """Items × K (weighted) vote shares, uniform for items without responses.  Large data with numba: one compiled
-    pass over the item-ordered responses (the structure of the Dawid–Skene pass), else ``vote_counts``."""
+    pass over the item-ordered responses (the structure of the Dawid–Skene pass), else ``vote_counts``;
+    ``backend`` (``'numba'``/``'numpy'``) overrides that choice."""
     k = resp.n_classes
-    if jit_enabled() and resp.n_responses >= JIT_MIN_RESPONSES:
+    if backend is None:
+        backend = "numba" if jit_enabled() and resp.n_responses >= JIT_MIN_RESPONSES else "numpy"
+    if backend == "numba" and jit_enabled():
         d = sweep_data(resp)
         out = np.empty((resp.n_items, k))
         ww = np.empty(0) if worker_weight is None else np.asarray(worker_weight, dtype=float)

@@ -114,12 +114,14 @@ def sweep_data(resp: Responses) -> SweepData:
     return got
 
 
-def expected_counts_of(resp: Responses, posterior: np.ndarray) -> np.ndarray:
-    """``Aᵀ q`` as workers × true × reported (the M-step statistics of given posteriors), on the pass's structure."""
+def expected_counts_of(resp: Responses, posterior: np.ndarray, *, backend: str | None = None) -> np.ndarray:
+    """``Aᵀ q`` as workers × true × reported (the M-step statistics of given posteriors), on the pass's structure;
+    ``backend`` as in :func:`ds_sweep`."""
     d = sweep_data(resp)
     k = resp.n_classes
     q = np.ascontiguousarray(posterior, dtype=float)
-    if default_backend(resp.n_responses) == "numba":  # small data: numpy (no numba import and first call)
+    backend = backend or default_backend(resp.n_responses)  # small data: numpy (no numba import and first call)
+    if backend == "numba" and HAVE_NUMBA:
         c = np.zeros((d.n_cols, k))
         _counts_kernel(d.indptr, d.indices, d.data if d.data is not None else np.empty(0), q, c)
     else:
