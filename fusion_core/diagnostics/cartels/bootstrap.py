@@ -145,9 +145,10 @@ class _Replicates:
         y = rng.random((nb, n)) < (1 + b) / 2
         if self.sparse:  # draw only the observed entries (the missingness mask is copied exactly)
             u = rng.random((nb, len(self.w_idx)))
-            if jit_enabled():  # the same labels from the same draws, without nb × entries temporaries
-                zs = np.empty_like(u)
-                _draw_labels(y, u, self.w_idx, self.i_idx, psi, eta, zs)
+            if jit_enabled():  # the same labels from the same draws, entry-major int8 (``PairPattern.sums_t``)
+                zt = np.empty((len(self.w_idx), nb), dtype=np.int8)
+                _draw_labels_t(np.ascontiguousarray(y.T), u, self.w_idx, self.i_idx, psi, eta, zt)
+                return self.pat.stats(self.pat.sums_t(zt), self.n_min, self.n_extra, self.x0, n_spec=self.n_spec)
             else:
                 yy = y[:, self.i_idx]
                 w = self.w_idx
@@ -214,14 +215,16 @@ def bootstrap_test(
 
 
 @njit
-def _draw_labels(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
-    y: np.ndarray, u: np.ndarray, w: np.ndarray, i: np.ndarray, psi: np.ndarray, eta: np.ndarray, out: np.ndarray
+def _draw_labels_t(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
+    yt: np.ndarray, u: np.ndarray, w: np.ndarray, i: np.ndarray, psi: np.ndarray, eta: np.ndarray, out: np.ndarray
 ) -> None:  # pragma: no cover - compiled
-    """Compiled label draw of :meth:`_Replicates.draw` (sparse case): +1 with probability ψ_w on positive items,
-    −1 with probability η_w on negative ones, from the uniforms ``u``."""
-    for r in range(u.shape[0]):
-        for e in range(u.shape[1]):
-            if y[r, i[e]]:
-                out[r, e] = 1.0 if u[r, e] < psi[w[e]] else -1.0
+    """Compiled label draw of :meth:`_Replicates.draw` (sparse case) into entry-major int8 labels (entries × b;
+    ``yt``: items × b truths): +1 with probability ψ_w on positive items, −1 with probability η_w on negative
+    ones, from the uniforms ``u`` (b × entries, the numpy path's draws)."""
+    for e in range(u.shape[1]):
+        p, q, it = psi[w[e]], eta[w[e]], i[e]
+        for r in range(u.shape[0]):
+            if yt[it, r]:
+                out[e, r] = 1 if u[r, e] < p else -1
             else:
-                out[r, e] = -1.0 if u[r, e] < eta[w[e]] else 1.0
+                out[e, r] = -1 if u[r, e] < q else 1
