@@ -122,8 +122,9 @@ class GroupAnalysis:
 
 def _compact_items(B: BinaryMatrix) -> BinaryMatrix:
     """B restricted to the items it has entries for, renumbered in their order (entry order unchanged)."""
-    items = np.unique(B.item)
-    return BinaryMatrix(B.worker, np.searchsorted(items, B.item), B.z, B.m, len(items))
+    present = np.bincount(B.item, minlength=B.n) > 0  # O(n), not a sort of the entries
+    code = np.cumsum(present) - 1
+    return BinaryMatrix(B.worker, code[B.item], B.z, B.m, int(present.sum()))
 
 
 def split_group(an: GroupAnalysis, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
