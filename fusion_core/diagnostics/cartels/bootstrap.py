@@ -8,6 +8,11 @@ replicates, at p ≈ 0.5 about 20).  A rejection needs all B replicates (fewer t
 cost what they did.  The first test's displayed null (spectrum band, p-values of the further components) is then
 the n replicates drawn; its p-value is h/n (Besag & Clifford's valid p-value for a stopped test), the further
 components' (1 + c)/(n + 1) on those n replicates (descriptive: the stop is decided by the first component).
+
+Labels, not pair statistics, are redrawn: each label enters the pair sums of all its annotator's partners, and that
+dependence shapes the top eigenvalue, so drawing each pair's sums on its own would be another null.  The sums of a
+replicate are one pass over the fixed pair pattern (:class:`.pair_pattern.PairPattern`); the costs and the
+measurements are in docs/AUDIT.md (the cartel check).
 """
 
 from __future__ import annotations
