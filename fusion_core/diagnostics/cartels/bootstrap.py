@@ -116,8 +116,12 @@ class _Replicates:
         self.shape = m, n = B.m, B.n
         self.sparse = m * n > SPARSE_BOOTSTRAP_CELLS and len(B.z) / (m * n) < 0.3
         if self.sparse:  # entries in (annotator, item) order, as ``np.nonzero`` of the dense mask lists them
-            order = np.lexsort((B.item, B.worker))
-            self.w_idx, self.i_idx, self.z_obs = B.worker[order], B.item[order], B.z[order]
+            key = B.worker * n + B.item
+            if np.all(key[1:] > key[:-1]):  # already in that order (``BinaryMatrix.from_codes``): no sort
+                self.w_idx, self.i_idx, self.z_obs = B.worker, B.item, B.z
+            else:
+                order = np.lexsort((B.item, B.worker))
+                self.w_idx, self.i_idx, self.z_obs = B.worker[order], B.item[order], B.z[order]
             self.pat = PairPattern(self.w_idx, self.i_idx, m, n, n_min)
         else:  # small or well-filled groups: dense m × n label and mask matrices
             self.Z = np.zeros((m, n))
