@@ -43,8 +43,8 @@ class GroupAnalysis:
         self, g: np.ndarray, *, n_extra: int = 1, n_spec: int = 0, chunk: int = 50, sequential: bool = False
     ) -> GroupTest:
         """Statistic and bootstrap p-values for group g, cached by membership (see
-        :func:`~fusion_core.diagnostics.cartels.bootstrap.bootstrap_test`; ``sequential`` for the split and merge
-        tests, not for the first test, whose full null is displayed)."""
+        :func:`~fusion_core.diagnostics.cartels.bootstrap.bootstrap_test`; ``sequential``: Besag–Clifford early
+        stop, which every test of the detector uses)."""
         key = frozenset(int(i) for i in g)
         hit = self.cache.get(key)
         if hit is not None and hit.s.shape[0] >= n_extra and hit.spec.shape[0] >= n_spec:
@@ -122,8 +122,9 @@ class GroupAnalysis:
 
 def _compact_items(B: BinaryMatrix) -> BinaryMatrix:
     """B restricted to the items it has entries for, renumbered in their order (entry order unchanged)."""
-    items = np.unique(B.item)
-    return BinaryMatrix(B.worker, np.searchsorted(items, B.item), B.z, B.m, len(items))
+    present = np.bincount(B.item, minlength=B.n) > 0  # O(n), not a sort of the entries
+    code = np.cumsum(present) - 1
+    return BinaryMatrix(B.worker, code[B.item], B.z, B.m, int(present.sum()))
 
 
 def split_group(an: GroupAnalysis, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

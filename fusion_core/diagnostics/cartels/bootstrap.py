@@ -1,8 +1,18 @@
 """The detector's null distribution (spec ``spectral.md`` §6.4): a parametric bootstrap from the fitted
 independent two-coin model, with the observed missingness pattern copied exactly; p = (1 + #{s* ≥ s})/(B + 1).
 
-Split and merge tests stop early (Besag & Clifford 1991, Biometrika 78:301) [EXT, ours]: the decision p < α is
-exactly the one the full B replicates of the same random stream would give.
+Every test stops early (Besag & Clifford 1991, Biometrika 78:301) [EXT, ours]: the decision p < α is exactly the
+one the full B replicates of the same random stream would give, so the test and its level are unchanged; only
+the number of replicates drawn falls when the answer is clear (p well above α: at p ≈ 0.1 and B = 200 about 100
+replicates, at p ≈ 0.5 about 20).  A rejection needs all B replicates (fewer than h exceedances), so groups found
+cost what they did.  The first test's displayed null (spectrum band, p-values of the further components) is then
+the n replicates drawn; its p-value is h/n (Besag & Clifford's valid p-value for a stopped test), the further
+components' (1 + c)/(n + 1) on those n replicates (descriptive: the stop is decided by the first component).
+
+Labels, not pair statistics, are redrawn: each label enters the pair sums of all its annotator's partners, and that
+dependence shapes the top eigenvalue, so drawing each pair's sums on its own would be another null.  The sums of a
+replicate are one pass over the fixed pair pattern (:class:`.pair_pattern.PairPattern`); the costs and the
+measurements are in docs/AUDIT.md (the cartel check).
 """
 
 from __future__ import annotations
@@ -106,8 +116,12 @@ class _Replicates:
         self.shape = m, n = B.m, B.n
         self.sparse = m * n > SPARSE_BOOTSTRAP_CELLS and len(B.z) / (m * n) < 0.3
         if self.sparse:  # entries in (annotator, item) order, as ``np.nonzero`` of the dense mask lists them
-            order = np.lexsort((B.item, B.worker))
-            self.w_idx, self.i_idx, self.z_obs = B.worker[order], B.item[order], B.z[order]
+            key = B.worker * n + B.item
+            if np.all(key[1:] > key[:-1]):  # already in that order (``BinaryMatrix.from_codes``): no sort
+                self.w_idx, self.i_idx, self.z_obs = B.worker, B.item, B.z
+            else:
+                order = np.lexsort((B.item, B.worker))
+                self.w_idx, self.i_idx, self.z_obs = B.worker[order], B.item[order], B.z[order]
             self.pat = PairPattern(self.w_idx, self.i_idx, m, n, n_min)
         else:  # small or well-filled groups: dense m × n label and mask matrices
             self.Z = np.zeros((m, n))
@@ -140,9 +154,10 @@ class _Replicates:
         y = rng.random((nb, n)) < (1 + b) / 2
         if self.sparse:  # draw only the observed entries (the missingness mask is copied exactly)
             u = rng.random((nb, len(self.w_idx)))
-            if jit_enabled():  # the same labels from the same draws, without nb × entries temporaries
-                zs = np.empty_like(u)
-                _draw_labels(y, u, self.w_idx, self.i_idx, psi, eta, zs)
+            if jit_enabled():  # the same labels from the same draws, entry-major int8 (``PairPattern.sums_t``)
+                zt = np.empty((len(self.w_idx), nb), dtype=np.int8)
+                _draw_labels_t(np.ascontiguousarray(y.T), u, self.w_idx, self.i_idx, psi, eta, zt)
+                return self.pat.stats(self.pat.sums_t(zt), self.n_min, self.n_extra, self.x0, n_spec=self.n_spec)
             else:
                 yy = y[:, self.i_idx]
                 w = self.w_idx
@@ -209,14 +224,16 @@ def bootstrap_test(
 
 
 @njit
-def _draw_labels(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
-    y: np.ndarray, u: np.ndarray, w: np.ndarray, i: np.ndarray, psi: np.ndarray, eta: np.ndarray, out: np.ndarray
+def _draw_labels_t(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
+    yt: np.ndarray, u: np.ndarray, w: np.ndarray, i: np.ndarray, psi: np.ndarray, eta: np.ndarray, out: np.ndarray
 ) -> None:  # pragma: no cover - compiled
-    """Compiled label draw of :meth:`_Replicates.draw` (sparse case): +1 with probability ψ_w on positive items,
-    −1 with probability η_w on negative ones, from the uniforms ``u``."""
-    for r in range(u.shape[0]):
-        for e in range(u.shape[1]):
-            if y[r, i[e]]:
-                out[r, e] = 1.0 if u[r, e] < psi[w[e]] else -1.0
+    """Compiled label draw of :meth:`_Replicates.draw` (sparse case) into entry-major int8 labels (entries × b;
+    ``yt``: items × b truths): +1 with probability ψ_w on positive items, −1 with probability η_w on negative
+    ones, from the uniforms ``u`` (b × entries, the numpy path's draws)."""
+    for e in range(u.shape[1]):
+        p, q, it = psi[w[e]], eta[w[e]], i[e]
+        for r in range(u.shape[0]):
+            if yt[it, r]:
+                out[e, r] = 1 if u[r, e] < p else -1
             else:
-                out[r, e] = -1.0 if u[r, e] < eta[w[e]] else 1.0
+                out[e, r] = -1 if u[r, e] < q else 1

@@ -47,6 +47,22 @@ def solve_batched(A: np.ndarray, c: np.ndarray) -> np.ndarray:
     return t
 
 
+def top_eigvalsh(A: np.ndarray, k: int) -> np.ndarray:
+    """The k largest eigenvalues (descending) of each symmetric matrix of the stack A (b × m × m).  For m ≥ 100
+    and k ≤ m/10 LAPACK's MRRR driver (``syevr``) on the top k only: the tridiagonal reduction is the same, the
+    eigenvalues come by bisection instead of the whole spectrum (measured 10.6 vs 13.2 ms at m = 500, one
+    thread); else numpy's batched ``eigvalsh``."""
+    m = A.shape[-1]
+    if m < 100 or k > m // 10:
+        return np.linalg.eigvalsh(A)[:, ::-1][:, :k]
+    out = np.empty((len(A), k))
+    for b in range(len(A)):  # one LAPACK call per replicate (b ≤ a chunk)
+        out[b] = sla.eigh(A[b], eigvals_only=True, subset_by_index=[m - k, m - 1], driver="evr", check_finite=False)[
+            ::-1
+        ]
+    return out
+
+
 def power_top(R: np.ndarray, e: np.ndarray, tol: float = 1e-13, max_steps: int = 40) -> tuple[float, np.ndarray] | None:
     """Top eigenpair of symmetric R by power iteration warm-started at unit vector e; None if the residual
     ‖Re − λe‖ is not below tol·‖R e‖ within max_steps or λ ≤ 0 (the caller then uses LAPACK)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from fusion_core.diagnostics.cartels.eigen import batched_power, lanczos_top, solve_batched
+from fusion_core.diagnostics.cartels.eigen import batched_power, lanczos_top, solve_batched, top_eigvalsh
 from fusion_core.methods.numerics import jit_enabled, njit
 
 
@@ -28,6 +28,10 @@ def _overlap_entries(worker: np.ndarray, item: np.ndarray, n: int) -> tuple[np.n
     ea = np.concatenate(ea_parts) if ea_parts else np.zeros(0, dtype=np.int64)
     eb = np.concatenate(eb_parts) if eb_parts else np.zeros(0, dtype=np.int64)
     return ea, eb
+
+
+#: per replicate: Σ_l z_il (b × m) and S1_ij, S1_ji, S12_ij on the candidate pairs (b × P)
+Sums = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 class PairPattern:
@@ -70,15 +74,12 @@ class PairPattern:
     def sums(self, zs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per replicate (rows of ``zs``, b × entries): Σ_l z_il (b × m), and on the candidate pairs
         S1_ij, S1_ji, S12_ij (b × P)."""
+        if jit_enabled():
+            return self.sums_t(np.ascontiguousarray(zs.T, dtype=np.int8))
         diag = np.asarray((self.ind.T @ zs.T).T)
         if not len(self.starts):
             e = np.zeros((zs.shape[0], 0))
             return diag, e, e, e
-        if jit_enabled():  # one pass over the pair entries, no gathered temporaries (same integer sums)
-            nb_, npairs = zs.shape[0], len(self.starts)
-            s1a, s1b, s12 = (np.empty((nb_, npairs)) for _ in range(3))
-            _pair_sums(np.ascontiguousarray(zs, dtype=float), self.ea, self.eb, self.starts, s1a, s1b, s12)
-            return diag, s1a, s1b, s12
         z32 = zs.astype(np.float32)  # ±1 sums are exact in float32; small sub-chunks stay in cache
         out = []
         for i in range(0, len(z32), 4):
@@ -93,6 +94,16 @@ class PairPattern:
         s1a, s1b, s12 = (np.concatenate(v).astype(float) for v in zip(*out))
         return diag, s1a, s1b, s12
 
+    def sums_t(self, zt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`sums` of labels stored entry-major (``zt``: entries × b, int8 ±1; compiled kernel): each pair
+        entry's labels of all b replicates share a cache line, so the gathers cost one miss per entry instead of
+        one per entry and replicate (the same integer sums)."""
+        nb_, npairs = zt.shape[1], len(self.starts)
+        diag = np.empty((nb_, self.m))
+        s1a, s1b, s12 = (np.empty((nb_, npairs)) for _ in range(3))
+        _pair_sums_t(zt, self.worker, self.ea, self.eb, self.starts, diag, s1a, s1b, s12)
+        return diag, s1a, s1b, s12
+
     def block(self, vals: np.ndarray) -> sp.csr_matrix:
         """Block-diagonal (b·m × b·m) symmetric matrix with the pair values ``vals`` (b × P) of each replicate."""
         nb, m = vals.shape[0], self.m
@@ -102,17 +113,19 @@ class PairPattern:
         indices = (self.indices[None, :] + m * np.arange(nb)[:, None]).ravel()
         return sp.csr_matrix((vals[:, self.src].ravel(), indices, indptr), shape=(nb * m, nb * m))
 
-    def _dense_eigvals(self, e: np.ndarray) -> np.ndarray:
-        """Eigenvalues (descending) of the symmetric matrices with pair values ``e`` (b × P), zero diagonal."""
+    def _dense_eigvals(self, e: np.ndarray, k: int) -> np.ndarray:
+        """The k largest eigenvalues (descending) of the symmetric matrices with pair values ``e`` (b × P), zero
+        diagonal."""
         E = np.zeros((e.shape[0], self.m, self.m))
         E[:, self.a, self.b] = e
         E[:, self.b, self.a] = e
-        return np.linalg.eigvalsh(E)[:, ::-1]
+        return top_eigvalsh(E, k)
 
-    def _pair_moments(self, zs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(covariances qz, valid, σ̂², 1 − μ̂²) on the candidate pairs of each replicate (b × P, base b × m); the
-        pair analogue of :func:`~fusion_core.diagnostics.cartels.statistic.batch_moments`."""
-        diag, s1a, s1b, s12 = self.sums(zs)
+    def _pair_moments(self, zs: np.ndarray | Sums) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(covariances qz, valid, σ̂², 1 − μ̂²) on the candidate pairs of each replicate (b × P, base b × m), from
+        labels (b × entries) or their :meth:`sums`; the pair analogue of
+        :func:`~fusion_core.diagnostics.cartels.statistic.batch_moments`."""
+        diag, s1a, s1b, s12 = self.sums(zs) if isinstance(zs, np.ndarray) else zs
         a, b = self.a, self.b
         n_i = np.diagonal(self.N)
         Np = self.N[a, b]
@@ -152,12 +165,19 @@ class PairPattern:
         return np.minimum(np.exp(2 * t), base)
 
     def stats(
-        self, zs: np.ndarray, n_min: int, n_extra: int, x0: np.ndarray, *, n_spec: int = 0, weights: str = "delta"
+        self,
+        zs: np.ndarray | Sums,
+        n_min: int,
+        n_extra: int,
+        x0: np.ndarray,
+        *,
+        n_spec: int = 0,
+        weights: str = "delta",
     ) -> tuple[np.ndarray, np.ndarray]:
         """:func:`~fusion_core.diagnostics.cartels.statistic.stats_from_products` computed on the candidate pairs
         only (same statistic: the other pairs are never valid), with the hard-impute power iteration as sparse
-        block-diagonal products."""
-        nb, m = zs.shape[0], self.m
+        block-diagonal products; ``zs``: labels (b × entries) or their :meth:`sums`."""
+        nb, m = (zs if isinstance(zs, np.ndarray) else zs[0]).shape[0], self.m
         a, b = self.a, self.b
         qz, valid, sigma2, base = self._pair_moments(zs)  # n_min is built into the candidate pairs
         r = self._diagonal(qz, valid, sigma2, base, weights)
@@ -180,9 +200,9 @@ class PairPattern:
         if n_extra == 1 and m >= 100:  # the statistic alone: Lanczos on the sparse residual
             s, ok = lanczos_top(self.block(e), nb, m)
             if not ok.all():
-                s[~ok] = self._dense_eigvals(e[~ok])[:, :1]
+                s[~ok] = self._dense_eigvals(e[~ok], 1)
         if s is None:
-            s = self._dense_eigvals(e)[:, :n_extra]
+            s = self._dense_eigvals(e, n_extra)
         spec = np.zeros((nb, 0))
         if n_spec:
             Rf = lam[:, None, None] * x[:, :, None] * x[:, None, :]
@@ -190,34 +210,51 @@ class PairPattern:
             Rf[:, a, b] = f
             Rf[:, b, a] = f
             Rf[:, np.arange(m), np.arange(m)] = r
-            spec = np.linalg.eigvalsh(Rf)[:, ::-1][:, :n_spec]
+            spec = top_eigvalsh(Rf, n_spec)
         return s, spec
 
 
 @njit
-def _pair_sums(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
-    z: np.ndarray,
+def _pair_sums_t(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
+    zt: np.ndarray,
+    worker: np.ndarray,
     ea: np.ndarray,
     eb: np.ndarray,
     starts: np.ndarray,
+    diag: np.ndarray,
     s1a: np.ndarray,
     s1b: np.ndarray,
     s12: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    """Compiled :meth:`PairPattern.sums` on the pair list: S1_ij, S1_ji, S12_ij per replicate (b × P)."""
+    """S1_ij, S1_ji, S12_ij (b × P) of entry-major labels (entries × b, int8), all replicates in one pass, and the
+    per-annotator sums Σ_l z_il (b × m); integer accumulators, so the sums are exact."""
+    nb = zt.shape[1]
     npairs, n_ent = starts.shape[0], ea.shape[0]
-    for r in range(z.shape[0]):
-        for p in range(npairs):
-            hi = starts[p + 1] if p + 1 < npairs else n_ent
-            sa = 0.0
-            sb = 0.0
-            sab = 0.0
-            for t in range(starts[p], hi):
-                x = z[r, ea[t]]
-                y = z[r, eb[t]]
-                sa += x
-                sb += y
-                sab += x * y
-            s1a[r, p] = sa
-            s1b[r, p] = sb
-            s12[r, p] = sab
+    dg = np.zeros((diag.shape[1], nb), dtype=np.int64)
+    for e in range(zt.shape[0]):
+        w = worker[e]
+        for r in range(nb):
+            dg[w, r] += zt[e, r]
+    for w in range(diag.shape[1]):
+        for r in range(nb):
+            diag[r, w] = dg[w, r]
+    sa = np.zeros(nb, dtype=np.int64)
+    sb = np.zeros(nb, dtype=np.int64)
+    sab = np.zeros(nb, dtype=np.int64)
+    for p in range(npairs):
+        hi = starts[p + 1] if p + 1 < npairs else n_ent
+        sa[:] = 0
+        sb[:] = 0
+        sab[:] = 0
+        for t in range(starts[p], hi):
+            a, b = ea[t], eb[t]
+            for r in range(nb):
+                x = zt[a, r]
+                y = zt[b, r]
+                sa[r] += x
+                sb[r] += y
+                sab[r] += x * y
+        for r in range(nb):
+            s1a[r, p] = sa[r]
+            s1b[r, p] = sb[r]
+            s12[r, p] = sab[r]
