@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from fusion_core.data.numeric import NumericResponses
 from fusion_core.data.responses import Responses, as_responses
-from fusion_core.diagnostics.reliability import ReliabilityEstimate, estimate
+from fusion_core.diagnostics.reliability import ItemStatistic, ReliabilityEstimate, estimate_joint
 from fusion_core.errors import UserInputError
 from fusion_core.methods.ordinal import is_numeric_label, with_levels
 
@@ -206,14 +206,13 @@ def krippendorff(
         raise UserInputError(
             f"the ordinal metric ranks {v} different values here; above {MAX_ORDINAL_VALUES} use the interval metric."
         )
+    spec, n_units = alpha_statistic(units, metric)
+    return estimate_joint([spec], n_units, n_bootstrap=n_bootstrap, level=level, random_state=random_state)[0]
+
+
+def alpha_statistic(units: Units, metric: str) -> tuple[ItemStatistic, int]:
+    """α of ``metric`` as a statistic of the weights of ``units`` (its pairable items in item order), and their
+    number."""
     stat, cells = (_ordinal_statistic if metric == "ordinal" else _fixed_statistic)(units, metric)
-    return estimate(
-        stat,
-        units.n_units,
-        name=f"Krippendorff's alpha ({metric})",
-        n_bootstrap=n_bootstrap,
-        level=level,
-        random_state=random_state,
-        cells=cells,
-        note=f"{units.n_units} items with two or more values; {len(units.unit)} pairable values",
-    )
+    note = f"{units.n_units} items with two or more values; {len(units.unit)} pairable values"
+    return ItemStatistic(stat, f"Krippendorff's alpha ({metric})", cells, note), units.n_units

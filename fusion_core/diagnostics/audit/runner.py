@@ -14,7 +14,7 @@ import pandas as pd
 from fusion_core import progress as progress_events
 from fusion_core.data.dataset import Dataset
 from fusion_core.data.responses import Responses, as_responses
-from fusion_core.diagnostics.audit.agreement import alpha_interval, fleiss_interval
+from fusion_core.diagnostics.audit.agreement import agreement_intervals
 from fusion_core.diagnostics.audit.evidence import accuracy_evidence
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, ReviewRule, label_quality, review_items
 from fusion_core.diagnostics.audit.ratings import check_label_type, rating_verdicts_for
@@ -235,9 +235,7 @@ def run_audit(
     fleiss = alpha = None
     agreement_note = ""
     try:
-        fleiss = fleiss_interval(resp, n_bootstrap=n_bootstrap, level=rule.level, random_state=random_state)
-        clock.tell("Measuring agreement (Krippendorff's α)", 0.5, weight)
-        alpha = alpha_interval(resp, n_bootstrap=n_bootstrap, level=rule.level, random_state=random_state)
+        fleiss, alpha = agreement_intervals(resp, n_bootstrap=n_bootstrap, level=rule.level, random_state=random_state)
     except UserInputError as exc:
         agreement_note = str(exc)
     clock.finish(name, weight)
