@@ -133,21 +133,32 @@ def _ordinal_delta2(n_v: np.ndarray) -> np.ndarray:
 
 
 Statistic = Callable[[np.ndarray], np.ndarray]
+_DENSE_CELLS = 8_000_000  # units × (values + 1) up to which the per-unit value counts are held dense (64 MB)
 
 
 def _fixed_statistic(units: Units, metric: str) -> tuple[Statistic, int]:
     """α as a function of item weights for the metrics whose δ² does not depend on the data (nominal, interval,
     ratio): the observed disagreement is a fixed per-unit sum."""
     counts, unit, c, k, w = _pairs(units)
-    counts_t = counts.T.tocsr()
     delta2 = _delta2(units.domain[c], units.domain[k], metric)
     per_unit = np.bincount(unit, weights=w * delta2, minlength=units.n_units)
+    v = len(units.domain)
+    if units.n_units * (v + 1) <= _DENSE_CELLS:  # few values: one dense product gives every replicate's sums
+        columns = np.column_stack([counts.toarray(), per_unit])
 
-    def stat(weights: np.ndarray) -> np.ndarray:
+        def stat(weights: np.ndarray) -> np.ndarray:
+            sums = weights @ columns
+            n_v = sums[:, :v]
+            return 1.0 - (n_v.sum(axis=1) - 1) * sums[:, v] / _expected(n_v, units.domain, metric)
+
+        return stat, v
+    counts_t = counts.T.tocsr()
+
+    def sparse_stat(weights: np.ndarray) -> np.ndarray:
         n_v = np.asarray(counts_t @ weights.T).T
         return 1.0 - (n_v.sum(axis=1) - 1) * (weights @ per_unit) / _expected(n_v, units.domain, metric)
 
-    return stat, len(units.domain)
+    return sparse_stat, v
 
 
 def _ordinal_statistic(units: Units, metric: str) -> tuple[Statistic, int]:
