@@ -208,7 +208,14 @@ def _binary_grid(fitted: FittedCurves, grid: np.ndarray, n_workers: int) -> tupl
         P = np.concatenate(fitted.binary)  # fa, det of problem 0, fa, det of problem 1, …
         c = np.tile(fitted.lipschitz, (len(fitted.problems), 1))
         both = lipschitz_interpolate_chains(
-            fitted.levels, fitted.pair_worker, fitted.pair_level, P, c, n_workers, grid, fitted.mode
+            fitted.levels,
+            fitted.pair_worker,
+            fitted.pair_level,
+            P,
+            c,
+            n_chains=n_workers,
+            x_query=grid,
+            mode=fitted.mode,
         )
         return both[1::2], both[0::2]
     for j in range(len(fitted.problems)):

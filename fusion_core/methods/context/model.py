@@ -340,7 +340,7 @@ def _segment_accumulate(v: np.ndarray, seg: np.ndarray, n_seg: int, *, reverse: 
 
 def lipschitz_interpolate_chains(
     levels: np.ndarray, pair_chain: np.ndarray, pair_level: np.ndarray, P: np.ndarray, c: np.ndarray,
-    n_chains: int, x_query: np.ndarray, mode: str = "paper",
+    *, n_chains: int, x_query: np.ndarray, mode: str = "paper",
 ) -> np.ndarray:  # fmt: skip
     """:func:`lipschitz_interpolate` of many curves at once: rows ``P`` (R × pairs) on the chains of pairs sorted by
     chain then level (``pair_chain``, ``pair_level`` into the sorted distinct ``levels``), constants ``c``
