@@ -96,7 +96,7 @@ class BinaryChains:
         return ((df, ef), None) if code == 0 else (None, code - 1)
 
     def solve(self, fac: Any, rhs: np.ndarray) -> np.ndarray:
-        return lapack.dpttrs(fac[0], fac[1], rhs)[0]
+        return lapack.dpttrs(fac[0], fac[1], rhs, overwrite_b=True)[0]  # rhs is the caller's scratch
 
     def certificate(self, x: np.ndarray, lam: np.ndarray, zF: Any, nu: Any, which: Any) -> np.ndarray:
         ch = self.chains

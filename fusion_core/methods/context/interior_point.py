@@ -69,6 +69,14 @@ def shift(v: np.ndarray) -> np.ndarray:
     return out
 
 
+def back_diffs(v: np.ndarray) -> np.ndarray:
+    """``shift(v) − v`` in one pass: v_{u−1} − v_u along the chain axis (−v_0 at u = 0)."""
+    out = np.empty_like(v)
+    np.negative(v[..., 0], out=out[..., 0])
+    np.subtract(v[..., :-1], v[..., 1:], out=out[..., 1:])
+    return out
+
+
 def link_diffs(v: np.ndarray, lf: np.ndarray) -> np.ndarray:
     """Forward differences v_{u+1} − v_u along the chain axis, zero where ``lf`` (links as 0/1) is 0."""
     out = np.empty_like(v)
@@ -179,7 +187,7 @@ class _InteriorPoint:
     def __init__(self, prog: ChainProgram, state: tuple[np.ndarray, list[np.ndarray], list[np.ndarray]] | None = None):
         self.prog = prog
         ch = prog.chains
-        self.starts, self.chain = ch.starts, ch.chain
+        self.starts, self.chain, self.lens = ch.starts, ch.chain, ch.lens
         self.lf = ch.link.astype(float)
         self.sumW = np.add.reduceat(prog.level_weight, ch.starts)
         self.m_c = (prog.width * ((2 + len(prog.floors)) * ch.lens - 2)).astype(float)
@@ -218,11 +226,15 @@ class _InteriorPoint:
     def active(self) -> np.ndarray:
         return ~self.done & ~self.frozen
 
+    def per_level(self, v: np.ndarray) -> np.ndarray:
+        """A per-chain value at every level of its chain (``v[chain]``; chains are contiguous, so a repeat)."""
+        return np.repeat(v, self.lens)
+
     def residuals(self) -> _Residuals:
         prog, x, s, z = self.prog, self.x, self.s, self.z
         fp, H = prog.gradient(x)
         lam = z[0] - z[1]
-        r = fp + shift(lam) - lam
+        r = fp + back_diffs(lam)
         for sign, zf in zip(prog.floors, z[2:]):
             r = _add_floor(r, zf, sign)
         r, nu = prog.equality(r)
@@ -289,7 +301,7 @@ class _InteriorPoint:
         prog, w, rp = self.prog, self.w, res.rp
         v = [tk - wk * rpk for tk, wk, rpk in zip(t, w, rp)]
         u = v[0] - v[1]
-        rhs = shift(u) - u
+        rhs = back_diffs(u)
         for sign, vf in zip(prog.floors, v[2:]):
             rhs = _add_floor(rhs, vf, sign)
         rhs -= res.r
@@ -329,15 +341,15 @@ class _InteriorPoint:
     def step(self, fac: Any, res: _Residuals) -> None:
         """One Mehrotra predictor–corrector step of every active chain (§6.3)."""
         active = self.active
-        actf = None if active.all() else active[self.chain].astype(float)
+        actf = None if active.all() else self.per_level(active.astype(float))
         _, ds, dz = self.direction(fac, res, self.z, actf)  # predictor (affine scaling): r_c = s z, t = z
-        a_aff = np.minimum(1.0, self.max_step(ds, dz))[self.chain]
+        a_aff = self.per_level(np.minimum(1.0, self.max_step(ds, dz)))
         dsdz = [d_s * d_z for d_s, d_z in zip(ds, dz)]
         # Σ (s + a Δs)(z + a Δz) = (1 − a) Σ s z + a² Σ Δs Δz, as s Δz + z Δs = −r_c = −s z in the predictor
         comp_aff = _levelsum((1.0 - a_aff) * res.comp_sum + a_aff * a_aff * sum(dsdz[1:], dsdz[0]))
         mu_aff = np.add.reduceat(comp_aff, self.starts) / self.m_c
         sigma = np.clip(mu_aff / np.maximum(res.mu, 1e-300), 0.0, 1.0) ** 3
-        smu = (sigma * res.mu)[self.chain]
+        smu = self.per_level(sigma * res.mu)
         t = []  # corrector: r_c = s z + Δs Δz − σ µ (0 on the masked link rows), t = r_c / s
         for k, (p, zk, ik) in enumerate(zip(dsdz, self.z, self.inv_s)):
             p -= smu
@@ -348,7 +360,7 @@ class _InteriorPoint:
             t.append(p)
         dx, ds, dz = self.direction(fac, res, t, actf)  # corrector
         alpha = np.minimum(1.0, 0.995 * self.max_step(ds, dz))
-        alpha = (alpha * active)[self.chain]
+        alpha = self.per_level(alpha * active)
         self.x = self.x + alpha * dx
         for v, d in [*zip(self.s, ds), *zip(self.z, dz)]:
             d *= alpha
