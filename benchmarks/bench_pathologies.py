@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             print(f"{'':<14} worst input: {worst[2]}")
+            top = np.argsort(times)[::-1][:3]
+            print(f"{'':<14} slowest: " + ", ".join(f"seed {args.seed + int(k)} {times[k]:.2f} s" for k in top))
             for e in errors[:3]:
                 print(f"{'':<14} {e[:160]}")
     print(f"load average after: {os.getloadavg()[0]:.1f}")

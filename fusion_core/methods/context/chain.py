@@ -84,7 +84,8 @@ class BinaryChains:
 
     def gradient(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ip, iq = 1.0 / x, 1.0 / (1 - x)
-        return self.B * iq - self.A * ip, self.A * ip * ip + self.B * iq * iq
+        a, b = self.A * ip, self.B * iq
+        return b - a, a * ip + b * iq
 
     def equality(self, r: np.ndarray) -> tuple[np.ndarray, None]:
         return r, None
@@ -95,11 +96,19 @@ class BinaryChains:
         return ((df, ef), None) if code == 0 else (None, code - 1)
 
     def solve(self, fac: Any, rhs: np.ndarray) -> np.ndarray:
-        return lapack.dpttrs(fac[0], fac[1], rhs)[0]
+        return lapack.dpttrs(fac[0], fac[1], rhs, overwrite_b=True)[0]  # rhs is the caller's scratch
 
     def certificate(self, x: np.ndarray, lam: np.ndarray, zF: Any, nu: Any, which: Any) -> np.ndarray:
         ch = self.chains
-        return chain_certificate(self.A, self.B, self.hh, ch.link, x, lam=lam, starts=ch.starts, eps=self.eps)
+        if which is None or which.all():
+            return chain_certificate(self.A, self.B, self.hh, ch.link, x, lam=lam, starts=ch.starts, eps=self.eps)
+        lv = which[ch.chain]  # only the chains asked about (the per-chain sums are the same)
+        gap = np.full(ch.n_chains, np.inf)
+        sub_starts = np.r_[0, np.cumsum(ch.lens[which])[:-1]]
+        gap[which] = chain_certificate(
+            self.A[lv], self.B[lv], self.hh[lv], ch.link[lv], x[lv], lam=lam[lv], starts=sub_starts, eps=self.eps
+        )
+        return gap
 
     def finish(self, x: np.ndarray, lam: np.ndarray, zF: Any) -> tuple[np.ndarray, None]:
         return np.clip(x, self.eps, 1 - self.eps), None

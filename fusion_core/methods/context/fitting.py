@@ -31,6 +31,7 @@ from fusion_core.methods.context.model import (
     ContextValues,
     interpolate_levels,
     interpolate_rows,
+    lipschitz_interpolate_chains,
     one_vs_rest_curves,
 )
 from fusion_core.methods.context.mstep import PairChains
@@ -203,6 +204,20 @@ def _binary_grid(fitted: FittedCurves, grid: np.ndarray, n_workers: int) -> tupl
     """Detection and false-alarm curves on the grid, problems × workers × grid (NaN without responses)."""
     det = np.full((len(fitted.problems), n_workers, len(grid)), np.nan)
     fa = np.full_like(det, np.nan)
+    if not fitted.discrete and bool(np.all(np.diff(fitted.levels) > 0)):  # every curve in one batched scan
+        P = np.concatenate(fitted.binary)  # fa, det of problem 0, fa, det of problem 1, …
+        c = np.tile(fitted.lipschitz, (len(fitted.problems), 1))
+        both = lipschitz_interpolate_chains(
+            fitted.levels,
+            fitted.pair_worker,
+            fitted.pair_level,
+            P,
+            c,
+            n_chains=n_workers,
+            x_query=grid,
+            mode=fitted.mode,
+        )
+        return both[1::2], both[0::2]
     for j in range(len(fitted.problems)):
         for w in range(n_workers):  # workers, not responses
             fa[j, w], det[j, w] = fitted.binary_at(grid, w, j)

@@ -69,6 +69,14 @@ def shift(v: np.ndarray) -> np.ndarray:
     return out
 
 
+def back_diffs(v: np.ndarray) -> np.ndarray:
+    """``shift(v) − v`` in one pass: v_{u−1} − v_u along the chain axis (−v_0 at u = 0)."""
+    out = np.empty_like(v)
+    np.negative(v[..., 0], out=out[..., 0])
+    np.subtract(v[..., :-1], v[..., 1:], out=out[..., 1:])
+    return out
+
+
 def link_diffs(v: np.ndarray, lf: np.ndarray) -> np.ndarray:
     """Forward differences v_{u+1} − v_u along the chain axis, zero where ``lf`` (links as 0/1) is 0."""
     out = np.empty_like(v)
@@ -162,6 +170,7 @@ class _Residuals:
     lam: np.ndarray  # link multipliers z^U − z^D
     rp: list[np.ndarray]  # primal residuals: up, down, floors
     comp: list[np.ndarray]  # complementarity products s·z, same order
+    comp_sum: np.ndarray  # Σ s·z over the families, per entry
     H: np.ndarray  # Hessian diagonal of the objective
     comp_total: np.ndarray  # Σ s·z per chain
     resid: np.ndarray  # Σ |r| per chain
@@ -178,7 +187,7 @@ class _InteriorPoint:
     def __init__(self, prog: ChainProgram, state: tuple[np.ndarray, list[np.ndarray], list[np.ndarray]] | None = None):
         self.prog = prog
         ch = prog.chains
-        self.starts, self.chain = ch.starts, ch.chain
+        self.starts, self.chain, self.lens = ch.starts, ch.chain, ch.lens
         self.lf = ch.link.astype(float)
         self.sumW = np.add.reduceat(prog.level_weight, ch.starts)
         self.m_c = (prog.width * ((2 + len(prog.floors)) * ch.lens - 2)).astype(float)
@@ -217,11 +226,15 @@ class _InteriorPoint:
     def active(self) -> np.ndarray:
         return ~self.done & ~self.frozen
 
+    def per_level(self, v: np.ndarray) -> np.ndarray:
+        """A per-chain value at every level of its chain (``v[chain]``; chains are contiguous, so a repeat)."""
+        return np.repeat(v, self.lens)
+
     def residuals(self) -> _Residuals:
         prog, x, s, z = self.prog, self.x, self.s, self.z
         fp, H = prog.gradient(x)
         lam = z[0] - z[1]
-        r = fp + shift(lam) - lam
+        r = fp + back_diffs(lam)
         for sign, zf in zip(prog.floors, z[2:]):
             r = _add_floor(r, zf, sign)
         r, nu = prog.equality(r)
@@ -229,9 +242,10 @@ class _InteriorPoint:
         rp = [self.lf * (dxn - prog.hh + s[0]), self.lf * (-dxn - prog.hh + s[1])]
         rp += [_floor_residual(x, sf, sign, prog.eps) for sign, sf in zip(prog.floors, s[2:])]
         comp = [sk * zk for sk, zk in zip(s, z)]
-        total = np.add.reduceat(_levelsum(sum(comp)), self.starts)
+        comp_sum = sum(comp[1:], comp[0])
+        total = np.add.reduceat(_levelsum(comp_sum), self.starts)
         resid = np.add.reduceat(_levelsum(np.abs(r)), self.starts)
-        return _Residuals(r, nu, lam, rp, comp, H, total, resid, self.m_c)
+        return _Residuals(r, nu, lam, rp, comp, comp_sum, H, total, resid, self.m_c)
 
     def update_done(self, res: _Residuals) -> None:
         """§6.5: a chain is done when complementarity and residual are tiny, or nearly so and certified."""
@@ -244,9 +258,14 @@ class _InteriorPoint:
         self.done |= fin
 
     def factor(self, res: _Residuals) -> Any:
-        """The Newton matrix factorised for the active chains; None when no chain is left active."""
+        """The Newton matrix factorised for the active chains; None when no chain is left active.  Also keeps the
+        reciprocals 1/s and 1/z and the weights w = z/s that both directions and step lengths of the iteration use
+        (products, not divisions, in the passes that follow)."""
         prog = self.prog
-        w = [zk / sk for zk, sk in zip(self.z, self.s)]
+        self.inv_s = [1.0 / sk for sk in self.s]
+        with np.errstate(divide="ignore"):  # z = 0 on the masked link rows: 1/z = inf there (see max_step)
+            self.inv_z = [1.0 / zk for zk in self.z]
+        w = [zk * ik for zk, ik in zip(self.z, self.inv_s)]
         self.w = w
         om = (w[0] + w[1]) * self.lf
         diag = res.H
@@ -275,15 +294,17 @@ class _InteriorPoint:
                 self.frozen[c] = True  # §6.3 step 7
 
     def direction(
-        self, fac: Any, res: _Residuals, rc: list[np.ndarray], actf: np.ndarray | None
+        self, fac: Any, res: _Residuals, t: list[np.ndarray], actf: np.ndarray | None
     ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
-        """Newton direction (dx, ds, dz) for complementarity right-hand sides ``rc`` (eliminating ds and dz)."""
-        prog, s, z, w, rp = self.prog, self.s, self.z, self.w, res.rp
-        v = [rck / sk - wk * rpk for rck, sk, wk, rpk in zip(rc, s, w, rp)]
-        rhs = (shift(v[0]) - v[0]) - (shift(v[1]) - v[1])
+        """Newton direction (dx, ds, dz) for complementarity right-hand sides r_c given as ``t`` = r_c / s
+        (eliminating ds and dz: Δz = −(r_c + z Δs) / s = −t − w Δs)."""
+        prog, w, rp = self.prog, self.w, res.rp
+        v = [tk - wk * rpk for tk, wk, rpk in zip(t, w, rp)]
+        u = v[0] - v[1]
+        rhs = back_diffs(u)
         for sign, vf in zip(prog.floors, v[2:]):
             rhs = _add_floor(rhs, vf, sign)
-        rhs = rhs - res.r
+        rhs -= res.r
         if actf is not None:
             rhs *= actf
         dx = prog.solve(fac, rhs)
@@ -292,43 +313,58 @@ class _InteriorPoint:
         ddx = link_diffs(dx, self.lf)
         ds = [-rp[0] - ddx, -rp[1] + ddx, *(_floor_step(dx, rpf, sign) for sign, rpf in zip(prog.floors, rp[2:]))]
         if actf is not None:
-            ds = [d * actf for d in ds]
-        dz = [-(rck + zk * dsk) / sk for rck, zk, dsk, sk in zip(rc, z, ds, s)]
+            for d in ds:
+                d *= actf
+        dz = []
+        for tk, wk, dsk in zip(t, w, ds):
+            d = wk * dsk
+            d += tk
+            np.negative(d, out=d)
+            dz.append(d)
         return dx, ds, dz
 
     def max_step(self, ds: list[np.ndarray], dz: list[np.ndarray]) -> np.ndarray:
-        """Largest step keeping every slack and multiplier ≥ 0, per chain (v / max(−dv, 0) is +inf where dv ≥ 0)."""
+        """Largest step keeping every slack and multiplier ≥ 0, per chain: 1 / the largest relative decrease
+        −dv / v (+inf where nothing decreases; the 0 · inf ratios of the masked link rows are NaN, ignored)."""
         lvl = np.full(self.x.shape, np.inf)
         tmp = np.empty(self.x.shape)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for v, dv in [*zip(self.s, ds), *zip(self.z, dz)]:
-                np.negative(dv, out=tmp)
-                np.maximum(tmp, 0.0, out=tmp)
-                np.divide(v, tmp, out=tmp)
+        with np.errstate(invalid="ignore"):
+            for inv, dv in [*zip(self.inv_s, ds), *zip(self.inv_z, dz)]:
+                np.multiply(dv, inv, out=tmp)
                 np.fmin(lvl, tmp, out=lvl)
-        return np.minimum.reduceat(lvl if lvl.ndim == 1 else lvl.min(axis=0), self.starts)
+        worst = np.fmin.reduceat(lvl if lvl.ndim == 1 else np.fmin.reduce(lvl, axis=0), self.starts)
+        out = np.full(worst.shape, np.inf)
+        neg = worst < 0
+        out[neg] = -1.0 / worst[neg]
+        return out
 
     def step(self, fac: Any, res: _Residuals) -> None:
         """One Mehrotra predictor–corrector step of every active chain (§6.3)."""
         active = self.active
-        actf = None if active.all() else active[self.chain].astype(float)
-        _, ds, dz = self.direction(fac, res, res.comp, actf)  # predictor (affine scaling)
-        a_aff = np.minimum(1.0, self.max_step(ds, dz))[self.chain]
-        comp_aff = _levelsum(
-            sum((s + a_aff * d_s) * (z + a_aff * d_z) for s, d_s, z, d_z in zip(self.s, ds, self.z, dz))
-        )
+        actf = None if active.all() else self.per_level(active.astype(float))
+        _, ds, dz = self.direction(fac, res, self.z, actf)  # predictor (affine scaling): r_c = s z, t = z
+        a_aff = self.per_level(np.minimum(1.0, self.max_step(ds, dz)))
+        dsdz = [d_s * d_z for d_s, d_z in zip(ds, dz)]
+        # Σ (s + a Δs)(z + a Δz) = (1 − a) Σ s z + a² Σ Δs Δz, as s Δz + z Δs = −r_c = −s z in the predictor
+        comp_aff = _levelsum((1.0 - a_aff) * res.comp_sum + a_aff * a_aff * sum(dsdz[1:], dsdz[0]))
         mu_aff = np.add.reduceat(comp_aff, self.starts) / self.m_c
         sigma = np.clip(mu_aff / np.maximum(res.mu, 1e-300), 0.0, 1.0) ** 3
-        smu = (sigma * res.mu)[self.chain]
-        rc = [c + d_s * d_z - smu for c, d_s, d_z in zip(res.comp, ds, dz)]
-        rc[0] *= self.lf
-        rc[1] *= self.lf
-        dx, ds, dz = self.direction(fac, res, rc, actf)  # corrector
+        smu = self.per_level(sigma * res.mu)
+        t = []  # corrector: r_c = s z + Δs Δz − σ µ (0 on the masked link rows), t = r_c / s
+        for k, (p, zk, ik) in enumerate(zip(dsdz, self.z, self.inv_s)):
+            p -= smu
+            p *= ik
+            p += zk
+            if k < 2:
+                p *= self.lf
+            t.append(p)
+        dx, ds, dz = self.direction(fac, res, t, actf)  # corrector
         alpha = np.minimum(1.0, 0.995 * self.max_step(ds, dz))
-        alpha = (alpha * active)[self.chain]
+        alpha = self.per_level(alpha * active)
         self.x = self.x + alpha * dx
-        self.s = [s + alpha * d for s, d in zip(self.s, ds)]
-        self.z = [z + alpha * d for z, d in zip(self.z, dz)]
+        for v, d in [*zip(self.s, ds), *zip(self.z, dz)]:
+            d *= alpha
+            v += d
         finite = np.isfinite(self.x) if self.x.ndim == 1 else np.isfinite(self.x).all(axis=0)
         if not finite.all():
             self.frozen[np.unique(self.chain[~finite])] = True

@@ -326,6 +326,61 @@ def lipschitz_interpolate(
     return np.clip(out, 0.0, 1.0)
 
 
+def _segment_accumulate(v: np.ndarray, seg: np.ndarray, n_seg: int, *, reverse: bool) -> np.ndarray:
+    """Running maximum of ``v`` within contiguous segments (``seg``: non-decreasing segment id per entry), forwards
+    or backwards: ranks plus segment offsets make one integer running maximum exact (no floating-point offsets)."""
+    if reverse:
+        return _segment_accumulate(v[::-1], n_seg - 1 - seg[::-1], n_seg, reverse=False)[::-1]
+    order = np.argsort(v, kind="stable")
+    rank = np.empty(len(v), dtype=np.int64)
+    rank[order] = np.arange(len(v))
+    top = np.maximum.accumulate(seg * len(v) + rank) - seg * len(v)
+    return v[order[top]]
+
+
+def lipschitz_interpolate_chains(
+    levels: np.ndarray, pair_chain: np.ndarray, pair_level: np.ndarray, P: np.ndarray, c: np.ndarray,
+    *, n_chains: int, x_query: np.ndarray, mode: str = "paper",
+) -> np.ndarray:  # fmt: skip
+    """:func:`lipschitz_interpolate` of many curves at once: rows ``P`` (R × pairs) on the chains of pairs sorted by
+    chain then level (``pair_chain``, ``pair_level`` into the sorted distinct ``levels``), constants ``c``
+    (R × chains), at the same ``x_query`` (G points); R × chains × G, NaN for chains without pairs.  The same
+    floating-point operations as the one-chain scan, so the values are identical to it."""
+    xq = np.asarray(x_query, float)
+    R, n = P.shape
+    out = np.full((R, n_chains, len(xq)), np.nan)
+    if n == 0 or R == 0:
+        return out
+    M = len(levels) + 2
+    key = pair_chain * M + pair_level + 1  # sorted: chain, then level
+    first = np.searchsorted(pair_chain, np.arange(n_chains), side="left")
+    last = np.searchsorted(pair_chain, np.arange(n_chains), side="right")
+    lev_le = np.searchsorted(levels, xq, side="right")  # 1 + last level ≤ x
+    lev_ge = np.searchsorted(levels, xq, side="left") + 1  # 1 + first level ≥ x
+    base = np.arange(n_chains)[:, None] * M
+    le = np.searchsorted(key, base + lev_le, side="right") - 1  # chains × G, pair index (last level ≤ x)
+    ge = np.searchsorted(key, base + lev_ge, side="left")  # first level ≥ x
+    has_le, has_ge = le >= first[:, None], ge < last[:, None]
+    le, ge = np.clip(le, 0, n - 1), np.clip(ge, 0, n - 1)
+    xl = levels[pair_level]
+    seg = np.arange(R)[:, None] * n_chains + pair_chain  # R × pairs, non-decreasing when flattened
+    flat_seg = seg.ravel()
+    cp = np.take_along_axis(c, np.broadcast_to(pair_chain, (R, n)), axis=1)
+    acc = lambda v, rev: _segment_accumulate(v.ravel(), flat_seg, R * n_chains, reverse=rev).reshape(R, n)  # noqa: E731
+    a = acc(P + cp * xl, False)
+    b = acc(P - cp * xl, True)
+    a2 = -acc(-(P - cp * xl), False)
+    b2 = -acc(-(P + cp * xl), True)
+    for r in range(R):  # curves, not responses (chains × G per curve)
+        cq = c[r][:, None] * xq[None, :]
+        lower = np.maximum(np.where(has_le, a[r][le] - cq, -np.inf), np.where(has_ge, b[r][ge] + cq, -np.inf))
+        upper = np.minimum(np.where(has_le, a2[r][le] + cq, np.inf), np.where(has_ge, b2[r][ge] - cq, np.inf))
+        o = np.minimum(lower, upper) if mode == "paper" else 0.5 * (lower + upper)
+        out[r] = np.clip(o, 0.0, 1.0)
+    out[:, last == first] = np.nan
+    return out
+
+
 def interpolate_levels(
     x_levels: np.ndarray,
     p_levels: np.ndarray,

@@ -36,13 +36,18 @@ class PairChains:
         chain) and the first position of every chain among them."""
         ch = self.chain_of[idx]
         xs = self.xp[idx]
-        same = np.r_[ch[1:] == ch[:-1], False]
+        same = np.zeros(len(idx), bool)
+        np.equal(ch[1:], ch[:-1], out=same[:-1])
         h = np.zeros(len(idx))
         h[:-1] = cw[ch[:-1]] * (xs[1:] - xs[:-1])
-        return np.where(same, h, 0.0), np.flatnonzero(np.r_[True, ch[1:] != ch[:-1]])
+        first = np.ones(len(idx), bool)
+        first[1:] = ~same[:-1]
+        return np.where(same, h, 0.0), np.flatnonzero(first)
 
     def unobserved(self, W: np.ndarray, idx: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """Chains holding a selected pair that also have pairs without weight: (chain, weighted pairs, others)."""
+        if not (W <= 0).any():  # every pair has weight (the usual case)
+            return
         constrained = np.isin(self.chain_of, np.unique(self.chain_of[idx]))
         missing = np.flatnonzero(constrained & (W <= 0))
         for ch in np.unique(self.chain_of[missing]):  # chains (workers), not responses
