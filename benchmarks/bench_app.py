@@ -227,7 +227,14 @@ async def _browser_session(browser, url: str, csv_path: Path, n: int, method: st
         await page.get_by_role("heading", name="Annotator reliability audit").wait_for()
         await goto("Data")
         await page.get_by_role("tab", name="Upload responses").click()
-        await page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(csv_path))
+        uploaded = page.locator('[data-testid="stFileChipName"]', has_text=csv_path.name)
+        for _ in range(5):  # a file set while the page reruns can be lost (seen under load): set it again
+            await page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(csv_path))
+            try:
+                await uploaded.first.wait_for(timeout=30_000)
+                break
+            except Exception:
+                continue
         await page.get_by_role("button", name="Use these columns").click()
         await page.get_by_text(f"Loaded {n:,} responses").wait_for()
         await goto("Fit")

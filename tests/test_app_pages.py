@@ -282,3 +282,37 @@ def test_memory_trimmer_starts_once_per_process():
     assert start_trimmer()
     names = [t.name for t in threading.enumerate()]
     assert names.count("fusion-app-malloc-trim") == 1
+
+
+def test_malloc_threshold_stays_fixed_so_freed_blocks_go_back():
+    """With the app's malloc settings a 1 MB block is mmapped (returned to the OS when freed) even after a freed
+    4 MB block, which under glibc's dynamic threshold would have raised the threshold and put the 1 MB block in
+    the (fragmenting) heap."""
+    import ctypes
+
+    from fusion_app.memory import configure_malloc
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        pytest.skip("no glibc >= 2.33")
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (n, ctypes.c_size_t)
+            for n in ["arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks"]
+        ]
+
+    mallinfo2.restype = MallInfo2
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    assert configure_malloc(libc)
+    libc.free(libc.malloc(4 << 20))  # under the dynamic threshold this raises it to 4 MB
+    before = mallinfo2().hblks
+    block = libc.malloc(1 << 20)
+    try:
+        assert mallinfo2().hblks == before + 1  # the 1 MB block is its own mapping
+    finally:
+        libc.free(block)
+    assert mallinfo2().hblks == before  # and is unmapped when freed

@@ -145,6 +145,22 @@ def test_likelihood_pattern_compression_keeps_counts():
     np.testing.assert_allclose(G[2], np.mean(np.logaddexp(lp, ln)), rtol=1e-12)
 
 
+def test_likelihood_in_grid_blocks_equals_whole_grid(monkeypatch):
+    """Evaluating Ĝ in blocks of grid points (bounded memory) gives the whole-grid values."""
+    from fusion_core.methods.spectral import imbalance
+
+    rng = np.random.default_rng(5)
+    Z = np.where(rng.random((7, 300)) < 0.6, 1.0, -1.0)
+    Z[rng.random(Z.shape) < 0.3] = np.nan
+    design = pattern_design(BinaryMatrix.from_dense(Z), np.ones(7, dtype=bool))
+    mu, v = np.nanmean(Z, axis=1), rng.uniform(0.1, 0.5, 7)
+    grid = np.linspace(-0.9, 0.9, 37)
+    whole = restricted_log_likelihood(design, mu, v, grid)
+    monkeypatch.setattr(imbalance, "BLOCK_ENTRIES", 5 * design.P.shape[0])  # blocks of 5 grid points (8 blocks)
+    np.testing.assert_allclose(restricted_log_likelihood(design, mu, v, grid), whole, rtol=1e-13)
+    assert np.argmax(whole) == np.argmax(restricted_log_likelihood(design, mu, v, grid))
+
+
 def test_isml_llr_is_the_log_likelihood_ratio():
     """(I9): ½Σ(Z ln α + ln β) = log P(f|+1) − log P(f|−1), ln β inside the sum."""
     psi = np.array([0.9, 0.7, 0.6])
