@@ -284,34 +284,43 @@ def test_memory_trimmer_starts_once_per_process():
     assert names.count("fusion-app-malloc-trim") == 1
 
 
-def test_malloc_threshold_stays_fixed_so_freed_blocks_go_back():
-    """With the app's malloc settings a 1 MB block is mmapped (returned to the OS when freed) even after a freed
-    4 MB block, which under glibc's dynamic threshold would have raised the threshold and put the 1 MB block in
-    the (fragmenting) heap.  Checked on the block itself: glibc marks an mmapped chunk with the IS_MMAPPED bit
-    (0x2) of the size word just before the pointer (process-wide counters would race with other threads)."""
-    import ctypes
+_MALLOC_PROBE = """
+import ctypes, sys
+from fusion_app.memory import configure_malloc
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "fixed":
+    assert configure_malloc(libc)
+mmapped = lambda p: bool(ctypes.c_size_t.from_address(p - ctypes.sizeof(ctypes.c_size_t)).value & 0x2)
+libc.free(libc.malloc(4 << 20))  # under the dynamic threshold this raises it to 4 MB
+print(mmapped(libc.malloc(1 << 20)), mmapped(libc.malloc(64 << 10)))
+"""
 
-    from fusion_app.memory import configure_malloc
+
+def test_malloc_threshold_stays_fixed_so_freed_blocks_go_back():
+    """With the app's malloc settings (applied at server start, as the app does on its first page run) a 1 MB block
+    is mmapped — returned to the OS when freed — even after a freed 4 MB block, which under glibc's dynamic
+    threshold raises the threshold and puts the 1 MB block in the (fragmenting) heap.  Checked on the block itself
+    (glibc's IS_MMAPPED bit, 0x2 of the size word before the pointer) in a fresh process: in a long-lived one a
+    block can come from free heap space whatever the threshold."""
+    import subprocess
+    import sys
 
     try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt  # glibc only (AttributeError elsewhere)
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):
         pytest.skip("no glibc")
-    libc.malloc.restype = ctypes.c_void_p
-    libc.malloc.argtypes = [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
+    root = Path(__file__).resolve().parents[1]
 
-    def is_mmapped(ptr: int) -> bool:
-        return bool(ctypes.c_size_t.from_address(ptr - ctypes.sizeof(ctypes.c_size_t)).value & 0x2)
+    def probe(mode: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-c", _MALLOC_PROBE, mode], cwd=root, capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip()
 
-    assert configure_malloc(libc)
-    libc.free(libc.malloc(4 << 20))  # under the dynamic threshold this raises it to 4 MB
-    block = libc.malloc(1 << 20)
-    small = libc.malloc(64 << 10)
-    try:
-        assert is_mmapped(block)  # the 1 MB block is its own mapping, unmapped by free()
-        assert not is_mmapped(small)  # below the 128 KiB threshold: the heap, as usual
-    finally:
-        libc.free(block)
-        libc.free(small)
+    assert probe("fixed") == "True False"  # 1 MB block: own mapping; 64 KiB: the heap, as usual
+    assert probe("dynamic") == "False False"  # glibc's default: the 1 MB block lands in the heap
