@@ -7,9 +7,11 @@ heap held 406 MB of *free* blocks (``mallinfo2().fordblks``; live blocks 81 MB a
 threshold: it starts at 128 KiB, but every freed mmapped block raises it (up to 32 MiB), so the per-session numpy
 and pandas buffers of 0.1–32 MB soon come from the arenas instead of ``mmap``, and the arenas end up fragmented —
 a few live blocks pin the pages between them, which trimming cannot return.  Setting the threshold explicitly
-(``mallopt(M_MMAP_THRESHOLD)``) turns the adjustment off: every block of 128 KiB or more is mmapped and goes back
-to the OS when freed (measured: +59 MB instead of +289 MB after the sessions ended, and a lower peak; the price is
-~0.1 s of CPU per 100k-response fit in page faults).  Python objects (pymalloc), pyarrow's mimalloc pool (≤ 11 MB)
+(``mallopt(M_MMAP_THRESHOLD)``) turns the adjustment off: every block of 4 MiB or more is mmapped and goes back to
+the OS when freed.  Measured with 10 sessions × 100k: at 128 KiB, +55–65 MB after the sessions ended (4 runs) instead
+of +289 MB, but every large numpy temporary then costs fresh page faults (the audit took 1.5 → 2.1 s at 100k and
+10.3 → 11.9 s at 1M); at 4 MiB, +69 MB after the end and a 628 MB peak, at the speed of glibc's default (audit
+1.76 s at 100k, 9.6 s at 1M).  Python objects (pymalloc), pyarrow's mimalloc pool (≤ 11 MB)
 and Streamlit's caches were not where the memory was.
 
 Streamlit also keeps each closed session for a reconnect in a TTL cache that evicts only when touched, and its
@@ -33,9 +35,9 @@ _log = logging.getLogger(__name__)
 
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameters
 M_ARENA_MAX = -8
-MMAP_THRESHOLD = 128 * 1024
-"""Blocks of this many bytes or more are mmapped and returned to the OS when freed (glibc's initial default, kept
-fixed instead of growing to 32 MiB)."""
+MMAP_THRESHOLD = 4 * 1024 * 1024
+"""Blocks of this many bytes or more are mmapped and returned to the OS when freed (fixed instead of glibc's
+dynamic threshold, which grows to 32 MiB; 4 MiB rather than glibc's initial 128 KiB, measured above)."""
 _lock = threading.Lock()
 _running: list[threading.Thread] = []
 

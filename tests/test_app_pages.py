@@ -294,15 +294,15 @@ libc.free.argtypes = [ctypes.c_void_p]
 if sys.argv[1] == "fixed":
     assert configure_malloc(libc)
 mmapped = lambda p: bool(ctypes.c_size_t.from_address(p - ctypes.sizeof(ctypes.c_size_t)).value & 0x2)
-libc.free(libc.malloc(4 << 20))  # under the dynamic threshold this raises it to 4 MB
-print(mmapped(libc.malloc(1 << 20)), mmapped(libc.malloc(64 << 10)))
+libc.free(libc.malloc(16 << 20))  # under the dynamic threshold this raises it to 16 MB
+print(mmapped(libc.malloc(8 << 20)), mmapped(libc.malloc(1 << 20)))
 """
 
 
 def test_malloc_threshold_stays_fixed_so_freed_blocks_go_back():
-    """With the app's malloc settings (applied at server start, as the app does on its first page run) a 1 MB block
-    is mmapped — returned to the OS when freed — even after a freed 4 MB block, which under glibc's dynamic
-    threshold raises the threshold and puts the 1 MB block in the (fragmenting) heap.  Checked on the block itself
+    """With the app's malloc settings (applied at server start, as the app does on its first page run) an 8 MB block
+    is mmapped — returned to the OS when freed — even after a freed 16 MB block, which under glibc's dynamic
+    threshold raises the threshold and puts the 8 MB block in the (fragmenting) heap.  Checked on the block itself
     (glibc's IS_MMAPPED bit, 0x2 of the size word before the pointer) in a fresh process: in a long-lived one a
     block can come from free heap space whatever the threshold."""
     import subprocess
@@ -322,5 +322,5 @@ def test_malloc_threshold_stays_fixed_so_freed_blocks_go_back():
         )
         return out.stdout.strip()
 
-    assert probe("fixed") == "True False"  # 1 MB block: own mapping; 64 KiB: the heap, as usual
-    assert probe("dynamic") == "False False"  # glibc's default: the 1 MB block lands in the heap
+    assert probe("fixed") == "True False"  # 8 MB block: own mapping; 1 MB (below 4 MiB): the heap, as usual
+    assert probe("dynamic") == "False False"  # glibc's default: the 8 MB block lands in the heap
