@@ -7,98 +7,26 @@ Dawid–Skene, and checks that the confusion heatmap and the posterior table ren
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
+from browser import ARTIFACTS, BROWSER_ARGS, CHROMIUM, goto_page, no_exception, streamlit_server
 
 from fusion_core.simulate import dawid_skene
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 TIMEOUT_MS = 30_000
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError(f"streamlit did not become healthy within {timeout:.0f}s:\n{log.read_text()[-3000:]}")
-
-
 @pytest.fixture
-def server(tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip("Debian Chromium is not installed at /usr/bin/chromium (apt-get install chromium)")
-    pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = _free_port()
-    log = ARTIFACTS / "e2e-streamlit.log"
-    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "streamlit",
-                "run",
-                "app.py",
-                "--server.headless",
-                "true",
-                "--server.address",
-                "127.0.0.1",
-                "--server.port",
-                str(port),
-                "--server.fileWatcherType",
-                "none",
-            ],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, proc, log)
+def server():
+    with streamlit_server("e2e-streamlit.log") as url:
         yield url
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
 def _goto_page(page, name: str) -> None:
-    # the sidebar's page list (fusion_app.shell.PAGES): "<n> · <name>"
-    page.locator('[data-testid="stSidebar"] a', has_text=re.compile(rf"\d · {name}\s*$")).first.click()
-    page.get_by_role("heading", name=re.compile(name)).first.wait_for(timeout=TIMEOUT_MS)
+    goto_page(page, name, TIMEOUT_MS)
 
 
 def _pick_option(page, typed: str, option: re.Pattern[str], attempts: int = 3) -> None:
@@ -122,10 +50,6 @@ def _pick_option(page, typed: str, option: re.Pattern[str], attempts: int = 3) -
             if attempt == attempts - 1:
                 raise
             page.keyboard.press("Escape")
-
-
-def _no_exception(page) -> None:
-    assert page.locator('[data-testid="stException"]').count() == 0
 
 
 def test_upload_fit_and_explore(server, tmp_path):
@@ -156,7 +80,7 @@ def test_upload_fit_and_explore(server, tmp_path):
             page.get_by_role("button", name="Detect cartels").click()
             expect(page.locator('[data-testid="stPlotlyChart"]', has_text="scree").first).to_be_visible()
             expect(page.get_by_text("group(s) of annotators agree with each other beyond")).to_be_visible()
-            _no_exception(page)
+            no_exception(page)
             page.screenshot(path=str(ARTIFACTS / "e2e-01b-cartels-demo.png"), full_page=True)
 
             _goto_page(page, "Data")
@@ -175,7 +99,7 @@ def test_upload_fit_and_explore(server, tmp_path):
             expect(page.get_by_text(re.compile(r"Map the columns of\s*clean"))).to_be_visible()
             page.get_by_role("button", name="Use these columns").click()
             expect(page.get_by_text("Loaded 2,000 responses from the upload.")).to_be_visible()
-            _no_exception(page)
+            no_exception(page)
             page.screenshot(path=str(ARTIFACTS / "e2e-03-data-uploaded.png"), full_page=True)
 
             _goto_page(page, "Fit")
@@ -186,7 +110,7 @@ def test_upload_fit_and_explore(server, tmp_path):
             page.get_by_role("button", name="Fit selected methods").click()
             expect(page.locator('[data-testid="stAlertContentSuccess"]', has_text="Fitted: auto, ds")).to_be_visible()
             expect(page.get_by_role("heading", name="Results in this session")).to_be_visible()
-            _no_exception(page)
+            no_exception(page)
             page.screenshot(path=str(ARTIFACTS / "e2e-04-fit.png"), full_page=True)
 
             _goto_page(page, "Annotators")
@@ -194,7 +118,7 @@ def test_upload_fit_and_explore(server, tmp_path):
             expect(heat.first).to_be_visible()
             expect(heat.first.get_by_text("true", exact=True).first).to_be_attached()  # y axis: true class (rows)
             expect(heat.first.get_by_text("reported", exact=True).first).to_be_attached()  # x axis: reported
-            _no_exception(page)
+            no_exception(page)
             heat.first.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "e2e-05-annotators.png"), full_page=True)
 
@@ -202,7 +126,7 @@ def test_upload_fit_and_explore(server, tmp_path):
             expect(page.get_by_role("heading", name="Posterior table")).to_be_visible()
             table = page.locator('[data-testid="stDataFrame"]').first
             expect(table).to_be_visible()
-            _no_exception(page)
+            no_exception(page)
             page.screenshot(path=str(ARTIFACTS / "e2e-06-items.png"), full_page=True)
         finally:
             browser.close()

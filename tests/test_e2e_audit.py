@@ -8,80 +8,28 @@ absent.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from browser import ARTIFACTS, BROWSER_ARGS, CHROMIUM, goto_page, no_exception, streamlit_server
 
 from fusion_core.data.export import read_csv_export
 from fusion_core.simulate.demo import crowd_demo
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 TIMEOUT_MS = 60_000
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def server():
-    if not CHROMIUM.exists():
-        pytest.skip("Debian Chromium is not installed at /usr/bin/chromium (apt-get install chromium)")
-    pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = _free_port()
-    log = ARTIFACTS / "e2e-audit-streamlit.log"
-    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
-    cmd += ["--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"streamlit did not start:\n{log.read_text()[-3000:]}") from None
-                time.sleep(0.3)
+    with streamlit_server("e2e-audit-streamlit.log") as url:
         yield url
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
 def _sidebar(page, name: str) -> None:
-    page.locator('[data-testid="stSidebar"] a', has_text=re.compile(rf"{name}\s*$")).first.click()
-    page.get_by_role("heading", name=re.compile(name)).first.wait_for(timeout=TIMEOUT_MS)
-
-
-def _no_exception(page) -> None:
-    assert page.locator('[data-testid="stException"]').count() == 0
+    goto_page(page, name, TIMEOUT_MS)
 
 
 def test_upload_audit_verdicts_and_offline_report(server, tmp_path):
@@ -116,7 +64,7 @@ def test_upload_audit_verdicts_and_offline_report(server, tmp_path):
             expect(page.locator('[data-testid="stPlotlyChart"]')).to_have_count(7)
             expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
             expect(page.get_by_text("24 of 24 annotators")).to_be_visible()
-            _no_exception(page)
+            no_exception(page)
             page.set_viewport_size({"width": 1400, "height": 5200})  # Streamlit scrolls inside its own container
             page.screenshot(path=str(ARTIFACTS / "e2e-audit-02-after.png"), full_page=True)
             page.set_viewport_size({"width": 1400, "height": 1000})
