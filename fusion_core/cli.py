@@ -25,6 +25,7 @@ from fusion_core.cli_ratings import (
     fit_rating_params,
     write_fit_rating_outputs,
 )
+from fusion_core.cli_reading import reading_options
 from fusion_core.data.export import EXPORT_FORMATS, write_csv, write_table
 from fusion_core.data.readers import FORMATS
 from fusion_core.data.responses import Responses
@@ -151,21 +152,12 @@ def write_outputs(
     return summary
 
 
-def _reading(args: argparse.Namespace) -> dict[str, Any]:
-    """The reading options shared by the answers file and the side inputs."""
-    return {
-        "max_bytes": int(args.max_mb * 1024 * 1024),
-        "na_values": tuple(args.missing or ()),
-        "strip_whitespace": args.strip_whitespace,
-    }
-
-
 def _side_inputs(args: argparse.Namespace, meta: MethodInfo, resp: Responses) -> dict[str, Any]:
     """Gold labels, context and item graph read from their files; a method missing one it needs is refused."""
     from fusion_core.data.loading import read_context, read_gold
 
     fit_kwargs: dict[str, Any] = {}
-    reading = _reading(args)
+    reading = reading_options(args)
     if args.gold:
         fit_kwargs["true_labels"] = read_gold(args.gold, **reading)
     if args.context:
@@ -208,13 +200,13 @@ def _fit(args: argparse.Namespace) -> int:
 
         if args.label_sep is not None and "sep" not in params:
             params["sep"] = meta.param("sep").parse(args.label_sep)
-        return fit_multilabel(args, params, _reading(args))
+        return fit_multilabel(args, params, reading_options(args))
     if args.label_sep is not None:
         raise UserInputError(f"--label-sep applies to multi-label methods (multilabel-em), not to '{meta.name}'.")
     if args.engine == "dask":
         from fusion_core.cli_dask import fit_dask
 
-        return fit_dask(args, params, _reading(args))
+        return fit_dask(args, params, reading_options(args))
     resp = load_responses(
         args.answers,
         format=args.input_format,
@@ -226,7 +218,7 @@ def _fit(args: argparse.Namespace) -> int:
         position=args.position_col,
         duplicates=args.duplicates,
         confidence=args.confidence_col,
-        **_reading(args),
+        **reading_options(args),
     )
     fit_kwargs = _side_inputs(args, meta, resp)
     with warnings.catch_warnings(record=True) as caught:  # printed once below, not also by Python
@@ -412,7 +404,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=_cmd_simulate)
     add_rating_commands(sub, _add_io_options)
-    add_report_command(sub, _add_io_options, _reading)
+    add_report_command(sub, _add_io_options)
     return p
 
 

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fusion_core.cli_reading import reading_options
 from fusion_core.data.export import write_table
 from fusion_core.errors import UserInputError
 
@@ -27,9 +28,7 @@ def _table(args: argparse.Namespace) -> Any:
     return read_table(
         args.answers,
         format=args.input_format,
-        max_bytes=int(args.max_mb * 1024 * 1024),
-        na_values=tuple(args.missing or ()),
-        strip_whitespace=args.strip_whitespace,
+        **reading_options(args),
     )
 
 
@@ -179,9 +178,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
             task=args.task_col,
             worker=args.worker_col,
             label=args.label_col,
-            max_bytes=int(args.max_mb * 1024 * 1024),
-            na_values=tuple(args.missing or ()),
-            strip_whitespace=args.strip_whitespace,
+            **reading_options(args),
         )
         levels: Any = args.levels.split(",") if args.levels else ("numeric" if args.metric == "ordinal" else None)
         estimates = [

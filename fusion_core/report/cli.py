@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fusion_core.cli_reading import reading_options
 from fusion_core.errors import UserInputError
 
 
@@ -24,7 +25,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UserInputError("--levels gives the order of ordinal labels; add --label-type ordinal.")
     if args.bootstrap < 0 or args.cartel_bootstrap < 1:
         raise UserInputError("--bootstrap must be ≥ 0 and --cartel-bootstrap ≥ 1.")
-    reading: dict[str, Any] = args.reading(args)  # the CLI's shared reading options (fusion_core.cli)
+    reading = reading_options(args)
     resp = load_responses(
         args.answers,
         format=args.input_format,
@@ -66,9 +67,8 @@ def _levels(text: str | None) -> Any:
     return text.split(",")
 
 
-def add_report_command(sub: Any, add_io: Any, reading: Any) -> None:
-    """The ``report`` sub-command (``add_io`` adds the shared reading options, ``reading`` turns them into
-    ``load_responses`` keywords)."""
+def add_report_command(sub: Any, add_io: Any) -> None:
+    """The ``report`` sub-command (``add_io`` adds the shared reading options)."""
     r = sub.add_parser("report", help="audit an answers file and write a self-contained HTML report")
     r.add_argument("answers", help="CSV, TSV, Parquet or JSON-lines file of responses")
     r.add_argument("--out", required=True, help="the HTML file to write")
@@ -95,7 +95,7 @@ def add_report_command(sub: Any, add_io: Any, reading: Any) -> None:
     r.add_argument("--title", help="the report's title (default: 'Annotation audit: FILE')")
     r.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the agreement intervals")
     r.add_argument("--cartel-bootstrap", type=int, default=200, help="bootstrap replicates of the cartel test")
-    r.set_defaults(func=cmd_report, reading=reading)
+    r.set_defaults(func=cmd_report)
 
 
 __all__ = ["add_report_command", "cmd_report"]
