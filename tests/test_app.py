@@ -13,6 +13,7 @@ from fusion_core.methods import available
 from fusion_core.simulate import dawid_skene
 
 pytest.importorskip("streamlit.testing.v1")
+from apptest import start_app
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
@@ -40,10 +41,7 @@ RESULT_PAGES = ["pages/3_Annotators.py", "pages/5_Items.py", "pages/6_Compare.py
 
 
 def _app() -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return start_app(timeout=120)
 
 
 def _visit(at: AppTest, page: str) -> AppTest:

@@ -12,25 +12,14 @@ from fusion_core.diagnostics.audit import COLLUDING, SPAMMER, TOO_FEW
 from fusion_core.simulate import dawid_skene
 
 pytest.importorskip("streamlit.testing.v1")
+from apptest import go as _go
+from apptest import start_app as _app
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
 st_config.set_option("client.showErrorDetails", True)
 ROOT = Path(__file__).resolve().parents[1]
 AUDIT = "pages/0_Audit.py"
-
-
-def _app() -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def _go(at: AppTest, page: str) -> AppTest:
-    at.switch_page(page).run()
-    assert not at.exception, f"{page}: {[e.value for e in at.exception]}"
-    return at
 
 
 def _run_audit(at: AppTest) -> AppTest:

@@ -17,6 +17,8 @@ import pytest
 from fusion_core.simulate import dawid_skene
 
 pytest.importorskip("streamlit.testing.v1")
+from apptest import go as _go
+from apptest import start_app as _app
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 from test_cartel_explain import copying_crowd
@@ -25,19 +27,6 @@ st_config.set_option("client.showErrorDetails", True)
 ROOT = Path(__file__).resolve().parents[1]
 INTERNAL_TEXT = re.compile(r"pair_residual|moment_terms|sensitivity_raw|spec P\d|b̂|np\.\w+\(|valid-pair fraction")
 INTERNAL = re.compile(INTERNAL_TEXT.pattern + r"|eigen|ranking", re.I)  # column names: no spectrum, no order
-
-
-def _app() -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def _go(at: AppTest, page: str) -> AppTest:
-    at.switch_page(page).run()
-    assert not at.exception, f"{page}: {[e.value for e in at.exception]}"
-    return at
 
 
 def _upload(at: AppTest, name: str, data: bytes, *, use: bool = True) -> AppTest:
