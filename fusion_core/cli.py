@@ -25,7 +25,7 @@ from fusion_core.cli_ratings import (
     fit_rating_params,
     write_fit_rating_outputs,
 )
-from fusion_core.cli_reading import reading_options
+from fusion_core.cli_reading import load_answers, reading_options
 from fusion_core.data.export import EXPORT_FORMATS, write_csv, write_table
 from fusion_core.data.readers import FORMATS
 from fusion_core.data.responses import Responses
@@ -189,7 +189,6 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from fusion_core.data.loading import load_responses
 
     meta = info(args.method)
     params = fit_rating_params(args, meta, _parse_params(args.param, args.method))
@@ -207,19 +206,7 @@ def _fit(args: argparse.Namespace) -> int:
         from fusion_core.cli_dask import fit_dask
 
         return fit_dask(args, params, reading_options(args))
-    resp = load_responses(
-        args.answers,
-        format=args.input_format,
-        layout=args.layout,
-        task=args.task_col,
-        worker=args.worker_col,
-        label=args.label_col,
-        sequence=args.sequence_col,
-        position=args.position_col,
-        duplicates=args.duplicates,
-        confidence=args.confidence_col,
-        **reading_options(args),
-    )
+    resp = load_answers(args, sequence=args.sequence_col, position=args.position_col, confidence=args.confidence_col)
     fit_kwargs = _side_inputs(args, meta, resp)
     with warnings.catch_warnings(record=True) as caught:  # printed once below, not also by Python
         warnings.simplefilter("always")

@@ -14,3 +14,22 @@ def reading_options(args: argparse.Namespace) -> dict[str, Any]:
         "na_values": tuple(args.missing or ()),
         "strip_whitespace": args.strip_whitespace,
     }
+
+
+def load_answers(args: argparse.Namespace, **extra: Any) -> Any:
+    """The answers file as :class:`~fusion_core.data.responses.Responses`, read with the shared input options
+    (format, layout, column names, duplicates policy, reading options); ``extra``: further ``load_responses``
+    keywords of one sub-command (sequence, position, confidence columns)."""
+    from fusion_core.data.loading import load_responses
+
+    return load_responses(
+        args.answers,
+        format=args.input_format,
+        layout=args.layout,
+        task=args.task_col,
+        worker=args.worker_col,
+        label=args.label_col,
+        duplicates=args.duplicates,
+        **extra,
+        **reading_options(args),
+    )

@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli_reading import reading_options
+from fusion_core.cli_reading import load_answers, reading_options
 from fusion_core.errors import UserInputError
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Load the answers, audit them and write the report; one summary line on stdout."""
     from fusion_core.data.dataset import make_dataset
-    from fusion_core.data.loading import load_responses, read_gold
+    from fusion_core.data.loading import read_gold
     from fusion_core.diagnostics.audit import run_audit
     from fusion_core.report.html import write_report
 
@@ -25,18 +25,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UserInputError("--levels gives the order of ordinal labels; add --label-type ordinal.")
     if args.bootstrap < 0 or args.cartel_bootstrap < 1:
         raise UserInputError("--bootstrap must be ≥ 0 and --cartel-bootstrap ≥ 1.")
-    reading = reading_options(args)
-    resp = load_responses(
-        args.answers,
-        format=args.input_format,
-        layout=args.layout,
-        task=args.task_col,
-        worker=args.worker_col,
-        label=args.label_col,
-        duplicates=args.duplicates,
-        **reading,
-    )
-    gold = read_gold(args.gold, **reading) if args.gold else None
+    resp = load_answers(args)
+    gold = read_gold(args.gold, **reading_options(args)) if args.gold else None
     ds = make_dataset(resp, name=Path(args.answers).name, source="upload", gold=gold)
     audit = run_audit(
         ds,
