@@ -35,7 +35,10 @@ def test_mv_matches_manifest_tie_rule():
 
     from conftest import DATASETS
 
-    manifest = {d["name"]: d for d in json.loads((DATASETS / "manifest.json").read_text())}
+    path = DATASETS / "manifest.json"
+    if not path.is_file():
+        pytest.skip(f"the datasets' manifest is not available: {path} is absent (../shared is not beside the checkout)")
+    manifest = {d["name"]: d for d in json.loads(path.read_text())}
     for name in ["rte", "temp", "dog", "face"]:
         answers, truth = load_dataset(name)
         acc = accuracy(MajorityVote(tie_break="smallest").fit(answers).labels_, truth)
