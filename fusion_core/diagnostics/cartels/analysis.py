@@ -40,11 +40,18 @@ class GroupAnalysis:
 
     # -------------------------------------------------------------------- tests
     def test(
-        self, g: np.ndarray, *, n_extra: int = 1, n_spec: int = 0, chunk: int = 50, sequential: bool = False
+        self,
+        g: np.ndarray,
+        *,
+        n_extra: int = 1,
+        n_spec: int = 0,
+        chunk: int = 50,
+        sequential: bool = False,
+        idle: Callable[[], None] | None = None,
     ) -> GroupTest:
         """Statistic and bootstrap p-values for group g, cached by membership (see
         :func:`~fusion_core.diagnostics.cartels.bootstrap.bootstrap_test`; ``sequential``: Besag–Clifford early
-        stop, which every test of the detector uses)."""
+        stop, which every test of the detector uses; ``idle``: work for this thread while the replicates run)."""
         key = frozenset(int(i) for i in g)
         hit = self.cache.get(key)
         if hit is not None and hit.s.shape[0] >= n_extra and hit.spec.shape[0] >= n_spec:
@@ -65,6 +72,7 @@ class GroupAnalysis:
             n_spec=n_spec,
             chunk=chunk,
             sequential=sequential,
+            idle=idle,
         )
         self.cache[key] = out
         return out

@@ -18,6 +18,8 @@ measurements are in docs/AUDIT.md (the cartel check).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,9 +32,11 @@ from fusion_core.diagnostics.cartels.statistic import batched_stats
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods.base import initial_posterior
 from fusion_core.methods.dawid_skene import fit_em_from
+from fusion_core.methods.dawid_skene.sweep import n_threads
 from fusion_core.methods.numerics import jit_enabled, njit
 from fusion_core.methods.spectral import BinaryMatrix, fit_binary
 
+MAX_THREADS = 4  # bootstrap chunks computed at once (each holds a chunk's matrices)
 SPARSE_BOOTSTRAP_CELLS = 200_000  # above this many annotator × item cells (and < 30% observed) the
 # bootstrap draws only observed entries and sums over the fixed pair pattern (``PairPattern``) instead of
 # dense batched products (whose cost m²·n per replicate made 800-annotator crowds take minutes)
@@ -187,6 +191,8 @@ def bootstrap_test(
     n_spec: int = 0,
     chunk: int = 50,
     sequential: bool = False,
+    threads: int | None = None,
+    idle: Callable[[], None] | None = None,
 ) -> GroupTest:
     """Statistic and bootstrap p-values of a group's labels ``B`` (every item labelled by a member).
 
@@ -195,23 +201,45 @@ def bootstrap_test(
     drawn), else the full-B p-value ``(1 + c) / (B + 1)``.  With ``h ≥ h_min`` (a count at which neither the full-B
     test nor the stopped one, h/n ≥ h/B, can reject), the decision p < α is exactly the one the full B replicates
     of this stream would give (the count can only grow); ``h = max(h_min, 10)`` keeps p precise enough to rank the
-    merge candidates (§6.5 step 7).
+    merge candidates (§6.5 step 7).  ``threads``: chunks computed at once (default: the cores this process may
+    use, at most ``MAX_THREADS``; the replicates and the result do not depend on it).  ``idle``: work this
+    thread does once the first chunks are running (it keeps the warning filters, which are process-wide and not
+    thread-safe, to this thread; the replicate threads touch none).
     """
     reps = _Replicates(B, null, n_min=n_min, n_extra=n_extra, n_spec=n_spec)
     chunk = reps.chunk(chunk)
     s_obs, spec_obs = reps.observed()
     h = stop_count(alpha, n_bootstrap) if sequential else n_bootstrap + 1
+    starts = list(range(0, n_bootstrap, chunk))  # chunks bound memory
+    # each chunk draws from its own stream, seeded by the test's one draw from ``rng`` and the chunk's number, so
+    # the replicates do not depend on how many threads compute them or on how far ahead they ran
+    seed = int(rng.integers(2**63))
+
+    def run(c: int) -> tuple[np.ndarray, np.ndarray]:
+        return reps.draw(np.random.default_rng([seed, c]), min(chunk, n_bootstrap - starts[c]))
+
     s_null, spec_null, count, stop_at = [], [], 0, None
-    for start in range(0, n_bootstrap, chunk):  # chunks bound memory
-        s, sp_ = reps.draw(rng, min(chunk, n_bootstrap - start))
-        progress.report("bootstrap test of a group", min(start + chunk, n_bootstrap) / n_bootstrap)
-        s_null.append(s)
-        spec_null.append(sp_)
-        hits = count + np.cumsum(s[:, 0] >= s_obs[0, 0])
-        if hits[-1] >= h:  # sequential stop: the h-th exceedance
-            stop_at = start + int(np.argmax(hits >= h)) + 1
-            break
-        count = int(hits[-1])
+    workers = min(threads if threads is not None else n_threads(), len(starts), MAX_THREADS)
+    with ThreadPoolExecutor(max(workers, 1), thread_name_prefix="fusion-cartel") as pool:
+        # the compiled kernels, numpy and LAPACK (:mod:`.lapack`) release the GIL: ``workers`` chunks in flight,
+        # read back in order; the stop rule only looks at the chunks before it, so the result is the sequential one
+        pending = {c: pool.submit(run, c) for c in range(workers)}
+        if idle is not None:
+            idle()
+        for c, start in enumerate(starts):
+            s, sp_ = pending.pop(c).result()
+            if c + workers < len(starts):
+                pending[c + workers] = pool.submit(run, c + workers)
+            progress.report("bootstrap test of a group", min(start + chunk, n_bootstrap) / n_bootstrap)
+            s_null.append(s)
+            spec_null.append(sp_)
+            hits = count + np.cumsum(s[:, 0] >= s_obs[0, 0])
+            if hits[-1] >= h:  # sequential stop: the h-th exceedance
+                stop_at = start + int(np.argmax(hits >= h)) + 1
+                break
+            count = int(hits[-1])
+        for f in pending.values():
+            f.cancel()
     s_null_a = np.concatenate(s_null)
     spec_null_a = np.concatenate(spec_null)
     if stop_at is not None:

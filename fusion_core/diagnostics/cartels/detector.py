@@ -130,18 +130,23 @@ def _detect(resp: Responses, pos: int, rng: np.random.Generator, s: _Settings) -
     code = np.full(resp.n_workers, -1, dtype=np.int64)
     code[active] = np.arange(len(active))
     B = BinaryMatrix.from_codes(code[resp.worker], resp.item, z, len(active), resp.n_items)
-    labels = create(s.method).fit(resp).labels_
     core = spectral_core(B, pairwise_moments(B, n_min=s.n_min), d_min=s.d_min)
     if core.too_sparse:
         warnings.warn(f"cartel detection not applicable: {core.reason}.", SparseOverlapWarning, stacklevel=3)
-        return _could_not_run(core.reason, labels, s, resp.classes[pos])
+        return _could_not_run(core.reason, create(s.method).fit(resp).labels_, s, resp.classes[pos])
     idx = np.flatnonzero(core.mask)
     an = GroupAnalysis(B, idx, n_bootstrap=s.n_bootstrap, alpha=s.alpha, n_min=s.n_min, rng=rng)
     m = len(idx)
     workers = pd.Index(resp.workers.take(active[idx]), name="worker")
     n_comp = int(min(s.n_components, m))
     all_g = np.arange(m)
-    first = an.test(all_g, n_extra=max(n_comp - 1, 1), n_spec=n_comp, sequential=True)
+    fitted: list[pd.Series] = []
+
+    def fit_labels() -> None:  # ``method``'s labels on all the data: fitted while the first test's replicates run
+        fitted.append(create(s.method).fit(resp).labels_)
+
+    first = an.test(all_g, n_extra=max(n_comp - 1, 1), n_spec=n_comp, sequential=True, idle=fit_labels)
+    labels = fitted[0] if fitted else create(s.method).fit(resp).labels_
     loadings, rho = _loadings(an, workers, n_comp)
     final: list[np.ndarray] = []
     if first.p[0] < s.alpha:
