@@ -298,8 +298,10 @@ def test_o10_permutation_equivariance():
 
 def test_o11_c0_is_dawid_skene():
     sim = table1(4, 200, seed=1011)
-    n = 12
-    m = ContextEM(lipschitz=0.0, tol=0.0, max_iter=n).fit(sim.responses, context=sim.extras["context"])
+    n = 12  # iteration by iteration: plain EM (SQUAREM's iterates differ; its fixed point is checked below)
+    m = ContextEM(lipschitz=0.0, tol=0.0, max_iter=n, accelerate=False).fit(
+        sim.responses, context=sim.extras["context"]
+    )
     # DS from the context model's first E-step (soft majority 4^d / (1 + 4^d) under the init 0.2/0.8, π = 0.5)
     df = sim.responses
     d = df.groupby("task")["label"].agg(lambda s: int((s == 1).sum() - (s == 0).sum()))
@@ -311,6 +313,69 @@ def test_o11_c0_is_dawid_skene():
         sel = m.curves_[m.curves_["worker"] == w]
         assert abs(sel["detection"].iloc[0] - ds.confusion_[k, 1, 1]) < 1e-8
         assert abs(sel["false_alarm"].iloc[0] - ds.confusion_[k, 0, 1]) < 1e-8
+
+
+def test_accelerated_c0_reaches_dawid_skene_fixed_point():
+    """SQUAREM (the default) with c = 0 converges to the fixed point of plain DS from the same start, in fewer
+    M-steps, with a log-likelihood at least plain EM's."""
+    sim = table1(4, 200, seed=1011)
+    df = sim.responses
+    d = df.groupby("task")["label"].agg(lambda s: int((s == 1).sum() - (s == 0).sum()))
+    g = 4.0**d / (1 + 4.0**d)
+    ds = DawidSkene(init=pd.DataFrame({0: 1 - g, 1: g}), tol=1e-13, max_iter=5000).fit(df)
+    fits = {
+        acc: ContextEM(lipschitz=0.0, tol=1e-13, max_iter=5000, accelerate=acc).fit(df, context=sim.extras["context"])
+        for acc in (False, True)
+    }
+    fast, plain = fits[True], fits[False]
+    assert fast.converged_ and fast.n_iter_ < plain.n_iter_
+    assert fast.loss_history_[-1] >= plain.loss_history_[-1] - 1e-9 * abs(plain.loss_history_[-1])
+    assert np.max(np.abs(ds.probas_.reindex(fast.probas_.index).to_numpy() - fast.probas_.to_numpy())) < 1e-5
+    for k, w in enumerate(fast.workers_):
+        sel = fast.curves_[fast.curves_["worker"] == w]
+        assert abs(sel["detection"].iloc[0] - ds.confusion_[k, 1, 1]) < 1e-5
+        assert abs(sel["false_alarm"].iloc[0] - ds.confusion_[k, 0, 1]) < 1e-5
+
+
+@pytest.mark.parametrize("seeds", [range(3), pytest.param(range(10), marks=pytest.mark.slow)])
+def test_accelerated_em_matches_plain_em_at_convergence(seeds):
+    """SQUAREM with its monotone safeguard: a non-decreasing trace, a final log-likelihood at least plain EM's at
+    convergence (to the stopping tolerance), fewer M-steps in total, and the same fused labels up to a few
+    near-ties (binary Table 1 data, K = 4, T = 400, and a 3-label one-vs-rest set)."""
+    tol = 1e-6
+    steps = {False: 0, True: 0}
+    for s in seeds:
+        sim = table1(4, 400, seed=1000 + s)
+        fits = {acc: _fit(sim, lipschitz=sim.extras["lipschitz"], accelerate=acc) for acc in (False, True)}
+        fast, plain = fits[True], fits[False]
+        tr = np.asarray(fast.loss_history_)
+        assert np.all(np.diff(tr) >= -1e-8 * np.abs(tr[1:])), s
+        assert fast.converged_
+        assert tr[-1] >= plain.loss_history_[-1] - 10 * tol * abs(tr[-1]), s
+        assert (fast.labels_ != plain.labels_).mean() <= 0.01, s
+        for acc, m in fits.items():
+            steps[acc] += m.n_iter_
+    assert steps[True] < steps[False]
+
+
+def test_accelerated_one_vs_rest_at_least_plain_likelihood():
+    """One-vs-rest (lockstep runs): every label's accelerated run ends at a log-likelihood at least plain EM's."""
+    rng = np.random.default_rng(12)
+    T, K, C = 300, 4, 3
+    x = rng.uniform(0, 1, T)
+    y = rng.integers(0, C, T)
+    acc = 0.5 + 0.4 * np.where(np.arange(K)[None, :] % 2 == 0, x[:, None], 1 - x[:, None])
+    lab = np.where(rng.uniform(size=(T, K)) < acc, y[:, None], (y[:, None] + rng.integers(1, C, (T, K))) % C)
+    df = pd.DataFrame({"task": np.repeat(np.arange(T), K), "worker": np.tile(np.arange(K), T), "label": lab.ravel()})
+    ctx = pd.Series(x, index=np.arange(T))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = {acc: ContextEM(swing=1.0, tol=1e-8, accelerate=acc).fit(df, context=ctx) for acc in (False, True)}
+    fast, plain = fits[True], fits[False]
+    assert fast.converged_ and plain.converged_
+    assert fast.loss_history_[-1] >= plain.loss_history_[-1] - 1e-6 * abs(plain.loss_history_[-1])
+    assert (fast.labels_ == plain.labels_).mean() >= 0.99
+    assert (fast.labels_.to_numpy() == y).mean() >= 0.8
 
 
 # ------------------------------------------------------------------ O12–O23: recovery on Table 1

@@ -25,6 +25,7 @@ from fusion_core.methods.base import Gold, clamp_gold
 from fusion_core.methods.context.interior_point import MStepInfo
 from fusion_core.methods.context.mstep import PairChains, binary_mstep, binary_msteps, confusion_mstep
 from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em, run_em_lockstep
+from fusion_core.methods.em.squarem import run_squarem_lockstep
 from fusion_core.methods.numerics import log_normalize
 
 
@@ -91,6 +92,12 @@ class Curves(Protocol):
 
     def update_prior(self, posterior: np.ndarray, per_item: bool) -> np.ndarray: ...
 
+    def project(self, values: np.ndarray) -> np.ndarray: ...
+
+    def value_weights(self) -> tuple[np.ndarray, int]:
+        """Responses at each curve value's pair (the values' shape) and the number of items."""
+        ...
+
 
 @dataclass
 class BinaryCurves:
@@ -124,6 +131,16 @@ class BinaryCurves:
             return np.column_stack([1 - phi1, phi1])
         prior1 = float(np.clip(posterior[:, 1].mean(), self.eps, 1 - self.eps))
         return np.array([1 - prior1, prior1])
+
+    def project(self, values: np.ndarray) -> np.ndarray:
+        """Extrapolated curves (SQUAREM) back into (0, 1): p and 1 − p floored at ε and renormalised, as a
+        2-label confusion row (:meth:`ConfusionCurves.project`) is."""
+        hit = np.clip(values, self.eps, 1.0)
+        return hit / (hit + np.clip(1.0 - values, self.eps, 1.0))
+
+    def value_weights(self) -> tuple[np.ndarray, int]:
+        n = np.bincount(self.data.pid, minlength=self.chains.npair).astype(float)
+        return np.vstack([n, n]), self.data.n_items
 
 
 # ====================================================================== confusion curves (§9.2 option 2)
@@ -181,6 +198,16 @@ class ConfusionCurves:
         prior = np.clip(posterior.mean(axis=0), self.eps, 1 - self.eps)
         return prior / prior.sum()
 
+    def project(self, values: np.ndarray) -> np.ndarray:
+        """Extrapolated confusion rows (SQUAREM) floored at ε and renormalised onto the simplex."""
+        Pi = np.clip(values, self.eps, 1.0)
+        return Pi / Pi.sum(axis=2, keepdims=True)
+
+    def value_weights(self) -> tuple[np.ndarray, int]:
+        n = np.bincount(self.pid, minlength=self.chains.npair).astype(float)
+        J = self.n_classes  # half weight: a binary curve value is a 2-label row (1 − p, p) whose entries both move
+        return np.broadcast_to(n[:, None, None] / 2.0, (len(n), J, J)), self.n_items
+
 
 # ====================================================================== the EM model
 class CurveState(NamedTuple):
@@ -218,6 +245,7 @@ class CurveModel:
     per_item_prior: bool = False
     gold: Gold | None = None
     log: MStepLog = field(default_factory=MStepLog)
+    _sqrt_w: np.ndarray | None = field(default=None, repr=False)
 
     def initial_state(self) -> CurveState:
         return CurveState(self.curves.initial(), self.curves.initial_prior(self.per_item_prior))
@@ -238,11 +266,43 @@ class CurveModel:
         self.log.add(info, stats.previous, values)
         return CurveState(values, self.curves.update_prior(stats.posterior, self.per_item_prior))
 
+    def _scale(self, state: CurveState) -> np.ndarray:
+        """√(responses at the pair) per curve value and √(items) for the prior entries (1 where 0)."""
+        if self._sqrt_w is None:
+            w, n_items = self.curves.value_weights()
+            both = np.concatenate([np.ravel(w), np.full(state.prior.size, float(n_items))])
+            self._sqrt_w = np.sqrt(np.where(both > 0, both, 1.0))
+        return self._sqrt_w
 
-def run_shared_prior(model: CurveModel, *, tol: float, max_iter: int, name: str) -> EMRun[CurveState]:
-    """EM to convergence from the posteriors of the initial curves (the ``shared_prior`` variant)."""
+    def flat(self, state: CurveState) -> np.ndarray:
+        """Curves and shared class prior as one vector for SQUAREM's step length, each curve value weighted by
+        √(its pair's responses): the norm is then that of the curves under the annotators' response distribution
+        over the context, the same whether a curve is stored at one level or repeated over many (c = 0 and a
+        constant context give the same run, oracle O26)."""
+        return np.concatenate([state.values.ravel(), state.prior.ravel()]) * self._scale(state)
+
+    def unflat(self, vector: np.ndarray) -> CurveState:
+        """A state from :meth:`flat`'s layout, projected onto the domain of the E-step (curves floored at ε on both
+        sides, confusion rows on the floored simplex, prior floored at ε and normalised)."""
+        like = self.initial_state()
+        vector = vector / self._scale(like)
+        n = like.values.size
+        prior = np.clip(vector[n:], self.curves.eps, 1.0)
+        return CurveState(self.curves.project(vector[:n].reshape(like.values.shape)), prior / prior.sum())
+
+
+def run_shared_prior(
+    model: CurveModel, *, tol: float, max_iter: int, name: str, accelerate: bool = False
+) -> EMRun[CurveState]:
+    """EM to convergence from the posteriors of the initial curves (the ``shared_prior`` variant); with
+    ``accelerate`` SQUAREM with its monotone safeguard (:mod:`fusion_core.methods.em.squarem`)."""
     first = model.e_step(model.initial_state())
-    return run_em(model, model.m_step(first.stats), EMSettings(tol=tol, max_iter=max_iter, name=name))
+    settings = EMSettings(tol=tol, max_iter=max_iter, name=name)
+    if accelerate:
+        return run_squarem_lockstep(
+            [model], [model.m_step(first.stats)], [settings], lambda idx, stats: [model.m_step(stats[0])]
+        )[0]
+    return run_em(model, model.m_step(first.stats), settings)
 
 
 def binary_m_steps(models: list[CurveModel], stats: list[CurveStats]) -> list[CurveState]:
@@ -262,16 +322,15 @@ def binary_m_steps(models: list[CurveModel], stats: list[CurveStats]) -> list[Cu
 
 
 def run_shared_prior_lockstep(
-    models: list[CurveModel], *, tol: float, max_iter: int, names: list[str]
+    models: list[CurveModel], *, tol: float, max_iter: int, names: list[str], accelerate: bool = False
 ) -> list[EMRun[CurveState]]:
     """:func:`run_shared_prior` of every one-vs-rest problem, advanced in lockstep so that each iteration's M-steps
     share one interior-point run (same runs as one at a time; issue 11: 22 labels × ~160 iterations)."""
     firsts = [m.e_step(m.initial_state()) for m in models]
     states0 = binary_m_steps(models, [f.stats for f in firsts])
     settings = [EMSettings(tol=tol, max_iter=max_iter, name=n) for n in names]
-    return run_em_lockstep(
-        models, states0, settings, lambda idx, stats: binary_m_steps([models[q] for q in idx], stats)
-    )
+    run = run_squarem_lockstep if accelerate else run_em_lockstep
+    return run(models, states0, settings, lambda idx, stats: binary_m_steps([models[q] for q in idx], stats))
 
 
 def run_paper(model: CurveModel, *, n_iter: int, final_estep: bool, name: str) -> EMRun[CurveState]:

@@ -101,6 +101,12 @@ class ContextEM(Aggregator):
             help="Shared-prior variant: stop when the relative change of the log-likelihood is below tol.",
         ),
         "max_iter": Int(200, low=1, high=10_000, help="Shared-prior variant: maximum EM iterations."),
+        "accelerate": Bool(
+            True,
+            advanced=True,
+            help="Shared-prior variant: SQUAREM acceleration of EM (Varadhan & Roland 2008) with a monotone "
+            "safeguard; False = plain EM, one M-step per iteration.",
+        ),
         "eps": Float(
             1e-6, low=1e-12, high=0.01, advanced=True, help="Probability floor: curves stay in [eps, 1 − eps]."
         ),
@@ -147,6 +153,7 @@ class ContextEM(Aggregator):
     n_iter: int
     tol: float
     max_iter: int
+    accelerate: bool
     eps: float
     max_context_levels: int | None
     interpolation: str
@@ -191,6 +198,7 @@ class ContextEM(Aggregator):
             n_iter=int(self.n_iter),
             tol=float(self.tol),
             max_iter=int(self.max_iter),
+            accelerate=bool(self.accelerate),
             eps=float(self.eps),
             final_estep=bool(self.final_estep),
             interpolation=self.interpolation,

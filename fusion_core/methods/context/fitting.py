@@ -47,6 +47,7 @@ class Options:
     n_iter: int = 5
     tol: float = 1e-6
     max_iter: int = 200
+    accelerate: bool = True
     eps: float = 1e-6
     final_estep: bool = False
     interpolation: str = "paper"
@@ -104,7 +105,7 @@ class FittedCurves:
 def run_variant(model: CurveModel, opts: Options, name: str) -> EMRun[CurveState]:
     if opts.variant == "paper":
         return run_paper(model, n_iter=opts.n_iter, final_estep=opts.final_estep, name=name)
-    return run_shared_prior(model, tol=opts.tol, max_iter=opts.max_iter, name=name)
+    return run_shared_prior(model, tol=opts.tol, max_iter=opts.max_iter, name=name, accelerate=opts.accelerate)
 
 
 # ====================================================================== binary and one-vs-rest
@@ -125,7 +126,9 @@ def fit_binary(resp: Responses, setup: ContextSetup, opts: Options, *, pos: int,
         models.append(CurveModel(curves, per_item_prior=opts.variant == "paper", gold=g))
         names.append(f"{opts.name} EM" + ("" if K == 2 else f" (label {resp.classes[cls]} vs rest)"))
     if len(models) > 1 and opts.variant != "paper":  # one-vs-rest: the problems' M-steps share one solver run
-        runs = run_shared_prior_lockstep(models, tol=opts.tol, max_iter=opts.max_iter, names=names)
+        runs = run_shared_prior_lockstep(
+            models, tol=opts.tol, max_iter=opts.max_iter, names=names, accelerate=opts.accelerate
+        )
     else:
         runs = [run_variant(m, opts, n) for m, n in zip(models, names)]
     fitted = FittedCurves(
