@@ -67,7 +67,7 @@ def heldout_masks(resp: Responses, n_folds: int = 5, n_splits: int = 1) -> list[
     h = response_hashes(resp)
     with np.errstate(over="ignore"):
         fold = (h % np.uint64(n_folds)).astype(np.int64)
-    order = np.lexsort((np.arange(len(h)), h))  # ties (repeated pairs) by position among equal hashes
+    order = np.argsort(h, kind="stable")  # ties (repeated pairs) by position among equal hashes
     eligible = (resp.responses_per_item[resp.item] >= 2) & (resp.responses_per_worker[resp.worker] >= 2)
     masks = []
     for b in range(int(n_splits)):
