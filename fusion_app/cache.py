@@ -100,8 +100,8 @@ def active_results(ss: State | None = None) -> dict[str, FitResult]:
 def agreement_stats(fp: str, _responses: Responses, max_workers: int = 30) -> dict[str, Any]:
     """Fleiss' κ, Krippendorff's α, pairwise Cohen's κ and overlap among the most active annotators (cached by
     the data fingerprint ``fp``)."""
-    summary = agreement_summary(_responses, max_workers=max_workers)
     kappa, shared = cohen_kappa_matrix(_responses, workers=most_active(_responses, max_workers))
+    summary = agreement_summary(_responses, max_workers=max_workers, kappa=kappa)  # the κ matrix once, not twice
     return {"summary": summary, "kappa": kappa, "shared": shared}
 
 

@@ -77,7 +77,8 @@ def _method_section(a: AuditResult) -> str:
         f"majority vote, or fewer than {r.min_responses} responses.</p>"
     )
     secs = ", ".join(f"{_e(t.stage)} {t.seconds:.1f} s" for t in a.timings)
-    parts.append(f'<p class="note">Run time: {a.seconds:.1f} s ({secs}).</p>')
+    overlap = "; agreement ran alongside the others" if sum(t.seconds for t in a.timings) > a.seconds else ""
+    parts.append(f'<p class="note">Run time: {a.seconds:.1f} s ({secs}{overlap}).</p>')
     if a.warnings:
         parts.append("<p><b>Warnings:</b></p><ul>" + "".join(f"<li>{_e(w)}</li>" for w in a.warnings) + "</ul>")
     return "\n".join(parts)

@@ -120,10 +120,13 @@ class AuditResult:
     warnings: tuple[str, ...] = ()
     label_type: str = "nominal"
     ratings: RatingVerdicts | None = None
+    wall: float | None = None
 
     @property
     def seconds(self) -> float:
-        return float(sum(t.seconds for t in self.timings))
+        """Seconds the audit took (its stages overlap when some ran in the background: ``wall`` is the elapsed
+        time; the stages' sum when it is not known)."""
+        return float(self.wall) if self.wall is not None else float(sum(t.seconds for t in self.timings))
 
 
 @dataclass(frozen=True)

@@ -50,12 +50,13 @@ def response_folds(resp: Responses, n_folds: int) -> np.ndarray:
         return (response_hashes(resp) % np.uint64(n_folds)).astype(np.int64)
 
 
-def _give_back(hidden: np.ndarray, codes: np.ndarray, n: int, order: np.ndarray) -> None:
-    """Un-hide, for every code (task or annotator) left without training responses, its hidden response that comes
-    first in ``order`` (increasing hash)."""
+def _give_back(hidden: np.ndarray, codes: np.ndarray, n: int, h: np.ndarray) -> None:
+    """Un-hide, for every code (task or annotator) left without training responses, its hidden response with the
+    smallest hash ``h`` (ties: the first).  Only those codes' hidden responses are sorted (usually none or few)."""
     train = np.bincount(codes[~hidden], minlength=n)
-    cand = order[hidden[order] & (train[codes[order]] == 0)]
+    cand = np.flatnonzero(hidden & (train[codes] == 0))  # increasing position
     if len(cand):
+        cand = cand[np.argsort(h[cand], kind="stable")]  # by hash, ties by position
         _, first = np.unique(codes[cand], return_index=True)
         hidden[cand[first]] = False
 
@@ -67,13 +68,12 @@ def heldout_masks(resp: Responses, n_folds: int = 5, n_splits: int = 1) -> list[
     h = response_hashes(resp)
     with np.errstate(over="ignore"):
         fold = (h % np.uint64(n_folds)).astype(np.int64)
-    order = np.lexsort((np.arange(len(h)), h))  # ties (repeated pairs) by position among equal hashes
     eligible = (resp.responses_per_item[resp.item] >= 2) & (resp.responses_per_worker[resp.worker] >= 2)
     masks = []
     for b in range(int(n_splits)):
         hidden = eligible & (fold == b)
-        _give_back(hidden, resp.item, resp.n_items, order)
-        _give_back(hidden, resp.worker, resp.n_workers, order)
+        _give_back(hidden, resp.item, resp.n_items, h)
+        _give_back(hidden, resp.worker, resp.n_workers, h)
         if not hidden.any():
             raise UserInputError(
                 "no response can be held out to compare the candidate methods: every task or annotator has a single "

@@ -142,7 +142,7 @@ def one_coin_predictive(
 
 def item_scores(posterior: np.ndarray, test: Responses, log_pred: np.ndarray) -> np.ndarray:
     """S_i (hidden items by code × β) from ``log_pred`` (β × hidden responses × K)."""
-    items = np.unique(test.item)
+    items = np.flatnonzero(np.bincount(test.item, minlength=posterior.shape[0]))  # np.unique's, without a sort
     K = posterior.shape[1]
     out = np.empty((len(items), log_pred.shape[0]))
     for j in range(log_pred.shape[0]):
@@ -155,16 +155,32 @@ def item_scores(posterior: np.ndarray, test: Responses, log_pred: np.ndarray) ->
     return out
 
 
+@dataclass(frozen=True)
+class Split:
+    """What every candidate of one split shares, built once per split: the training and hidden responses (so their
+    cached count matrices are built once too) and the class shares of plurality vote on the training responses."""
+
+    train: Responses
+    test: Responses
+    has: np.ndarray  # items with training responses
+    vote_shares: np.ndarray
+
+    @classmethod
+    def of(cls, resp: Responses, hidden: np.ndarray) -> Split:
+        train = resp.subset(~hidden)
+        votes = train.vote_counts().astype(float)
+        has = votes.sum(axis=1) > 0
+        return cls(train, resp.subset(hidden), has, plurality_shares(votes[has]))
+
+
 def _split_scores(
-    est: Any, resp: Responses, hidden: np.ndarray, fit_kwargs: Mapping[str, Any], betas: Sequence[float]
+    est: Any, split: Split, fit_kwargs: Mapping[str, Any], betas: Sequence[float]
 ) -> tuple[np.ndarray, bool]:
     """Fit ``est`` on the training responses of one split; S_i of its hidden items (× β) and whether it collapsed."""
-    train, test = resp.subset(~hidden), resp.subset(hidden)
+    train, test = split.train, split.test
     est.fit(train, **fit_kwargs)
     post = np.asarray(est.result_.posterior, float)
-    votes = train.vote_counts().astype(float)
-    has = votes.sum(axis=1) > 0
-    collapsed = is_collapsed(post[has], plurality_shares(votes[has]))
+    collapsed = is_collapsed(post[split.has], split.vote_shares)
     if info(est.method_name).probabilistic:
         ll = np.asarray(est.response_log_likelihood(test), float)
         conf = getattr(est, "confusion_", None)
@@ -174,20 +190,18 @@ def _split_scores(
     return item_scores(post, test, log_pred), collapsed
 
 
-def _score_split(
-    score: CandidateScore, make: Callable[[], Any], resp: Responses, hidden: np.ndarray, fit_kwargs: Mapping[str, Any]
-) -> None:
+def _score_split(score: CandidateScore, make: Callable[[], Any], split: Split, fit_kwargs: Mapping[str, Any]) -> None:
     """Add one split to ``score`` (warnings of the fit suppressed; a failure goes to ``error``)."""
     t0 = time.perf_counter()
     try:
         with progress.stage(score.name), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            S, collapsed = _split_scores(make(), resp, hidden, fit_kwargs, score.betas)
+            S, collapsed = _split_scores(make(), split, fit_kwargs, score.betas)
     except Exception as exc:  # a failing candidate is reported, not fatal
         score.error = f"{type(exc).__name__}: {exc}"
     else:
         score.splits.append(S)
-        score.hidden.append(int(hidden.sum()))
+        score.hidden.append(int(split.test.n_responses))
         score.collapsed = score.collapsed or collapsed
     score.seconds += time.perf_counter() - t0
 
@@ -217,10 +231,12 @@ def score_candidates(
     betas = PRIOR_STRENGTHS if prior_strength == "auto" else (float(prior_strength),)
     scores = [CandidateScore(name, betas=tuple(betas)) for name in names]
     for b, hidden in enumerate(masks):
+        split: Split | None = None
         for s in scores:
             if s.error is None and not s.pruned and not s.collapsed:
+                split = Split.of(resp, hidden) if split is None else split
                 with progress.stage(f"held-out split {b + 1}/{len(masks)}"):
-                    _score_split(s, partial(make, s.name), resp, hidden, fit_kwargs)
+                    _score_split(s, partial(make, s.name), split, fit_kwargs)
         if b == 0 and len(masks) > 1:
             _prune(scores, PRUNE_SE)
     return scores
