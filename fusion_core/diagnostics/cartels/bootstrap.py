@@ -37,8 +37,9 @@ from fusion_core.methods.numerics import jit_enabled, njit
 from fusion_core.methods.spectral import BinaryMatrix, fit_binary
 
 MAX_THREADS = 4  # bootstrap chunks computed at once (each holds a chunk's matrices)
-MIN_THREADED_ANNOTATORS = 200  # smaller groups run their replicates on one thread (100 annotators, 100k responses,
-# load 2.6: 1.1 s wall on one thread, 1.8 s on two)
+MIN_THREADED_WORK = 1_000_000  # replicates cheaper than this (labels + pair entries, or m² of the eigenproblems)
+# run on one thread: thread hand-offs cost more than they save (100 annotators, 100k responses, load 2.6: 1.1 s wall on
+# one thread, 1.8 s on two); at 100 annotators and 1M responses two threads took 0.87–1.04 s against 1.30–1.64 s
 SPARSE_BOOTSTRAP_CELLS = 200_000  # above this many annotator × item cells (and < 30% observed) the
 # bootstrap draws only observed entries and sums over the fixed pair pattern (``PairPattern``) instead of
 # dense batched products (whose cost m²·n per replicate made 800-annotator crowds take minutes)
@@ -135,6 +136,13 @@ class _Replicates:
             self.Z[B.worker, B.item] = B.z
             self.O[B.worker, B.item] = True
 
+    @property
+    def work(self) -> int:
+        """Rough cost of one replicate: labels drawn and pair entries summed (sparse) or cells (dense), or the
+        m² · 4 of its eigenproblems, whichever is larger."""
+        m, n = self.shape
+        return max(self.pat.work if self.sparse else m * n, 4 * m * m)
+
     def chunk(self, chunk: int) -> int:
         """Replicates per batch, bounded so that a batch stays within memory."""
         m, n = self.shape
@@ -204,8 +212,8 @@ def bootstrap_test(
     test nor the stopped one, h/n ≥ h/B, can reject), the decision p < α is exactly the one the full B replicates
     of this stream would give (the count can only grow); ``h = max(h_min, 10)`` keeps p precise enough to rank the
     merge candidates (§6.5 step 7).  ``threads``: chunks computed at once (default: the cores this process may
-    use for groups of ≥ ``MIN_THREADED_ANNOTATORS``, at most ``MAX_THREADS``; the replicates and the result do not
-    depend on it).  ``idle``: work this
+    use when a replicate costs ``MIN_THREADED_WORK`` or more, at most ``MAX_THREADS``; the replicates and the
+    result do not depend on it).  ``idle``: work this
     thread does once the first chunks are running (it keeps the warning filters, which are process-wide and not
     thread-safe, to this thread; the replicate threads touch none).
     """
@@ -223,7 +231,7 @@ def bootstrap_test(
 
     s_null, spec_null, count, stop_at = [], [], 0, None
     if threads is None:  # small groups: a replicate costs a few ms, and thread hand-offs cost more than they save
-        threads = n_threads() if B.m >= MIN_THREADED_ANNOTATORS else 1
+        threads = n_threads() if reps.work >= MIN_THREADED_WORK else 1
     workers = min(threads, len(starts), MAX_THREADS)
     with ThreadPoolExecutor(max(workers, 1), thread_name_prefix="fusion-cartel") as pool:
         # the compiled kernels, numpy and LAPACK (:mod:`.lapack`) release the GIL: ``workers`` chunks in flight,
