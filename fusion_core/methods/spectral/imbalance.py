@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
+from fusion_core.methods.dawid_skene.sweep import n_threads
 from fusion_core.methods.spectral.binary import DELTA_B, EPS, GRID_STEP, BinaryMatrix
 from fusion_core.methods.spectral.errors import DegenerateSpectrumWarning
 
@@ -62,6 +64,7 @@ def estimate_b_tensor(
 
 
 # --------------------------------------------------------------------------- likelihood (J15 Alg. 2)
+THREADED_BLOCK_ENTRIES = 200_000  # responses × grid points of a block above which blocks run on several threads
 BLOCK_ENTRIES = 1 << 19
 """Pattern × grid entries per block of :func:`restricted_log_likelihood` (4 MB per float array): the whole grid at
 once took 97 MB of temporaries on 20k items (measured), the largest per-session peak of an ``sml-ds`` fit."""
@@ -102,9 +105,13 @@ def restricted_log_likelihood(
     b_grid = np.atleast_1d(np.asarray(b_grid, dtype=float))
     step = max(1, BLOCK_ENTRIES // max(P.shape[0], 1))
     if len(b_grid) > step:
-        parts = [
-            restricted_log_likelihood(design, mu, v, b_grid[s : s + step], eps=eps) for s in range(0, len(b_grid), step)
-        ]
+        blocks = [b_grid[s : s + step] for s in range(0, len(b_grid), step)]
+        threads = min(n_threads(), len(blocks), 4)
+        if threads == 1 or P.nnz * step < THREADED_BLOCK_ENTRIES:
+            parts = [restricted_log_likelihood(design, mu, v, g, eps=eps) for g in blocks]
+        else:  # sparse products and ufuncs release the GIL: blocks on several threads, concatenated in grid order
+            with ThreadPoolExecutor(threads, thread_name_prefix="fusion-isml") as pool:
+                parts = list(pool.map(lambda g: restricted_log_likelihood(design, mu, v, g, eps=eps), blocks))
         return np.concatenate(parts)
     vz = np.nan_to_num(v)
     psi = np.clip(0.5 * (1 + mu[:, None] + vz[:, None] * np.sqrt((1 - b_grid) / (1 + b_grid))[None, :]), eps, 1 - eps)
