@@ -110,3 +110,30 @@ def test_replicates_do_not_depend_on_threads():
 def test_radix_argsort_is_numpys_stable_argsort(bound):
     key = np.random.default_rng(bound).integers(0, bound, size=120_000)
     np.testing.assert_array_equal(pair_pattern.stable_argsort(key, bound), np.argsort(key, kind="stable"))
+
+
+@pytest.mark.parametrize("p_right", [0.8, 0.5])  # labels unrelated to any truth; at 0.8 the spectral fit warns
+def test_quiet_null_model_equals_filtered_one_and_warns_nothing(p_right):
+    """The null model fitted on a second thread asks its fits not to warn (warning filters are process-wide):
+    same model as the filtered fit, and no warning at all."""
+    import warnings
+
+    from fusion_core.diagnostics.cartels.bootstrap import fit_null_model
+
+    w, i, _ = _crowd(m=40, n=600, per_item=6, seed=4)
+    z = np.where(np.random.default_rng(9).random(len(w)) < p_right, 1.0, -1.0)
+    B = BinaryMatrix(w, i, z, 40, 600)
+    from fusion_core.methods.spectral.pipeline import fit_binary
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit_binary(B, n_min=10, d_min=1)
+    assert bool(caught) == (p_right == 0.8)  # what the filtered fit has to filter
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet = fit_null_model(B, 10, quiet=True)
+    assert caught == []
+    loud = fit_null_model(B, 10)
+    np.testing.assert_array_equal(quiet.psi, loud.psi)
+    np.testing.assert_array_equal(quiet.eta, loud.eta)
+    assert quiet.b == loud.b

@@ -5,6 +5,7 @@ groups, and the rank-two split of a group."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -47,11 +48,12 @@ class GroupAnalysis:
         n_spec: int = 0,
         chunk: int = 50,
         sequential: bool = False,
-        idle: Callable[[], None] | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> GroupTest:
         """Statistic and bootstrap p-values for group g, cached by membership (see
         :func:`~fusion_core.diagnostics.cartels.bootstrap.bootstrap_test`; ``sequential``: Besag–Clifford early
-        stop, which every test of the detector uses; ``idle``: work for this thread while the replicates run)."""
+        stop, which every test of the detector uses; ``meanwhile``: work for this thread while the group's null model
+        is fitted on a second one)."""
         key = frozenset(int(i) for i in g)
         hit = self.cache.get(key)
         if hit is not None and hit.s.shape[0] >= n_extra and hit.spec.shape[0] >= n_spec:
@@ -60,7 +62,13 @@ class GroupAnalysis:
         in_g = np.zeros(self.B.m, dtype=bool)
         in_g[g] = True
         sub = self.B.subset_workers(in_g)
-        null = fit_null_model(sub, self.n_min)
+        if meanwhile is None:
+            null = fit_null_model(sub, self.n_min)
+        else:
+            with ThreadPoolExecutor(1, thread_name_prefix="fusion-cartel-null") as pool:
+                job = pool.submit(fit_null_model, sub, self.n_min, quiet=True)
+                meanwhile()
+                null = job.result()
         out = bootstrap_test(
             _compact_items(sub),
             null,
@@ -72,7 +80,6 @@ class GroupAnalysis:
             n_spec=n_spec,
             chunk=chunk,
             sequential=sequential,
-            idle=idle,
         )
         self.cache[key] = out
         return out

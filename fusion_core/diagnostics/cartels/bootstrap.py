@@ -18,7 +18,6 @@ measurements are in docs/AUDIT.md (the cartel check).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -76,11 +75,18 @@ class GroupTest:
     n_drawn: int
 
 
-def fit_null_model(B: BinaryMatrix, n_min: int) -> NullModel:
-    """§6.4 step 1: i-SML, then two-coin Dawid–Skene EM from its posterior (spec §3.11), on a group's labels."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", AggregationWarning)
-        bf = fit_binary(B, n_min=n_min, d_min=1)
+def fit_null_model(B: BinaryMatrix, n_min: int, *, quiet: bool = False) -> NullModel:
+    """§6.4 step 1: i-SML, then two-coin Dawid–Skene EM from its posterior (spec §3.11), on a group's labels.
+
+    ``quiet``: the fits are asked not to warn instead of their warnings being filtered (the filters are
+    process-wide and not thread-safe), so that the model can be fitted on a second thread."""
+    if quiet:
+        with np.errstate(all="ignore"):  # thread-local state
+            bf = fit_binary(B, n_min=n_min, d_min=1, warn=False)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AggregationWarning)
+            bf = fit_binary(B, n_min=n_min, d_min=1)
     r = Responses(
         item=B.item,
         worker=B.worker,
@@ -202,7 +208,6 @@ def bootstrap_test(
     chunk: int = 50,
     sequential: bool = False,
     threads: int | None = None,
-    idle: Callable[[], None] | None = None,
 ) -> GroupTest:
     """Statistic and bootstrap p-values of a group's labels ``B`` (every item labelled by a member).
 
@@ -213,9 +218,7 @@ def bootstrap_test(
     of this stream would give (the count can only grow); ``h = max(h_min, 10)`` keeps p precise enough to rank the
     merge candidates (§6.5 step 7).  ``threads``: chunks computed at once (default: the cores this process may
     use when a replicate costs ``MIN_THREADED_WORK`` or more, at most ``MAX_THREADS``; the replicates and the
-    result do not depend on it).  ``idle``: work this
-    thread does once the first chunks are running (it keeps the warning filters, which are process-wide and not
-    thread-safe, to this thread; the replicate threads touch none).
+    result do not depend on it).
     """
     reps = _Replicates(B, null, n_min=n_min, n_extra=n_extra, n_spec=n_spec)
     chunk = reps.chunk(chunk)
@@ -237,8 +240,6 @@ def bootstrap_test(
         # the compiled kernels, numpy and LAPACK (:mod:`.lapack`) release the GIL: ``workers`` chunks in flight,
         # read back in order; the stop rule only looks at the chunks before it, so the result is the sequential one
         pending = {c: pool.submit(run, c) for c in range(workers)}
-        if idle is not None:
-            idle()
         for c, start in enumerate(starts):
             s, sp_ = pending.pop(c).result()
             if c + workers < len(starts):

@@ -142,11 +142,11 @@ def _detect(resp: Responses, pos: int, rng: np.random.Generator, s: _Settings) -
     all_g = np.arange(m)
     done: dict[str, Any] = {}
 
-    def meanwhile() -> None:  # neither depends on the test: done while the first test's replicates run
+    def meanwhile() -> None:  # neither depends on the test: done while the first test's null model is fitted
         done["labels"] = create(s.method).fit(resp).labels_  # ``method``'s labels on all the data
         done["loadings"] = _loadings(an, workers, n_comp)
 
-    first = an.test(all_g, n_extra=max(n_comp - 1, 1), n_spec=n_comp, sequential=True, idle=meanwhile)
+    first = an.test(all_g, n_extra=max(n_comp - 1, 1), n_spec=n_comp, sequential=True, meanwhile=meanwhile)
     if not done:
         meanwhile()
     labels = done["labels"]
