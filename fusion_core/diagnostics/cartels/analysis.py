@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from fusion_core.diagnostics.cartels.bootstrap import GroupTest, bootstrap_test, fit_null_model
+from fusion_core.diagnostics.cartels.bootstrap import GroupTest, bootstrap_test, fit_null_model, pair_pattern
 from fusion_core.diagnostics.cartels.eigen import rank_one_vector, rank_two_loadings
 from fusion_core.methods.spectral import BinaryMatrix, pairwise_moments
 
@@ -53,7 +53,7 @@ class GroupAnalysis:
         """Statistic and bootstrap p-values for group g, cached by membership (see
         :func:`~fusion_core.diagnostics.cartels.bootstrap.bootstrap_test`; ``sequential``: Besag–Clifford early
         stop, which every test of the detector uses; ``meanwhile``: work for this thread while the group's null model
-        is fitted on a second one)."""
+        and pair pattern are built on two others)."""
         key = frozenset(int(i) for i in g)
         hit = self.cache.get(key)
         if hit is not None and hit.s.shape[0] >= n_extra and hit.spec.shape[0] >= n_spec:
@@ -62,15 +62,17 @@ class GroupAnalysis:
         in_g = np.zeros(self.B.m, dtype=bool)
         in_g[g] = True
         sub = self.B.subset_workers(in_g)
+        compact, pattern = _compact_items(sub), None
         if meanwhile is None:
             null = fit_null_model(sub, self.n_min)
         else:
-            with ThreadPoolExecutor(1, thread_name_prefix="fusion-cartel-null") as pool:
+            with ThreadPoolExecutor(2, thread_name_prefix="fusion-cartel-null") as pool:
                 job = pool.submit(fit_null_model, sub, self.n_min, quiet=True)
+                pattern_job = pool.submit(pair_pattern, compact, self.n_min)  # needs no null model either
                 meanwhile()
-                null = job.result()
+                null, pattern = job.result(), pattern_job.result()
         out = bootstrap_test(
-            _compact_items(sub),
+            compact,
             null,
             self.rng,
             n_bootstrap=self.n_bootstrap,
@@ -80,6 +82,7 @@ class GroupAnalysis:
             n_spec=n_spec,
             chunk=chunk,
             sequential=sequential,
+            pattern=pattern,
         )
         self.cache[key] = out
         return out
