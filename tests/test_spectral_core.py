@@ -146,7 +146,8 @@ def test_likelihood_pattern_compression_keeps_counts():
 
 
 def test_likelihood_in_grid_blocks_equals_whole_grid(monkeypatch):
-    """Evaluating Ĝ in blocks of grid points (bounded memory) gives the whole-grid values."""
+    """Evaluating Ĝ in blocks of grid points (bounded memory), on one thread or several, gives the whole-grid
+    values."""
     from fusion_core.methods.spectral import imbalance
 
     rng = np.random.default_rng(5)
@@ -157,7 +158,13 @@ def test_likelihood_in_grid_blocks_equals_whole_grid(monkeypatch):
     grid = np.linspace(-0.9, 0.9, 37)
     whole = restricted_log_likelihood(design, mu, v, grid)
     monkeypatch.setattr(imbalance, "BLOCK_ENTRIES", 5 * design.P.shape[0])  # blocks of 5 grid points (8 blocks)
-    np.testing.assert_allclose(restricted_log_likelihood(design, mu, v, grid), whole, rtol=1e-13)
+    monkeypatch.setenv("FUSION_CORE_THREADS", "1")
+    blocked = restricted_log_likelihood(design, mu, v, grid)
+    np.testing.assert_allclose(blocked, whole, rtol=1e-13)
+    # the blocks on several threads: exactly the sequential values, in grid order
+    monkeypatch.setenv("FUSION_CORE_THREADS", "3")
+    monkeypatch.setattr(imbalance, "THREADED_BLOCK_ENTRIES", 0)
+    np.testing.assert_array_equal(restricted_log_likelihood(design, mu, v, grid), blocked)
     assert np.argmax(whole) == np.argmax(restricted_log_likelihood(design, mu, v, grid))
 
 
@@ -272,21 +279,3 @@ def test_fit_spectral_recovers_population_ranking():
     np.testing.assert_allclose(res.v, v, atol=0.01)
     assert res.diagnostics["explained"] > 0.8
     assert list(res.ranking) == list(np.argsort(-res.v))
-
-
-def test_likelihood_blocks_on_threads_equal_sequential(monkeypatch):
-    """Grid blocks evaluated on several threads give the sequential values exactly, in grid order."""
-    from fusion_core.methods.spectral import imbalance
-
-    rng = np.random.default_rng(6)
-    Z = np.where(rng.random((80, 400)) < 0.6, 1.0, -1.0)
-    Z[rng.random(Z.shape) < 0.5] = np.nan
-    design = pattern_design(BinaryMatrix.from_dense(Z), np.ones(80, dtype=bool))
-    mu, v = np.nanmean(Z, axis=1), rng.uniform(0.1, 0.5, 80)
-    grid = np.linspace(-0.9, 0.9, 41)
-    monkeypatch.setattr(imbalance, "BLOCK_ENTRIES", 3 * design.P.shape[0])  # 14 blocks of ≤ 3 grid points
-    monkeypatch.setenv("FUSION_CORE_THREADS", "1")
-    sequential = restricted_log_likelihood(design, mu, v, grid)
-    monkeypatch.setenv("FUSION_CORE_THREADS", "3")
-    monkeypatch.setattr(imbalance, "THREADED_BLOCK_ENTRIES", 0)
-    np.testing.assert_array_equal(restricted_log_likelihood(design, mu, v, grid), sequential)
