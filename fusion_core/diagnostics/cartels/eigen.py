@@ -56,7 +56,7 @@ def top_eigvalsh(A: np.ndarray, k: int) -> np.ndarray:
     exact to ~1e-7·‖A‖ (a few 1e-6 on the detector's standardised residuals, whose bootstrap comparisons s* ≥ s
     this can only change at such near-ties).  Else numpy's batched ``eigvalsh`` in double."""
     m = A.shape[-1]
-    if m < 100 or k > m // 10:
+    if eig_dtype(m, k) is np.float64:
         return np.linalg.eigvalsh(A)[:, ::-1][:, :k]
     A32 = A.astype(np.float32, copy=False)
     out = top_eigvals_evx(A32, k)  # the same LAPACK routine, without holding the GIL

@@ -197,19 +197,10 @@ class PairPattern:
             + np.bincount((rep + b).ravel(), (W * Y).ravel(), nb * m)
         ).reshape(nb, m)
         dd = np.where(deg > 0, deg, 1.0).reshape(nb, m)  # isolated: t_i = 0
-        if self.dense:
-            Wd = self.scatter(W)
-            t = cg_batched(lambda x: np.matmul(Wd, x[:, :, None])[:, :, 0] + dd * x, c)
-            if t is not None:
-                return np.minimum(np.exp(2 * t), base)
-            Wd[:, np.arange(m), np.arange(m)] = dd
-            return np.minimum(np.exp(2 * solve_batched(Wd, c)), base)
-        A = np.zeros((nb, m, m))
-        A[:, a, b] = W
-        A[:, b, a] = W
-        A[:, np.arange(m), np.arange(m)] = dd
-        t = solve_batched(A, c)
-        del A
+        A = self.scatter(W, dd)
+        t = cg_batched(lambda x: np.matmul(A, x[:, :, None])[:, :, 0], c) if self.dense else None
+        if t is None:  # sparse pattern, or CG did not converge: LAPACK
+            t = solve_batched(A, c)
         return np.minimum(np.exp(2 * t), base)
 
     def stats(
