@@ -1,7 +1,7 @@
 """Warm the compiled kernels once per server process, in the background, so no user waits for them.
 
 With numba installed (the ``fast`` extra), the Dawid–Skene pass, the expected counts and the cartel test's pair
-sums and label draws run compiled kernels.  Importing numba and loading a kernel from its on-disk cache costs about
+sums and label draws, and ``context-em``'s chain M-step (the dynamic programme) run compiled kernels.  Importing numba and loading a kernel from its on-disk cache costs about
 2 s the first time in a process (measured: numba import ≈ 1.3 s, three cache loads ≈ 0.76 s), which would otherwise
 land on the first user's first audit; so would the first import of scipy.stats and the audit and plotting modules
 (≈ 1 s).  :func:`start_warm_up` imports those and runs the kernels once on small simulated data in a daemon thread
@@ -40,6 +40,7 @@ def _warm() -> None:
 
         from fusion_core.data.responses import as_responses
         from fusion_core.diagnostics.audit import run_audit
+        from fusion_core.methods.context.chain import warm_chain_programme
         from fusion_core.methods.dawid_skene.sweep import ds_sweep, expected_counts_of
         from fusion_core.methods.majority import vote_shares
         from fusion_core.plots.audit import audit_figures
@@ -55,6 +56,7 @@ def _warm() -> None:
             vote_shares(coded, backend="numba")
             if k == 2:  # the audit's own path: agreement, cartel kernels, verdicts, and its plotly figures
                 audit_figures(run_audit(coded, method="ds", n_bootstrap=2, cartel_bootstrap=2))
+        warm_chain_programme()
     except Exception:  # a warm-up never breaks the app; the kernels then load on first use
         logging.getLogger(__name__).warning("warm-up failed; compiled kernels load on first use", exc_info=True)
     finally:

@@ -36,11 +36,13 @@ class MStepInfo:
     n_closed_form: int = 0
     n_frozen: int = 0
     n_fallback: int = 0
+    n_dynamic: int = 0  # chains solved by the compiled dynamic programme (binary chains, :mod:`.chain`)
 
     def absorb(self, other: MStepInfo) -> None:
-        """Take over the solver figures of ``other`` (the interior-point run on the non-closed-form chains)."""
+        """Take over the solver figures of ``other`` (the solver runs on the non-closed-form chains)."""
         self.iterations, self.gap = other.iterations, other.gap
         self.n_frozen, self.n_fallback = other.n_frozen, other.n_fallback
+        self.n_dynamic = other.n_dynamic
 
 
 class Chains:
