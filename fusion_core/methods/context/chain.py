@@ -244,9 +244,11 @@ def short_chain_mstep(A: np.ndarray, B: np.ndarray, h: np.ndarray, eps: float) -
     return p[np.arange(K), best]
 
 
-#: levels (in chains longer than SHORT_CHAIN) from which the compiled dynamic programme is used: below, the
-#: interior-point method takes milliseconds and numba's import would cost more
-DP_MIN_LEVELS = 4096
+#: levels (in chains longer than SHORT_CHAIN) from which the compiled dynamic programme is used when numba is
+#: installed: always.  Even a few hundred levels can cost the interior point 60 iterations and barrier fallbacks in
+#: each of 200 EM iterations (seed 2214 of bench_pathologies, 476 levels: 6.3 s CPU, not converged; 0.43 s, 25 iterations with it),
+#: which outweighs numba's one-off load per process (≈ 0.6 s; the app warms it at start)
+DP_MIN_LEVELS = 1
 #: trajectory steps per level after which the dynamic programme leaves a chain to the interior-point method
 #: (≈ 3 ns a step against ≈ 4 µs per level for the interior point, seed 1053 of bench_pathologies)
 DP_BUDGET = 500

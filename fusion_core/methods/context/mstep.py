@@ -155,7 +155,11 @@ def confusion_mstep(
     info = MStepInfo()
     if blocks:
         (n_, h), starts = _batched(blocks)
-        P, info = lipschitz_simplex_mstep(n_, h, starts, eps=eps)
+        if J == 2:  # a two-class row is the binary chain program in π_1 (its floors are the box ε ≤ π_1 ≤ 1 − ε)
+            p1, info = lipschitz_chain_mstep(n_[:, 1], n_[:, 0], h, starts, eps=eps)
+            P = np.stack([1.0 - p1, p1], axis=1)
+        else:
+            P, info = lipschitz_simplex_mstep(n_, h, starts, eps=eps)
         at = 0
         for i, idx in places:
             out[idx, i, :] = P[at : at + len(idx)]

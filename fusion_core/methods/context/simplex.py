@@ -13,7 +13,8 @@ iteration by LAPACK's banded Cholesky (``dpbtrf``/``dpbtrs``): O(U J²) per iter
 the equalities kept, as the spec suggests, is numerically singular once barrier weights reach ~1e14 on
 near-duplicate contexts.)  A duality-gap certificate (the §6.5 bound with an inner simplex dual per level) accepts
 each row; a row that fails it goes to an equality-constrained log-barrier fallback.  With J = 2 the program is the
-binary chain program of §5.3 (π_{u,1} = p_u), so the model reproduces the binary two-coin curves (tested).
+binary chain program of §5.3 (π_{u,1} = p_u), which :func:`~.mstep.confusion_mstep` hands to the binary solver, so the
+model reproduces the binary two-coin curves (tested).
 Categorical contexts (§5.4) use :func:`categorical_simplex_mstep`.
 """
 
