@@ -249,9 +249,11 @@ def short_chain_mstep(A: np.ndarray, B: np.ndarray, h: np.ndarray, eps: float) -
 #: each of 200 EM iterations (seed 2214 of bench_pathologies, 476 levels: 6.3 s CPU, not converged; 0.43 s, 25 iterations with it),
 #: which outweighs numba's one-off load per process (≈ 0.6 s; the app warms it at start)
 DP_MIN_LEVELS = 1
-#: trajectory steps per level after which the dynamic programme leaves a chain to the interior-point method
-#: (≈ 3 ns a step against ≈ 4 µs per level for the interior point, seed 1053 of bench_pathologies)
-DP_BUDGET = 500
+#: trajectory steps per level after which the dynamic programme leaves a chain to the interior-point method: about
+#: the interior point's own cost (≈ 3 ns a step against ≈ 60 ns per level and iteration, up to 60 iterations).  Long
+#: runs of tight links make the recursion quadratic in the chain length; 500 left chains of 110–124 levels of seed 81
+#: (bench_pathologies) to the interior point, which needed 60 iterations and its barrier fallback on them
+DP_BUDGET = 2000
 
 
 def dynamic_chain_mstep(
