@@ -26,13 +26,14 @@ import pandas as pd
 
 from fusion_core import progress
 from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.cartels.kernels import draw_labels_packed, packed_width
 from fusion_core.diagnostics.cartels.pair_pattern import PairPattern
 from fusion_core.diagnostics.cartels.statistic import batched_stats
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods.base import initial_posterior
 from fusion_core.methods.dawid_skene import fit_em_from
 from fusion_core.methods.dawid_skene.sweep import n_threads
-from fusion_core.methods.numerics import jit_enabled, njit
+from fusion_core.methods.numerics import jit_enabled
 from fusion_core.methods.spectral import BinaryMatrix, fit_binary
 
 MAX_THREADS = 4  # bootstrap chunks computed at once (each holds a chunk's matrices)
@@ -203,10 +204,11 @@ class _Replicates:
         y = rng.random((nb, n), dtype=np.float32) < (1 + b) / 2
         if self.sparse:  # draw only the observed entries (the missingness mask is copied exactly)
             u = rng.random((nb, len(self.w_idx)), dtype=np.float32)
-            if jit_enabled():  # the same labels from the same draws, entry-major int8 (``PairPattern.sums_t``)
-                zt = np.empty((len(self.w_idx), nb), dtype=np.int8)
-                _draw_labels_t(np.ascontiguousarray(y.T), u, self.w_idx, self.i_idx, psi, eta, zt)
-                return self.pat.stats(self.pat.sums_t(zt), self.n_min, self.n_extra, self.x0, n_spec=self.n_spec)
+            if jit_enabled():  # the same labels from the same draws, bit-packed (``PairPattern.sums_packed``)
+                xp = np.zeros((len(self.w_idx), packed_width(nb)), dtype=np.uint8)
+                draw_labels_packed(np.ascontiguousarray(y.T), u, self.w_idx, self.i_idx, psi, eta, xp)
+                sums = self.pat.sums_packed(xp, nb)
+                return self.pat.stats(sums, self.n_min, self.n_extra, self.x0, n_spec=self.n_spec)
             else:
                 yy = y[:, self.i_idx]
                 w = self.w_idx
@@ -293,19 +295,3 @@ def bootstrap_test(
     else:
         p = (1 + (s_null_a >= s_obs[0][None, :]).sum(axis=0)) / (n_bootstrap + 1)
     return GroupTest(s_obs[0], s_null_a, p, spec_obs[0], spec_null_a, null, len(s_null_a))
-
-
-@njit
-def _draw_labels_t(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
-    yt: np.ndarray, u: np.ndarray, w: np.ndarray, i: np.ndarray, psi: np.ndarray, eta: np.ndarray, out: np.ndarray
-) -> None:  # pragma: no cover - compiled
-    """Compiled label draw of :meth:`_Replicates.draw` (sparse case) into entry-major int8 labels (entries × b;
-    ``yt``: items × b truths): +1 with probability ψ_w on positive items, −1 with probability η_w on negative
-    ones, from the uniforms ``u`` (b × entries, the numpy path's draws)."""
-    for e in range(u.shape[1]):
-        p, q, it = psi[w[e]], eta[w[e]], i[e]
-        for r in range(u.shape[0]):
-            if yt[it, r]:
-                out[e, r] = 1 if u[r, e] < p else -1
-            else:
-                out[e, r] = -1 if u[r, e] < q else 1
