@@ -65,11 +65,12 @@ class GroupAnalysis:
         in_g[g] = True
         sub = self.B.subset_workers(in_g)
         compact, pattern = _compact_items(sub), None
+        mom = self.mom.restrict(g)  # the group's moments (pairwise: rows and columns of the analysed annotators')
         if meanwhile is None:
-            null = fit_null_model(sub, self.n_min)
+            null = fit_null_model(sub, self.n_min, moments=mom)
         else:
             with ThreadPoolExecutor(2, thread_name_prefix="fusion-cartel-null") as pool:
-                job = pool.submit(fit_null_model, sub, self.n_min, quiet=True)
+                job = pool.submit(fit_null_model, sub, self.n_min, quiet=True, moments=mom)
                 pattern_job = pool.submit(pair_pattern, compact, self.n_min)  # needs no null model either
                 meanwhile()
                 null, pattern = job.result(), pattern_job.result()

@@ -34,7 +34,7 @@ from fusion_core.methods.base import initial_posterior
 from fusion_core.methods.dawid_skene import fit_em_from
 from fusion_core.methods.dawid_skene.sweep import n_threads
 from fusion_core.methods.numerics import jit_enabled
-from fusion_core.methods.spectral import BinaryMatrix, fit_binary
+from fusion_core.methods.spectral import BinaryMatrix, Moments, fit_binary
 
 MAX_THREADS = 4  # bootstrap chunks computed at once (each holds a chunk's matrices)
 MIN_THREADED_WORK = 1_000_000  # replicates cheaper than this (labels + pair entries, or m² of the eigenproblems)
@@ -76,18 +76,19 @@ class GroupTest:
     n_drawn: int
 
 
-def fit_null_model(B: BinaryMatrix, n_min: int, *, quiet: bool = False) -> NullModel:
+def fit_null_model(B: BinaryMatrix, n_min: int, *, quiet: bool = False, moments: Moments | None = None) -> NullModel:
     """§6.4 step 1: i-SML, then two-coin Dawid–Skene EM from its posterior (spec §3.11), on a group's labels.
 
     ``quiet``: the fits are asked not to warn instead of their warnings being filtered (the filters are
-    process-wide and not thread-safe), so that the model can be fitted on a second thread."""
+    process-wide and not thread-safe), so that the model can be fitted on a second thread.  ``moments``: the
+    group's pairwise moments (with ``n_min``), when already computed."""
     if quiet:
         with np.errstate(all="ignore"):  # thread-local state
-            bf = fit_binary(B, n_min=n_min, d_min=1, warn=False)
+            bf = fit_binary(B, n_min=n_min, d_min=1, warn=False, moments=moments)
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AggregationWarning)
-            bf = fit_binary(B, n_min=n_min, d_min=1)
+            bf = fit_binary(B, n_min=n_min, d_min=1, moments=moments)
     r = Responses(
         item=B.item,
         worker=B.worker,
