@@ -29,19 +29,7 @@ from fusion_core.diagnostics.cartels.kernels import (
     pair_sums_packed,
     residual_symmetric,
 )
-from fusion_core.methods.numerics import jit_enabled
-
-
-def stable_argsort(key: np.ndarray, bound: int) -> np.ndarray:
-    """``np.argsort(key, kind="stable")`` for integer keys in [0, bound): numpy's stable sort is a radix sort for
-    16-bit keys, so keys below 2³² take two such passes, low then high half (measured 0.42 s → 0.05 s on 2.4M
-    pair keys); the same permutation."""
-    if bound > 2**32 or len(key) < 50_000:
-        return np.argsort(key, kind="stable")
-    if bound <= 2**16:
-        return np.argsort(key.astype(np.uint16), kind="stable")
-    first = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
-    return first[np.argsort((key[first] >> 16).astype(np.uint16), kind="stable")]
+from fusion_core.methods.numerics import jit_enabled, stable_argsort
 
 
 def _overlap_entries(worker: np.ndarray, item: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
