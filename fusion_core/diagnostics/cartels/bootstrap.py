@@ -255,7 +255,6 @@ def bootstrap_test(
     """
     reps = _Replicates(B, null, n_min=n_min, n_extra=n_extra, n_spec=n_spec, pattern=pattern)
     chunk = reps.chunk(chunk)
-    s_obs, spec_obs = reps.observed()
     h = stop_count(alpha, n_bootstrap) if sequential else n_bootstrap + 1
     starts = list(range(0, n_bootstrap, chunk))  # chunks bound memory
     # each chunk draws from its own stream, seeded by the test's one draw from ``rng`` and the chunk's number, so
@@ -273,6 +272,7 @@ def bootstrap_test(
         # the compiled kernels, numpy and LAPACK (:mod:`.lapack`) release the GIL: ``workers`` chunks in flight,
         # read back in order; the stop rule only looks at the chunks before it, so the result is the sequential one
         pending = {c: pool.submit(run, c) for c in range(workers)}
+        s_obs, spec_obs = reps.observed()  # while the first chunks are drawn
         for c, start in enumerate(starts):
             s, sp_ = pending.pop(c).result()
             if c + workers < len(starts):

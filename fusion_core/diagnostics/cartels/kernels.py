@@ -85,6 +85,21 @@ def pair_sums_packed(  # noqa: PLR0917 - a compiled kernel takes its arrays posi
     cd = np.zeros(nb, dtype=np.int64)
     for p in range(npairs):
         lo, hi = starts[p], (starts[p + 1] if p + 1 < npairs else n_ent)
+        n = hi - lo
+        if n <= BYTE_MAX:  # the usual case: one pass per word, lanes straight to the sums
+            for k in range(n_words):
+                aa, bb, dd = np.uint64(0), np.uint64(0), np.uint64(0)
+                for t in range(lo, hi):
+                    xa, xb = xp[ea[t], k], xp[eb[t], k]
+                    aa += xa
+                    bb += xb
+                    dd += xa ^ xb
+                for j in range(min(8, nb - 8 * k)):
+                    sh, r = np.uint64(8 * j), 8 * k + j
+                    s1a[r, p] = 2 * np.int64((aa >> sh) & np.uint64(0xFF)) - n
+                    s1b[r, p] = 2 * np.int64((bb >> sh) & np.uint64(0xFF)) - n
+                    s12[r, p] = n - 2 * np.int64((dd >> sh) & np.uint64(0xFF))
+            continue
         ca[:] = 0
         cb[:] = 0
         cd[:] = 0
@@ -101,7 +116,6 @@ def pair_sums_packed(  # noqa: PLR0917 - a compiled kernel takes its arrays posi
                     ca[8 * k + j] += np.int64((aa >> sh) & np.uint64(0xFF))
                     cb[8 * k + j] += np.int64((bb >> sh) & np.uint64(0xFF))
                     cd[8 * k + j] += np.int64((dd >> sh) & np.uint64(0xFF))
-        n = hi - lo
         for r in range(nb):
             s1a[r, p] = 2 * ca[r] - n
             s1b[r, p] = 2 * cb[r] - n
