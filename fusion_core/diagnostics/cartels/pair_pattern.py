@@ -79,7 +79,6 @@ class PairPattern:
         self.starts = np.flatnonzero(first)
         self.a, self.b = np.divmod(key[self.starts], m)
         self.worker = worker
-        self.ind = sp.csr_matrix((np.ones(len(worker)), (np.arange(len(worker)), worker)), shape=(len(worker), m))
         # symmetric CSR structure of one replicate's candidate pairs; ``src`` maps CSR slots to pair values
         P = len(self.a)
         rows, cols = np.r_[self.a, self.b], np.r_[self.b, self.a]
@@ -167,6 +166,12 @@ class PairPattern:
             if diag is not None:
                 F[r, :: m + 1] = diag[r]
         return F.reshape(nb, m, m)
+
+    @cached_property
+    def ind(self) -> sp.csr_matrix:
+        """Entries × annotators indicator (the numpy path's per-annotator sums)."""
+        ne = len(self.worker)
+        return sp.csr_matrix((np.ones(ne), (np.arange(ne), self.worker)), shape=(ne, self.m))
 
     @cached_property
     def candidates(self) -> np.ndarray:
