@@ -275,8 +275,6 @@ def bootstrap_test(
         s_obs, spec_obs = reps.observed()  # while the first chunks are drawn
         for c, start in enumerate(starts):
             s, sp_ = pending.pop(c).result()
-            if c + workers < len(starts):
-                pending[c + workers] = pool.submit(run, c + workers)
             progress.report("bootstrap test of a group", min(start + chunk, n_bootstrap) / n_bootstrap)
             s_null.append(s)
             spec_null.append(sp_)
@@ -285,6 +283,8 @@ def bootstrap_test(
                 stop_at = start + int(np.argmax(hits >= h)) + 1
                 break
             count = int(hits[-1])
+            if c + workers < len(starts):  # after the stop check: a chunk past the stop is never started
+                pending[c + workers] = pool.submit(run, c + workers)
         for f in pending.values():
             f.cancel()
     s_null_a = np.concatenate(s_null)
