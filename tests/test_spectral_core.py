@@ -98,6 +98,17 @@ def test_sample_moments_match_numpy_and_pandas():
 def test_duplicate_responses_keep_the_last():
     B = BinaryMatrix.from_codes(np.array([0, 0, 1]), np.array([2, 2, 0]), np.array([1.0, -1.0, 1.0]), 2, 3)
     assert len(B.z) == 2 and B.to_dense()[0, 2] == -1.0
+    # large enough for the radix sort: the same entries, in the same order, as numpy's unique on the reversed keys
+    rng = np.random.default_rng(4)
+    w, i = rng.integers(0, 300, 200_000), rng.integers(0, 5_000, 200_000)
+    z = np.where(rng.random(200_000) < 0.5, 1.0, -1.0)
+    B = BinaryMatrix.from_codes(w, i, z, 300, 5_000)
+    _, first_rev = np.unique((w * 5_000 + i)[::-1], return_index=True)
+    keep = len(w) - 1 - first_rev
+    assert len(keep) < len(w)  # there are duplicates
+    np.testing.assert_array_equal(B.worker, w[keep])
+    np.testing.assert_array_equal(B.item, i[keep])
+    np.testing.assert_array_equal(B.z, z[keep])
 
 
 def test_tensor_numerator_matches_brute_force():

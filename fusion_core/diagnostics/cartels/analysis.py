@@ -11,7 +11,7 @@ import numpy as np
 
 from fusion_core.diagnostics.cartels.bootstrap import GroupTest, bootstrap_test, fit_null_model, pair_pattern
 from fusion_core.diagnostics.cartels.eigen import rank_one_vector, rank_two_loadings
-from fusion_core.methods.spectral import BinaryMatrix, pairwise_moments
+from fusion_core.methods.spectral import BinaryMatrix, Moments, pairwise_moments
 
 
 class GroupAnalysis:
@@ -28,6 +28,7 @@ class GroupAnalysis:
         alpha: float,
         n_min: int,
         rng: np.random.Generator,
+        moments: Moments | None = None,
     ):
         self.idx = workers_idx  # codes of analysed annotators
         sub = B.subset_workers(np.isin(np.arange(B.m), workers_idx))
@@ -35,7 +36,8 @@ class GroupAnalysis:
         # coordinates of the former dense m × n view, without its memory (2 GB at 1M responses)
         self.B = _compact_items(sub)
         self.n_bootstrap, self.alpha, self.n_min, self.rng = n_bootstrap, alpha, n_min, rng
-        self.mom = pairwise_moments(self.B, n_min=n_min)
+        # pairwise, so the analysed annotators' moments are the rows and columns of all annotators' (``moments``)
+        self.mom = pairwise_moments(self.B, n_min=n_min) if moments is None else moments
         self.cache: dict[frozenset[int], GroupTest] = {}
         self.fits: dict[tuple[str, bytes], np.ndarray] = {}
 
@@ -63,11 +65,12 @@ class GroupAnalysis:
         in_g[g] = True
         sub = self.B.subset_workers(in_g)
         compact, pattern = _compact_items(sub), None
+        mom = self.mom.restrict(g)  # the group's moments (pairwise: rows and columns of the analysed annotators')
         if meanwhile is None:
-            null = fit_null_model(sub, self.n_min)
+            null = fit_null_model(sub, self.n_min, moments=mom)
         else:
             with ThreadPoolExecutor(2, thread_name_prefix="fusion-cartel-null") as pool:
-                job = pool.submit(fit_null_model, sub, self.n_min, quiet=True)
+                job = pool.submit(fit_null_model, sub, self.n_min, quiet=True, moments=mom)
                 pattern_job = pool.submit(pair_pattern, compact, self.n_min)  # needs no null model either
                 meanwhile()
                 null, pattern = job.result(), pattern_job.result()

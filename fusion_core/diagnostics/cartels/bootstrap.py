@@ -26,14 +26,15 @@ import pandas as pd
 
 from fusion_core import progress
 from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.cartels.kernels import draw_labels_packed, packed_width
 from fusion_core.diagnostics.cartels.pair_pattern import PairPattern
 from fusion_core.diagnostics.cartels.statistic import batched_stats
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods.base import initial_posterior
 from fusion_core.methods.dawid_skene import fit_em_from
 from fusion_core.methods.dawid_skene.sweep import n_threads
-from fusion_core.methods.numerics import jit_enabled, njit
-from fusion_core.methods.spectral import BinaryMatrix, fit_binary
+from fusion_core.methods.numerics import jit_enabled
+from fusion_core.methods.spectral import BinaryMatrix, Moments, fit_binary
 
 MAX_THREADS = 4  # bootstrap chunks computed at once (each holds a chunk's matrices)
 MIN_THREADED_WORK = 1_000_000  # replicates cheaper than this (labels + pair entries, or m² of the eigenproblems)
@@ -75,18 +76,19 @@ class GroupTest:
     n_drawn: int
 
 
-def fit_null_model(B: BinaryMatrix, n_min: int, *, quiet: bool = False) -> NullModel:
+def fit_null_model(B: BinaryMatrix, n_min: int, *, quiet: bool = False, moments: Moments | None = None) -> NullModel:
     """§6.4 step 1: i-SML, then two-coin Dawid–Skene EM from its posterior (spec §3.11), on a group's labels.
 
     ``quiet``: the fits are asked not to warn instead of their warnings being filtered (the filters are
-    process-wide and not thread-safe), so that the model can be fitted on a second thread."""
+    process-wide and not thread-safe), so that the model can be fitted on a second thread.  ``moments``: the
+    group's pairwise moments (with ``n_min``), when already computed."""
     if quiet:
         with np.errstate(all="ignore"):  # thread-local state
-            bf = fit_binary(B, n_min=n_min, d_min=1, warn=False)
+            bf = fit_binary(B, n_min=n_min, d_min=1, warn=False, moments=moments)
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AggregationWarning)
-            bf = fit_binary(B, n_min=n_min, d_min=1)
+            bf = fit_binary(B, n_min=n_min, d_min=1, moments=moments)
     r = Responses(
         item=B.item,
         worker=B.worker,
@@ -203,10 +205,11 @@ class _Replicates:
         y = rng.random((nb, n), dtype=np.float32) < (1 + b) / 2
         if self.sparse:  # draw only the observed entries (the missingness mask is copied exactly)
             u = rng.random((nb, len(self.w_idx)), dtype=np.float32)
-            if jit_enabled():  # the same labels from the same draws, entry-major int8 (``PairPattern.sums_t``)
-                zt = np.empty((len(self.w_idx), nb), dtype=np.int8)
-                _draw_labels_t(np.ascontiguousarray(y.T), u, self.w_idx, self.i_idx, psi, eta, zt)
-                return self.pat.stats(self.pat.sums_t(zt), self.n_min, self.n_extra, self.x0, n_spec=self.n_spec)
+            if jit_enabled():  # the same labels from the same draws, bit-packed (``PairPattern.sums_packed``)
+                xp = np.zeros((len(self.w_idx), packed_width(nb)), dtype=np.uint8)
+                draw_labels_packed(np.ascontiguousarray(y.T), u, self.w_idx, self.i_idx, psi, eta, xp)
+                sums = self.pat.sums_packed(xp, nb)
+                return self.pat.stats(sums, self.n_min, self.n_extra, self.x0, n_spec=self.n_spec)
             else:
                 yy = y[:, self.i_idx]
                 w = self.w_idx
@@ -252,7 +255,6 @@ def bootstrap_test(
     """
     reps = _Replicates(B, null, n_min=n_min, n_extra=n_extra, n_spec=n_spec, pattern=pattern)
     chunk = reps.chunk(chunk)
-    s_obs, spec_obs = reps.observed()
     h = stop_count(alpha, n_bootstrap) if sequential else n_bootstrap + 1
     starts = list(range(0, n_bootstrap, chunk))  # chunks bound memory
     # each chunk draws from its own stream, seeded by the test's one draw from ``rng`` and the chunk's number, so
@@ -270,10 +272,9 @@ def bootstrap_test(
         # the compiled kernels, numpy and LAPACK (:mod:`.lapack`) release the GIL: ``workers`` chunks in flight,
         # read back in order; the stop rule only looks at the chunks before it, so the result is the sequential one
         pending = {c: pool.submit(run, c) for c in range(workers)}
+        s_obs, spec_obs = reps.observed()  # while the first chunks are drawn
         for c, start in enumerate(starts):
             s, sp_ = pending.pop(c).result()
-            if c + workers < len(starts):
-                pending[c + workers] = pool.submit(run, c + workers)
             progress.report("bootstrap test of a group", min(start + chunk, n_bootstrap) / n_bootstrap)
             s_null.append(s)
             spec_null.append(sp_)
@@ -282,6 +283,8 @@ def bootstrap_test(
                 stop_at = start + int(np.argmax(hits >= h)) + 1
                 break
             count = int(hits[-1])
+            if c + workers < len(starts):  # after the stop check: a chunk past the stop is never started
+                pending[c + workers] = pool.submit(run, c + workers)
         for f in pending.values():
             f.cancel()
     s_null_a = np.concatenate(s_null)
@@ -293,19 +296,3 @@ def bootstrap_test(
     else:
         p = (1 + (s_null_a >= s_obs[0][None, :]).sum(axis=0)) / (n_bootstrap + 1)
     return GroupTest(s_obs[0], s_null_a, p, spec_obs[0], spec_null_a, null, len(s_null_a))
-
-
-@njit
-def _draw_labels_t(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
-    yt: np.ndarray, u: np.ndarray, w: np.ndarray, i: np.ndarray, psi: np.ndarray, eta: np.ndarray, out: np.ndarray
-) -> None:  # pragma: no cover - compiled
-    """Compiled label draw of :meth:`_Replicates.draw` (sparse case) into entry-major int8 labels (entries × b;
-    ``yt``: items × b truths): +1 with probability ψ_w on positive items, −1 with probability η_w on negative
-    ones, from the uniforms ``u`` (b × entries, the numpy path's draws)."""
-    for e in range(u.shape[1]):
-        p, q, it = psi[w[e]], eta[w[e]], i[e]
-        for r in range(u.shape[0]):
-            if yt[it, r]:
-                out[e, r] = 1 if u[r, e] < p else -1
-            else:
-                out[e, r] = -1 if u[r, e] < q else 1

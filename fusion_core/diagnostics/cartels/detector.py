@@ -14,6 +14,7 @@ guideline look the same.  Binary labels only (the positive class is ``positive_l
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,6 +30,7 @@ from fusion_core.errors import AggregationWarning, UserInputError
 from fusion_core.methods.registry import create
 from fusion_core.methods.spectral import (
     BinaryMatrix,
+    Core,
     SparseOverlapWarning,
     pairwise_moments,
     resolve_sign,
@@ -123,33 +125,30 @@ def _note(notes: list[str], text: str) -> None:
 
 
 def _detect(resp: Responses, pos: int, rng: np.random.Generator, s: _Settings) -> CartelReport:
-    z = np.where(resp.label == pos, 1.0, -1.0)
     # annotators with responses only: a subset of a larger crowd (the audit's most active annotators) keeps every
     # id, and the m × m moments of absent annotators cost O(m²) for nothing (2,500 ids for 100 annotators)
     active = np.flatnonzero(np.bincount(resp.worker, minlength=resp.n_workers) > 0)
-    code = np.full(resp.n_workers, -1, dtype=np.int64)
-    code[active] = np.arange(len(active))
-    B = BinaryMatrix.from_codes(code[resp.worker], resp.item, z, len(active), resp.n_items)
-    core = spectral_core(B, pairwise_moments(B, n_min=s.n_min), d_min=s.d_min)
-    if core.too_sparse:
+    with ThreadPoolExecutor(1, thread_name_prefix="fusion-cartel-prep") as pool:
+        # the moments, the core and the working state on a second thread while this one fits ``method``'s labels on
+        # all the data, which need none of them (only this thread records warnings: the filters are process-wide)
+        prep = pool.submit(_prepare, resp, pos, active, rng, s)
+        labels = create(s.method).fit(resp).labels_
+        core, an = prep.result()
+    if an is None:
         warnings.warn(f"cartel detection not applicable: {core.reason}.", SparseOverlapWarning, stacklevel=3)
-        return _could_not_run(core.reason, create(s.method).fit(resp).labels_, s, resp.classes[pos])
-    idx = np.flatnonzero(core.mask)
-    an = GroupAnalysis(B, idx, n_bootstrap=s.n_bootstrap, alpha=s.alpha, n_min=s.n_min, rng=rng)
-    m = len(idx)
-    workers = pd.Index(resp.workers.take(active[idx]), name="worker")
+        return _could_not_run(core.reason, labels, s, resp.classes[pos])
+    m = len(an.idx)
+    workers = pd.Index(resp.workers.take(active[an.idx]), name="worker")
     n_comp = int(min(s.n_components, m))
     all_g = np.arange(m)
     done: dict[str, Any] = {}
 
-    def meanwhile() -> None:  # neither depends on the test: done while the first test's null model is fitted
-        done["labels"] = create(s.method).fit(resp).labels_  # ``method``'s labels on all the data
+    def meanwhile() -> None:  # does not depend on the test: done while the first test's null model is fitted
         done["loadings"] = _loadings(an, workers, n_comp)
 
     first = an.test(all_g, n_extra=max(n_comp - 1, 1), n_spec=n_comp, sequential=True, meanwhile=meanwhile)
     if not done:
         meanwhile()
-    labels = done["labels"]
     loadings, rho = done["loadings"]
     final: list[np.ndarray] = []
     if first.p[0] < s.alpha:
@@ -188,6 +187,25 @@ def _detect(resp: Responses, pos: int, rng: np.random.Generator, s: _Settings) -
         rho=rho,
         method=s.method,
         positive_label=resp.classes[pos],
+    )
+
+
+def _prepare(
+    resp: Responses, pos: int, active: np.ndarray, rng: np.random.Generator, s: _Settings
+) -> tuple[Core, GroupAnalysis | None]:
+    """The ±1 labels of the ``active`` annotators, the spectral core of their moments and the working state on it
+    (None when the core is too sparse); warns nothing, so that it can run on a second thread."""
+    code = np.full(resp.n_workers, -1, dtype=np.int64)
+    code[active] = np.arange(len(active))
+    z = np.where(resp.label == pos, 1.0, -1.0)
+    B = BinaryMatrix.from_codes(code[resp.worker], resp.item, z, len(active), resp.n_items)
+    mom = pairwise_moments(B, n_min=s.n_min)
+    core = spectral_core(B, mom, d_min=s.d_min)
+    if core.too_sparse:
+        return core, None
+    idx = np.flatnonzero(core.mask)
+    return core, GroupAnalysis(
+        B, idx, n_bootstrap=s.n_bootstrap, alpha=s.alpha, n_min=s.n_min, rng=rng, moments=mom.restrict(idx)
     )
 
 

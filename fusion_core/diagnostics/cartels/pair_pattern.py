@@ -8,6 +8,8 @@ the data.  For large sparse crowds the moments of every replicate are therefore 
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -19,19 +21,15 @@ from fusion_core.diagnostics.cartels.eigen import (
     solve_batched,
     top_eigvalsh,
 )
-from fusion_core.methods.numerics import jit_enabled, njit
-
-
-def stable_argsort(key: np.ndarray, bound: int) -> np.ndarray:
-    """``np.argsort(key, kind="stable")`` for integer keys in [0, bound): numpy's stable sort is a radix sort for
-    16-bit keys, so keys below 2³² take two such passes, low then high half (measured 0.42 s → 0.05 s on 2.4M
-    pair keys); the same permutation."""
-    if bound > 2**32 or len(key) < 50_000:
-        return np.argsort(key, kind="stable")
-    if bound <= 2**16:
-        return np.argsort(key.astype(np.uint16), kind="stable")
-    first = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
-    return first[np.argsort((key[first] >> 16).astype(np.uint16), kind="stable")]
+from fusion_core.diagnostics.cartels.kernels import (
+    completed_symmetric,
+    dense_symmetric,
+    pack_labels,
+    pair_moments_delta,
+    pair_sums_packed,
+    residual_symmetric,
+)
+from fusion_core.methods.numerics import jit_enabled, stable_argsort
 
 
 def _overlap_entries(worker: np.ndarray, item: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +79,6 @@ class PairPattern:
         self.starts = np.flatnonzero(first)
         self.a, self.b = np.divmod(key[self.starts], m)
         self.worker = worker
-        self.ind = sp.csr_matrix((np.ones(len(worker)), (np.arange(len(worker)), worker)), shape=(len(worker), m))
         # symmetric CSR structure of one replicate's candidate pairs; ``src`` maps CSR slots to pair values
         P = len(self.a)
         rows, cols = np.r_[self.a, self.b], np.r_[self.b, self.a]
@@ -104,7 +101,7 @@ class PairPattern:
         """Per replicate (rows of ``zs``, b × entries): Σ_l z_il (b × m), and on the candidate pairs
         S1_ij, S1_ji, S12_ij (b × P)."""
         if jit_enabled():
-            return self.sums_t(np.ascontiguousarray(zs.T, dtype=np.int8))
+            return self.sums_packed(pack_labels(zs), zs.shape[0])
         diag = np.asarray((self.ind.T @ zs.T).T)
         if not len(self.starts):
             e = np.zeros((zs.shape[0], 0))
@@ -123,14 +120,14 @@ class PairPattern:
         s1a, s1b, s12 = (np.concatenate(v).astype(float) for v in zip(*out))
         return diag, s1a, s1b, s12
 
-    def sums_t(self, zt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`sums` of labels stored entry-major (``zt``: entries × b, int8 ±1; compiled kernel): each pair
-        entry's labels of all b replicates share a cache line, so the gathers cost one miss per entry instead of
-        one per entry and replicate (the same integer sums)."""
-        nb_, npairs = zt.shape[1], len(self.starts)
-        diag = np.empty((nb_, self.m))
-        s1a, s1b, s12 = (np.empty((nb_, npairs)) for _ in range(3))
-        _pair_sums_t(zt, self.worker, self.ea, self.eb, self.starts, diag, s1a, s1b, s12)
+    def sums_packed(self, xp: np.ndarray, nb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`sums` of ``nb`` replicates' labels bit-packed entry-major (``xp``: entries × packed width bytes,
+        :func:`.kernels.pack_labels`; compiled kernel): the same integer sums, 8 replicates per word."""
+        npairs = len(self.starts)
+        diag = np.empty((nb, self.m))
+        s1a, s1b, s12 = (np.empty((nb, npairs)) for _ in range(3))
+        words = xp.view(np.uint64)
+        pair_sums_packed(words, nb, self.worker, self.ea, self.eb, self.starts, diag, s1a, s1b, s12)
         return diag, s1a, s1b, s12
 
     def block(self, vals: np.ndarray) -> sp.csr_matrix:
@@ -143,32 +140,80 @@ class PairPattern:
         return sp.csr_matrix((vals[:, self.src].ravel(), indices, indptr), shape=(nb * m, nb * m))
 
     def scatter(
-        self, vals: np.ndarray, diag: np.ndarray | None = None, dtype: type = np.float64, fill: np.ndarray | None = None
+        self,
+        vals: np.ndarray,
+        diag: np.ndarray | None = None,
+        dtype: type = np.float64,
+        outer: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
-        """Dense symmetric matrices (b × m × m) with the pair values ``vals`` (b × P), ``diag`` on the diagonal
-        (else 0) and 0 on the other pairs (or ``fill``'s values there, b × m × m); one flat scatter per replicate."""
+        """Dense symmetric matrices (b × m × m) with the pair values ``vals`` (b × P) of each replicate, ``diag``
+        on the diagonal (else 0) and 0 on the other pairs (or λ_r x_r x_rᵀ there, ``outer`` = (λ, x): b, b × m)."""
         nb, m = vals.shape[0], self.m
-        M: np.ndarray = np.zeros((nb, m * m), dtype=dtype) if fill is None else fill.reshape(nb, m * m).astype(dtype)
+        if jit_enabled():  # one compiled pass (numpy's fancy-index scatter took 0.8 ms per replicate and matrix)
+            M: np.ndarray = np.empty((nb, m, m), dtype=dtype)
+            lam, x = outer if outer is not None else (np.zeros(0), np.zeros((0, 0)))
+            dg = np.zeros((0, 0)) if diag is None else diag
+            dense_symmetric(vals, self.a, self.b, dg, lam, x, M)
+            return M
+        if outer is None:
+            F: np.ndarray = np.zeros((nb, m * m), dtype=dtype)
+        else:
+            lam, x = outer
+            F = (lam[:, None, None] * x[:, :, None] * x[:, None, :]).reshape(nb, m * m).astype(dtype)
         for r in range(nb):  # loop over the replicates of a chunk
-            M[r, self.flat_ab] = vals[r]
-            M[r, self.flat_ba] = vals[r]
+            F[r, self.flat_ab] = vals[r]
+            F[r, self.flat_ba] = vals[r]
             if diag is not None:
-                M[r, :: m + 1] = diag[r]
-        return M.reshape(nb, m, m)
+                F[r, :: m + 1] = diag[r]
+        return F.reshape(nb, m, m)
+
+    @cached_property
+    def ind(self) -> sp.csr_matrix:
+        """Entries × annotators indicator (the numpy path's per-annotator sums)."""
+        ne = len(self.worker)
+        return sp.csr_matrix((np.ones(ne), (np.arange(ne), self.worker)), shape=(ne, self.m))
+
+    @cached_property
+    def candidates(self) -> np.ndarray:
+        """The candidate pairs as a dense symmetric 0/1 matrix (m × m, zero diagonal)."""
+        return self.scatter(np.ones((1, len(self.a))))[0]
 
     def _dense_eigvals(self, e: np.ndarray, k: int) -> np.ndarray:
         """The k largest eigenvalues (descending) of the symmetric matrices with pair values ``e`` (b × P), zero
         diagonal (built in single precision where :func:`.eigen.top_eigvalsh` works in it)."""
         return top_eigvalsh(self.scatter(e, dtype=eig_dtype(self.m, k)), k)
 
-    def _pair_moments(self, zs: np.ndarray | Sums) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(covariances qz, valid, σ̂², 1 − μ̂²) on the candidate pairs of each replicate (b × P, base b × m), from
-        labels (b × entries) or their :meth:`sums`; the pair analogue of
-        :func:`~fusion_core.diagnostics.cartels.statistic.batch_moments`."""
+    def _residuals(self, qz: np.ndarray, valid: np.ndarray, sigma2: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Standardised residuals (q̂ − v_a v_b)/σ̂ on the valid candidate pairs, 0 on the others (b × P)."""
+        a, b = self.a, self.b
+        return np.where(valid, (qz - v[:, a] * v[:, b]) / np.sqrt(np.where(valid, sigma2, 1.0)), 0.0)
+
+    def _residual_matrices(
+        self, qz: np.ndarray, valid: np.ndarray, sigma2: np.ndarray, v: np.ndarray, e: np.ndarray | None, *, dtype: type
+    ) -> np.ndarray:
+        """The residuals as dense symmetric matrices in ``dtype`` (from ``e`` if given, else in one compiled pass)."""
+        if e is not None:
+            return self.scatter(e, dtype=dtype)
+        out: np.ndarray = np.empty((len(qz), self.m, self.m), dtype=dtype)
+        residual_symmetric(qz, valid, sigma2, v, self.a, self.b, out)
+        return out
+
+    def _pair_moments(self, zs: np.ndarray | Sums, weights: str = "delta") -> tuple[np.ndarray, ...]:
+        """(covariances qz, valid, σ̂², 1 − μ̂², Method A weights W) on the candidate pairs of each replicate (b × P,
+        base b × m) and the per-annotator sums deg = Σ_j W_ij, c = Σ_j W_ij log|q̂_ij| (b × m), from labels
+        (b × entries) or their :meth:`sums`; the pair analogue of
+        :func:`~fusion_core.diagnostics.cartels.statistic.batch_moments` and ``batch_diagonal``'s weights."""
         diag, s1a, s1b, s12 = self.sums(zs) if isinstance(zs, np.ndarray) else zs
         a, b = self.a, self.b
         n_i = np.diagonal(self.N)
         Np = self.N[a, b]
+        nb, m = diag.shape
+        if jit_enabled() and weights == "delta":  # one compiled pass, the same operations
+            qz, sigma2, W = (np.empty_like(s1a) for _ in range(3))
+            valid = np.empty(s1a.shape, dtype=bool)
+            base, deg, c = (np.empty((nb, m)) for _ in range(3))
+            pair_moments_delta(diag, s1a, s1b, s12, n_i, Np, a, b, qz, valid, sigma2, base, W, deg, c)
+            return qz, valid, sigma2, base, W, deg, c
         mu = diag / np.maximum(n_i, 1)
         q = (s12 - s1a * s1b / Np) / (Np - 1)
         const = np.abs(mu) >= 1 - 1e-12
@@ -176,14 +221,7 @@ class PairPattern:
         muc = np.clip(mu, -(1 - 1e-6), 1 - 1e-6)
         base = 1 - muc**2
         sigma2 = base[:, a] * base[:, b] / (Np - 1)
-        return np.where(valid, q, 0.0), valid, sigma2, base
-
-    def _diagonal(
-        self, qz: np.ndarray, valid: np.ndarray, sigma2: np.ndarray, base: np.ndarray, weights: str
-    ) -> np.ndarray:
-        """Method A per replicate on the pair list (see ``statistic.batch_diagonal``): r, b × m."""
-        nb, m = qz.shape[0], self.m
-        a, b = self.a, self.b
+        qz = np.where(valid, q, 0.0)
         if weights == "delta":
             W = np.where(valid & (qz != 0), qz**2 / sigma2, 0.0)
         else:
@@ -191,12 +229,15 @@ class PairPattern:
         with np.errstate(divide="ignore"):
             Y = np.where(W > 0, np.log(np.abs(qz) + (W == 0)), 0.0)
         rep = np.arange(nb)[:, None] * m
-        deg = np.bincount((rep + a).ravel(), W.ravel(), nb * m) + np.bincount((rep + b).ravel(), W.ravel(), nb * m)
-        c = (
-            np.bincount((rep + a).ravel(), (W * Y).ravel(), nb * m)
-            + np.bincount((rep + b).ravel(), (W * Y).ravel(), nb * m)
-        ).reshape(nb, m)
-        dd = np.where(deg > 0, deg, 1.0).reshape(nb, m)  # isolated: t_i = 0
+        ia, ib = (rep + a).ravel(), (rep + b).ravel()
+        sum_w = np.bincount(ia, W.ravel(), nb * m) + np.bincount(ib, W.ravel(), nb * m)
+        sum_wy = np.bincount(ia, (W * Y).ravel(), nb * m) + np.bincount(ib, (W * Y).ravel(), nb * m)
+        return qz, valid, sigma2, base, W, sum_w.reshape(nb, m), sum_wy.reshape(nb, m)
+
+    def _diagonal(self, W: np.ndarray, deg: np.ndarray, c: np.ndarray, base: np.ndarray) -> np.ndarray:
+        """Method A per replicate on the pair list (see ``statistic.batch_diagonal``) from the weights and sums of
+        :meth:`_pair_moments`: r, b × m."""
+        dd = np.where(deg > 0, deg, 1.0)  # isolated: t_i = 0
         A = self.scatter(W, dd)
         t = cg_batched(lambda x: np.matmul(A, x[:, :, None])[:, :, 0], c) if self.dense else None
         if t is None:  # sparse pattern, or CG did not converge: LAPACK
@@ -218,94 +259,69 @@ class PairPattern:
         block-diagonal products; ``zs``: labels (b × entries) or their :meth:`sums`."""
         nb, m = (zs if isinstance(zs, np.ndarray) else zs[0]).shape[0], self.m
         a, b = self.a, self.b
-        qz, valid, sigma2, base = self._pair_moments(zs)  # n_min is built into the candidate pairs
-        r = self._diagonal(qz, valid, sigma2, base, weights)
+        qz, valid, sigma2, base, W, deg, c = self._pair_moments(zs, weights)  # n_min is in the candidate pairs
+        r = self._diagonal(W, deg, c, base)
         any_miss = bool((valid.sum(axis=1) < m * (m - 1) // 2).any())
         if self.dense:
             Qd = self.scatter(qz)
-            Vd = self.scatter(valid.astype(float)) if any_miss else None
 
             def product(x: np.ndarray, M: np.ndarray) -> np.ndarray:
                 return np.matmul(M, x[:, :, None])[:, :, 0]
+
+            def valid_sums(x2: np.ndarray) -> np.ndarray:
+                # Σ_{j valid} x_j²: over the fixed candidate pairs (one product for all replicates), less the few
+                # candidate pairs a replicate found invalid (constant labels on the overlap)
+                out = x2 @ self.candidates
+                if len(bad_r):
+                    np.subtract.at(out, (bad_r, a[bad_p]), x2[bad_r, b[bad_p]])
+                    np.subtract.at(out, (bad_r, b[bad_p]), x2[bad_r, a[bad_p]])
+                return out
+
+            bad_r, bad_p = np.nonzero(~valid)
+            Vd = valid_sums if any_miss else None
         else:
-            Qd, Vd = self.block(qz), (self.block(valid.astype(float)) if any_miss else None)
+            Qd, Vb = self.block(qz), (self.block(valid.astype(float)) if any_miss else None)
 
             def product(x: np.ndarray, M: np.ndarray) -> np.ndarray:
                 return (M @ x.ravel()).reshape(nb, m)
+
+            Vd = (lambda x2: product(x2, Vb)) if Vb is not None else None
 
         def matvec(x: np.ndarray, lam: np.ndarray) -> np.ndarray:
             # the dense path's product on the pair pattern; missing pairs imputed by λ x xᵀ
             y = product(x, Qd) + r * x
             if Vd is not None:  # Σ_{j missing} x_j² = Σ_{j≠i} x_j² − Σ_{j valid} x_j²
                 x2 = x * x
-                y += lam[:, None] * x * ((x2.sum(axis=1, keepdims=True) - x2) - product(x2, Vd))
+                y += lam[:, None] * x * ((x2.sum(axis=1, keepdims=True) - x2) - Vd(x2))
             return y
 
         x, lam = batched_power(matvec, x0, nb, m)
         v = np.sqrt(np.maximum(lam, 0))[:, None] * x
-        e = np.where(valid, (qz - v[:, a] * v[:, b]) / np.sqrt(np.where(valid, sigma2, 1.0)), 0.0)
+        jit = jit_enabled()
+        e = None if jit and self.dense else self._residuals(qz, valid, sigma2, v)
         s = None
         if n_extra == 1 and m >= 100:  # the statistic alone: Lanczos on the residual
             if self.dense:
-                Ed = self.scatter(e)
+                Ed = self._residual_matrices(qz, valid, sigma2, v, e, dtype=np.float64)
                 s, ok = lanczos_top(lambda q: product(q, Ed), nb, m)
                 if not ok.all():
                     s[~ok] = top_eigvalsh(Ed[~ok], 1)
             else:
+                assert e is not None
                 s, ok = lanczos_top(self.block(e), nb, m)
                 if not ok.all():
                     s[~ok] = self._dense_eigvals(e[~ok], 1)
         if s is None:
-            s = self._dense_eigvals(e, n_extra)
+            Ed = self._residual_matrices(qz, valid, sigma2, v, e, dtype=eig_dtype(m, n_extra))
+            s = top_eigvalsh(Ed, n_extra)
         spec = np.zeros((nb, 0))
         if n_spec:  # completed R: pairs never valid (or not candidates) imputed by λ x xᵀ
-            f = np.where(valid, qz, lam[:, None] * x[:, a] * x[:, b])
-            outer = None if len(a) == m * (m - 1) // 2 else lam[:, None, None] * x[:, :, None] * x[:, None, :]
-            spec = top_eigvalsh(self.scatter(f, r, eig_dtype(m, n_spec), outer), n_spec)
+            dt = eig_dtype(m, n_spec)
+            if jit:
+                Rf: np.ndarray = np.empty((nb, m, m), dtype=dt)
+                completed_symmetric(qz, valid, lam, x, r, a, b, Rf)
+            else:
+                f = np.where(valid, qz, lam[:, None] * x[:, a] * x[:, b])
+                Rf = self.scatter(f, r, dt, None if len(a) == m * (m - 1) // 2 else (lam, x))
+            spec = top_eigvalsh(Rf, n_spec)
         return s, spec
-
-
-@njit
-def _pair_sums_t(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
-    zt: np.ndarray,
-    worker: np.ndarray,
-    ea: np.ndarray,
-    eb: np.ndarray,
-    starts: np.ndarray,
-    diag: np.ndarray,
-    s1a: np.ndarray,
-    s1b: np.ndarray,
-    s12: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    """S1_ij, S1_ji, S12_ij (b × P) of entry-major labels (entries × b, int8), all replicates in one pass, and the
-    per-annotator sums Σ_l z_il (b × m); integer accumulators, so the sums are exact."""
-    nb = zt.shape[1]
-    npairs, n_ent = starts.shape[0], ea.shape[0]
-    dg = np.zeros((diag.shape[1], nb), dtype=np.int64)
-    for e in range(zt.shape[0]):
-        w = worker[e]
-        for r in range(nb):
-            dg[w, r] += zt[e, r]
-    for w in range(diag.shape[1]):
-        for r in range(nb):
-            diag[r, w] = dg[w, r]
-    sa = np.zeros(nb, dtype=np.int64)
-    sb = np.zeros(nb, dtype=np.int64)
-    sab = np.zeros(nb, dtype=np.int64)
-    for p in range(npairs):
-        hi = starts[p + 1] if p + 1 < npairs else n_ent
-        sa[:] = 0
-        sb[:] = 0
-        sab[:] = 0
-        for t in range(starts[p], hi):
-            a, b = ea[t], eb[t]
-            for r in range(nb):
-                x = zt[a, r]
-                y = zt[b, r]
-                sa[r] += x
-                sb[r] += y
-                sab[r] += x * y
-        for r in range(nb):
-            s1a[r, p] = sa[r]
-            s1b[r, p] = sb[r]
-            s12[r, p] = sab[r]

@@ -70,16 +70,18 @@ def fit_spectral(
     d_min: int = 3,
     strict: bool = False,
     warn: bool = True,
+    moments: Moments | None = None,
 ) -> SpectralResult | None:
     """Moments → core → rank-one completion → leading eigenvector with sign (§3.2–3.4, §5).
 
     ``completion``: 'loglinear' (Method A), 'als' (Method A then Gauss–Seidel Method B), 'auto'
     (A alone on dense data, A then B with missing entries).  Returns None (after a SparseOverlapWarning)
-    when there is no usable core, or raises :class:`SparseOverlapError` if ``strict``.
+    when there is no usable core, or raises :class:`SparseOverlapError` if ``strict``.  ``moments``: B's
+    :func:`pairwise_moments` with this ``n_min``, when the caller has them already.
     """
     if completion not in COMPLETIONS:
         raise UserInputError(f"completion must be 'auto', 'loglinear' or 'als', got {completion!r}.")
-    mom = pairwise_moments(B, n_min=n_min)
+    mom = pairwise_moments(B, n_min=n_min) if moments is None else moments
     core = spectral_core(B, mom, d_min=d_min)
     if core.too_sparse:
         _no_core(core, strict=strict, warn=warn)

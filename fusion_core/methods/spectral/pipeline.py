@@ -14,6 +14,7 @@ from fusion_core.methods.spectral.binary import DELTA_B, EPS, GRID_STEP, BinaryM
 from fusion_core.methods.spectral.eigenvector import SpectralResult, fit_spectral
 from fusion_core.methods.spectral.errors import ClassImbalanceWarning
 from fusion_core.methods.spectral.imbalance import estimate_b_likelihood, estimate_b_tensor, psi_eta_from_v
+from fusion_core.methods.spectral.moments import Moments
 
 B_METHODS = ("likelihood", "tensor", "both", "none")
 
@@ -83,11 +84,13 @@ def fit_binary(
     eps: float = EPS,
     want_llr: bool = True,
     warn: bool = True,
+    moments: Moments | None = None,
 ) -> BinaryFit:
     """SML (§3.6) + b (§3.8/§3.9, or the given ``b``) + ψ/η (§3.7) + i-SML LLR (§3.10).
 
     ``b_method``: 'likelihood', 'tensor', 'both' (likelihood used, tensor reported) or 'none'.  Without a usable
-    core the result has ``spectral=None`` (the caller falls back, §5.2 step 5).
+    core the result has ``spectral=None`` (the caller falls back, §5.2 step 5).  ``moments``: B's pairwise moments
+    with this ``n_min``, when the caller has them already.
     """
     if b_method not in B_METHODS:
         raise UserInputError(f"b_method must be 'likelihood', 'tensor', 'both' or 'none', got {b_method!r}.")
@@ -102,6 +105,7 @@ def fit_binary(
         d_min=d_min,
         strict=strict,
         warn=warn,
+        moments=moments,
     )
     if spec is None:
         return BinaryFit(spectral=None, diagnostics={"method_used": "em_mv_fallback"})
