@@ -34,6 +34,16 @@ BOX_TOL = 1e-12
 
 
 @nb.njit(cache=True, nogil=True)
+def _level(a, b, x):
+    """f'_u(x) and f''_u(x) of one level (A_u = a, B_u = b)."""
+    ip = 1.0 / x
+    iq = 1.0 / (1.0 - x)
+    ai = a * ip
+    bi = b * iq
+    return bi - ai, ai * ip + bi * iq
+
+
+@nb.njit(cache=True, nogil=True)
 def _slope(u, x, A, B, h, r, vr, lo):  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
     """V'_u(x), V''_u(x), the nearest jumps of V'_u below and above x, and the trajectory length."""
     g = 0.0
@@ -44,12 +54,9 @@ def _slope(u, x, A, B, h, r, vr, lo):  # noqa: PLR0917 - a compiled kernel takes
     khi = 2.0
     steps = 1
     while True:
-        ip = 1.0 / y
-        iq = 1.0 / (1.0 - y)
-        a = A[v] * ip
-        b = B[v] * iq
-        g += b - a
-        c += a * ip + b * iq
+        gv, cv = _level(A[v], B[v], y)
+        g += gv
+        c += cv
         if v == lo:
             break
         hv = h[v - 1]
@@ -142,20 +149,15 @@ def _forward(lo, hi, A, B, h, eps, r, vr, cr, budget):  # noqa: PLR0917 - a comp
         if u > lo:
             fl = max(r[u - 1] - h[u - 1], eps)
             fc = min(r[u - 1] + h[u - 1], top)
-        ip = 1.0 / rho
-        iq = 1.0 / (1.0 - rho)
         if fl <= rho <= fc:  # in the band where V'_u = f'_u
-            g = Bu * iq - Au * ip
+            g, c = _level(Au, Bu, rho)
             r[u] = rho
             vr[u] = g if (rho == eps and g > 0.0) or (rho == top and g < 0.0) else 0.0
-            cr[u] = Au * ip * ip + Bu * iq * iq
+            cr[u] = c
             continue
         end = fc if rho > fc else fl  # V'_u has one sign on the band: the root is beyond this end of it (inside
         # the box: rho lies in it and beyond this end)
-        ie = 1.0 / end
-        je = 1.0 / (1.0 - end)
-        ge = Bu * je - Au * ie
-        ce = Au * ie * ie + Bu * je * je
+        ge, ce = _level(Au, Bu, end)
         gt = ge + vr[u - 1]  # V'_u just beyond the band (the clip active) and its slope
         ct = ce + cr[u - 1]
         if (rho > fc and gt >= 0.0) or (rho < fl and gt <= 0.0):  # V' jumps across 0 at the band's end
@@ -197,7 +199,7 @@ def _backward(lo, hi, A, B, h, eps, r, p, lam, tight):  # noqa: PLR0917 - a comp
     phi = 0.0
     for u in range(lo, hi):  # feasible interval of λ_u given the levels up to u
         x = p[u]
-        fp = B[u] / (1.0 - x) - A[u] / x
+        fp = _level(A[u], B[u], x)[0]
         jlo = -np.inf if x <= eps + BOX_TOL else plo + fp
         jhi = np.inf if x >= top - BOX_TOL else phi + fp
         slo = -np.inf if (u < hi - 1 and tight[u] == -1) else 0.0
@@ -213,7 +215,7 @@ def _backward(lo, hi, A, B, h, eps, r, p, lam, tight):  # noqa: PLR0917 - a comp
     lam[hi - 1] = 0.0
     for u in range(hi - 2, lo - 1, -1):  # λ_u that makes level u + 1 stationary, within its interval
         x = p[u + 1]
-        t = lam[u + 1] - (B[u + 1] / (1.0 - x) - A[u + 1] / x)
+        t = lam[u + 1] - _level(A[u + 1], B[u + 1], x)[0]
         tlo = -np.inf if x >= top - BOX_TOL else t
         thi = np.inf if x <= eps + BOX_TOL else t
         L = max(tlo, ilo[u - lo])

@@ -319,7 +319,6 @@ def lipschitz_chain_mstep(
             p, solved, gap = dynamic_chain_mstep(a[lv], b[lv], hs[lv], np.r_[0, np.cumsum(ch.lens[left])[:-1]], eps)
             which = np.flatnonzero(left)
             out[lv] = p
-            left[which[~solved]] = True
             left[which[solved]] = False
             n_dynamic = int(solved.sum())
             dp_gap = float(gap[solved].max()) if n_dynamic else 0.0
