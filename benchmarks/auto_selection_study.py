@@ -150,7 +150,7 @@ def ds_channel(st: Study, name: str, b: int, beta: float = 2.0) -> np.ndarray:
     pooled /= np.maximum(pooled.sum(axis=1, keepdims=True), 1e-300)
     conf = (counts + beta * pooled[None]) / (counts.sum(axis=2, keepdims=True) + beta)
     log_pred = safe_log(conf[test.worker, :, test.label])[None]
-    return item_scores(q, test, log_pred)[:, 0]
+    return item_scores(q, test, log_pred, np.ones(test.n_responses))[:, 0]
 
 
 def nadeau_bengio(scores: list[CandidateScore], n_se: float) -> list[CandidateScore]:

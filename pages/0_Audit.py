@@ -1,6 +1,8 @@
 """Audit summary: one click runs the recommended method, agreement and the cartel check, then answers the manager's
 questions in plain words, each with its chart; every annotator's verdict in a searchable table; the HTML report."""
 
+import json
+
 import streamlit as st
 
 from fusion_app.audit import Throttle, audit_now, cached_audit, duration, figures_for, progress_text
@@ -13,8 +15,11 @@ from fusion_core.diagnostics.audit import (
     SPAMMER,
     VERDICTS,
     AuditProgress,
+    accuracy_tile,
     audit_ratings,
+    audit_summary,
     findings,
+    needs_care,
     suggested_label_type,
 )
 from fusion_core.errors import UserInputError
@@ -112,7 +117,7 @@ counts = audit.annotators.counts()
 flagged = int(counts[[ADVERSARIAL, COLLUDING, SPAMMER]].sum())
 m = st.columns(4)
 m[0].metric("annotators flagged", f"{flagged} of {audit.n_workers:,}")
-m[1].metric("labels right (estimated)", f"{100 * audit.labels.accuracy:.0f}%")
+m[1].metric(*accuracy_tile(audit))
 m[2].metric("items to look at again", f"{int(audit.review.flagged.sum()):,}")
 m[3].metric("Krippendorff's α", "n/a" if audit.alpha is None else f"{audit.alpha.value:.2f}")
 
@@ -121,7 +126,9 @@ for f in findings(audit):
     st.subheader(f.question)
     text_col, chart_col = st.columns([2, 3])
     answer = md_escape(f.answer)
-    if f.question.startswith("Is anyone colluding"):
+    if f.question.startswith(("What changed", "Do the labels depend")) and needs_care(audit, f.question):
+        text_col.warning(answer, icon=":material/warning:")
+    elif f.question.startswith("Is anyone colluding"):
         status = audit.cartel.status
         if status == "groups_found":
             text_col.warning(answer, icon=":material/group_work:")
@@ -192,6 +199,16 @@ st.subheader(f"Labels that differ from majority vote ({len(changes):,})")
 st.dataframe(changes.iloc[:MAX_SHOWN_ITEMS], key="audit_changes")
 download_buttons("Changes against majority vote", changes, "audit-changes", key="audit_dl_changes")
 
+if audit.safety is not None:
+    depends = audit.safety.frame()
+    st.subheader(f"Labels that depend on the model choice ({len(depends):,})")
+    st.caption(
+        "Items another plausible model labels otherwise, or close votes the chosen labels changed in the direction "
+        "most changes took: check a sample of these before relying on them."
+    )
+    st.dataframe(depends.iloc[:MAX_SHOWN_ITEMS], key="audit_depends")
+    download_buttons("Labels that depend on the model", depends, "audit-model-dependent", key="audit_dl_depends")
+
 st.subheader("Share the audit")
 st.download_button(
     "Download report (HTML)",
@@ -202,5 +219,14 @@ st.download_button(
     key="audit_report",
     icon=":material/download:",
     help="One file with the summary, every chart and the tables; opens in any browser without a network.",
+)
+st.download_button(
+    "Download summary (JSON)",
+    lambda: json.dumps(audit_summary(audit), indent=2).encode("utf-8"),
+    file_name="summary.json",
+    mime="application/json",
+    key="audit_summary_json",
+    icon=":material/download:",
+    help="The audit's figures as JSON: the same summary.json that `fusion-core report` writes.",
 )
 st.page_link("pages/9_Glossary.py", label="What do these terms mean? (Glossary)", icon=":material/menu_book:")

@@ -50,11 +50,12 @@ def test_before_and_after_the_audit_on_the_demo():
     _run_audit(at)
     audit = at.session_state["fc_audit"][1]
     # every question answered, each with its chart (7 on the demo: the cartel test ran)
-    assert [s.value for s in at.subheader][:7] == [
+    assert [s.value for s in at.subheader][:8] == [
         "Whom can I trust?",
         "Who is spamming, sabotaging or colluding?",
         "Is anyone colluding?",
         "How good are the final labels?",
+        "Do the labels depend on the model choice?",
         "Which items need another look?",
         "Do annotators agree?",
         "What changed compared with majority vote?",

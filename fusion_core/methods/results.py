@@ -133,15 +133,43 @@ class GraphSummary:
 
 
 @dataclass(frozen=True)
+class HeldoutCheck:
+    """How the labels of a model fitted on a split's training responses agree with the hidden responses
+    (annotator-balanced weights, docs/AUDIT.md): ``agreement`` observed, ``expected_agreement`` as the model
+    predicts it, ``discrimination`` the model's mean ``P(r = l | true l) − P(r = l | true ≠ l)`` of the hidden
+    responses' annotators, ``confidence`` the model's mean label probability on the hidden items, and ``n_hidden``
+    the hidden responses.  ``calibrated`` turns the gap into the accuracy the labels on those items have."""
+
+    agreement: float
+    expected_agreement: float
+    discrimination: float
+    confidence: float
+    n_hidden: int
+
+    @property
+    def calibrated(self) -> float:
+        """Label accuracy on the hidden items corrected by the agreement gap:
+        ``confidence − (expected_agreement − agreement) / discrimination`` (clipped to [0, 1])."""
+        gap = (self.expected_agreement - self.agreement) / max(self.discrimination, 1e-6)
+        return float(np.clip(self.confidence - gap, 0.0, 1.0))
+
+
+@dataclass(frozen=True)
 class ModelChoice:
     """The choice an automatic method made: ``chosen`` (a registered method name), ``criterion`` in plain words,
     ``table`` (one row per candidate: method, score, se, seconds, error, chosen, …) and ``members``: the methods
-    whose posteriors the result averages (just ``(chosen,)`` when one method was kept)."""
+    whose posteriors the result averages (just ``(chosen,)`` when one method was kept).  ``alternatives``: the other
+    candidates the held-out evidence could not tell from the best (or the best itself when a simpler model was
+    chosen), with their posteriors on all responses in ``alternative_posteriors`` (same item and class order), so
+    that one can see which labels depend on the model choice; ``checks``: each member's :class:`HeldoutCheck`."""
 
     chosen: str
     criterion: str
     table: pd.DataFrame
     members: tuple[str, ...] = ()
+    alternatives: tuple[str, ...] = ()
+    alternative_posteriors: tuple[np.ndarray, ...] = ()
+    checks: tuple[HeldoutCheck, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from fusion_core.data.dataset import make_dataset
     from fusion_core.data.loading import read_gold
     from fusion_core.diagnostics.audit import run_audit
+    from fusion_core.diagnostics.audit.summary import audit_summary
     from fusion_core.report.html import write_report
 
     if not args.max_mb > 0:
@@ -37,13 +39,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         rating_bootstrap=args.rating_bootstrap,
     )
     out = write_report(audit, args.out, title=args.title)
+    summary_path = out.with_name(out.stem + ".summary.json")
+    try:
+        summary_path.write_text(json.dumps(audit_summary(audit), indent=2), encoding="utf-8")
+    except OSError as exc:
+        raise UserInputError(f"cannot write {summary_path}: {exc.strerror or 'not allowed'}.") from None
     for line in resp.report.messages():
         print(line, file=sys.stderr)
     counts = audit.annotators.counts()
     flagged = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     print(
         f"audit of {audit.n_responses:,} responses ({audit.n_items:,} items, {audit.n_workers:,} annotators): "
-        f"{flagged}; report -> {out} ({out.stat().st_size / 1e6:.1f} MB)"
+        f"{flagged}; report -> {out} ({out.stat().st_size / 1e6:.1f} MB), summary -> {summary_path}"
     )
     return 0
 

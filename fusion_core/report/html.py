@@ -103,6 +103,19 @@ def _ratings_section(a: AuditResult) -> list[str]:
     ]
 
 
+def _safety_section(a: AuditResult) -> list[str]:
+    """The labels that depend on the model choice or are close votes changed one way (:mod:`...audit.safety`)."""
+    if a.safety is None:
+        return []
+    table = a.safety.frame()
+    return [
+        f"<h2>Labels that depend on the model choice ({len(table):,})</h2>",
+        "<p>Items another plausible model labels otherwise, or close votes the chosen labels changed in the "
+        "direction most changes took.</p>",
+        _table(table, max_rows=MAX_ROWS),
+    ]
+
+
 def report_html(audit: AuditResult, *, title: str | None = None) -> str:
     """The audit report as one HTML document (module docstring)."""
     figs = audit_figures(audit)
@@ -143,6 +156,7 @@ def report_html(audit: AuditResult, *, title: str | None = None) -> str:
             _table(review, max_rows=MAX_ROWS),
             f"<h2>Labels that differ from majority vote ({len(changes):,})</h2>",
             _table(changes, max_rows=MAX_ROWS),
+            *_safety_section(audit),
             "<h2>Glossary</h2><dl>",
             *(f"<dt><b>{_e(term)}</b></dt><dd>{_e(text)}</dd>" for term, text in TERMS.items()),
             "</dl>",

@@ -40,7 +40,9 @@ from fusion_core.diagnostics.audit.rules import (
     decide,
 )
 from fusion_core.diagnostics.audit.runner import describe_method, run_audit
-from fusion_core.diagnostics.audit.words import Finding, findings
+from fusion_core.diagnostics.audit.safety import AccuracyRange, LabelSafety, VoteDeparture, label_safety
+from fusion_core.diagnostics.audit.summary import audit_summary
+from fusion_core.diagnostics.audit.words import Finding, accuracy_tile, findings, needs_care
 
 __all__ = [
     "ACCEPTABLE",
@@ -55,21 +57,28 @@ __all__ = [
     "TOO_FEW",
     "VERDICTS",
     "AccuracyEvidence",
+    "AccuracyRange",
     "AnnotatorVerdicts",
     "AuditProgress",
     "AuditResult",
     "CartelCheck",
     "Finding",
     "LabelQuality",
+    "LabelSafety",
     "ReviewItems",
     "ReviewRule",
     "StageTime",
     "VerdictRule",
+    "VoteDeparture",
     "accuracy_evidence",
+    "accuracy_tile",
     "audit_ratings",
+    "audit_summary",
     "decide",
     "describe_method",
     "findings",
+    "label_safety",
+    "needs_care",
     "rating_verdicts_for",
     "run_audit",
     "suggested_label_type",

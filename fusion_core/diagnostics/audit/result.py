@@ -11,6 +11,7 @@ import pandas as pd
 from fusion_core.diagnostics.audit.evidence import AccuracyEvidence
 from fusion_core.diagnostics.audit.items import LabelQuality, ReviewItems
 from fusion_core.diagnostics.audit.rules import SEVERITY, VERDICTS, VerdictRule
+from fusion_core.diagnostics.audit.safety import LabelSafety
 from fusion_core.diagnostics.cartels import CartelReport
 from fusion_core.diagnostics.rating_verdicts import RatingVerdicts
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
@@ -121,6 +122,7 @@ class AuditResult:
     label_type: str = "nominal"
     ratings: RatingVerdicts | None = None
     wall: float | None = None
+    safety: LabelSafety | None = None
 
     @property
     def seconds(self) -> float:

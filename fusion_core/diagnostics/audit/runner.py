@@ -29,6 +29,7 @@ from fusion_core.diagnostics.audit.result import (
     StageTime,
 )
 from fusion_core.diagnostics.audit.rules import DEFAULT_RULE, VerdictRule, decide
+from fusion_core.diagnostics.audit.safety import label_safety
 from fusion_core.diagnostics.cartels import detect_cartels
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
 from fusion_core.errors import UserInputError
@@ -314,6 +315,7 @@ def run_audit(
     gold = ds.gold if ds is not None else None
     quality = label_quality(fit.posterior, codes, rule.level, _gold_hits(gold, resp.items, resp.classes.take(codes)))
     items = review_items(resp, fit.posterior, codes, majority, review)
+    safety = label_safety(resp, fit, codes, majority, rule.level)
     ratings = None
     if label_type != "nominal":
         clock.tell(f"Rating verdicts ({rating_bootstrap} bootstrap refits)", 0.5, weight)
@@ -343,4 +345,5 @@ def run_audit(
         warnings=tuple(dict.fromkeys([*fit.warnings, *notes])),
         label_type=label_type,
         ratings=ratings,
+        safety=safety,
     )

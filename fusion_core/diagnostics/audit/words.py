@@ -10,6 +10,7 @@ import numpy as np
 
 from fusion_core.diagnostics.audit.result import AuditResult
 from fusion_core.diagnostics.audit.rules import ADVERSARIAL, COLLUDING, NOISY, RELIABLE, SPAMMER, TOO_FEW
+from fusion_core.diagnostics.audit.safety import AccuracyRange
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
 
 MAX_NAMED = 5
@@ -92,6 +93,8 @@ def _labels(a: AuditResult) -> Finding:
         f"About {_pct(q.accuracy)} of the {q.n_items:,} labels are right if the model holds "
         f"({_pct(q.level)} interval {_pct(q.low)} to {_pct(q.high)}); model-based figures are often optimistic."
     )
+    if a.safety is not None:
+        text = accuracy_words(a.safety.accuracy, q.n_items)
     if q.gold_accuracy is not None:
         text += f" Against the {q.n_gold:,} known answers, {_pct(q.gold_accuracy)} are right."
     return Finding("How good are the final labels?", text, "labels")
@@ -117,13 +120,59 @@ def _agreement(a: AuditResult) -> Finding:
     return Finding("Do annotators agree?", text, "agreement")
 
 
+def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
+    """The honest accuracy figure in plain words: one estimate when its range is narrow, else the range and why."""
+    pct = _pct(acc.level)
+    checks = f"the model alone says {_pct(acc.model)}"
+    if acc.heldout is not None:
+        checks += (
+            f"; the held-out check (labels fitted without some responses, compared with them) says {_pct(acc.heldout)}"
+        )
+    if acc.by_model:
+        checks += "; " + ", ".join(f"{name} gives these labels {_pct(v)}" for name, v in acc.by_model)
+    if acc.pinned:
+        return (
+            f"About {_pct(acc.estimate)} of the {n_items:,} labels are right (range {_pct(acc.low)} to "
+            f"{_pct(acc.high)}, {pct}): {checks}."
+        )
+    return (
+        f"How many of the {n_items:,} labels are right cannot be pinned down without gold labels: between "
+        f"{_pct(acc.low)} and {_pct(acc.high)} ({pct} range), most likely about {_pct(acc.estimate)}. Why: {checks}. "
+        "Give known answers for a sample of items to measure it."
+    )
+
+
 def _changes(a: AuditResult) -> Finding:
     n = int(a.review.disagrees.sum())
-    text = (
-        f"{n:,} of {a.n_items:,} labels ({_pct(n / max(a.n_items, 1))}) differ from a simple majority vote: the model "
-        "weighs annotators by their estimated skill instead of counting votes."
-    )
+    text = f"{n:,} of {a.n_items:,} labels ({_pct(n / max(a.n_items, 1))}) differ from a simple majority vote"
+    d = a.safety.departure if a.safety is not None else None
+    if d is not None and d.one_way and d.direction is not None:
+        n_close = int((d.changed & d.close).sum())
+        text += (
+            f". Warning: {d.n_direction:,} of the {n_close:,} changes on close votes go one way ('{d.direction[0]}' "
+            f"→ '{d.direction[1]}'). A model does this when it explains some annotators' label preferences by moving "
+            "items between classes, not only when it corrects the vote: check a sample of these items (listed under "
+            "'labels that depend on the model choice')."
+        )
+    else:
+        text += ": the model weighs annotators by their estimated skill instead of counting votes."
     return Finding("What changed compared with majority vote?", text, "changes")
+
+
+def _dependence(a: AuditResult) -> Finding:
+    s = a.safety
+    assert s is not None
+    if not s.alternatives:
+        text = "No: no other candidate model predicts the held-out responses as well as the chosen one."
+    else:
+        n = int(s.depends.sum())
+        text = (
+            f"{n:,} labels ({_pct(n / max(a.n_items, 1))}) would be different under {', '.join(s.alternatives)}, "
+            "which the held-out responses cannot tell from the chosen model; the list shows them."
+        )
+        if n == 0:
+            text = f"No: {', '.join(s.alternatives)} predict the held-out responses as well and give the same labels."
+    return Finding("Do the labels depend on the model choice?", text, "")
 
 
 def _cartel(a: AuditResult) -> Finding:
@@ -164,6 +213,31 @@ def _ratings(a: AuditResult) -> Finding:
     return Finding("Who rates too leniently, too harshly or too noisily?", text, "ratings")
 
 
+def accuracy_tile(audit: AuditResult) -> tuple[str, str]:
+    """(label, value) of the headline accuracy tile: one figure only when the honest range pins it down, else the
+    range (:mod:`.safety`)."""
+    s = audit.safety
+    if s is None:
+        return "labels right (if the model holds)", _pct(audit.labels.accuracy)
+    acc = s.accuracy
+    if acc.pinned:
+        return "labels right (estimated)", _pct(acc.estimate)
+    return "labels right (range, no gold)", f"{_pct(acc.low)}–{_pct(acc.high)}"
+
+
+def needs_care(audit: AuditResult, question: str) -> bool:
+    """Whether a finding about the labels is a warning: a one-way departure from the vote, or labels that depend on
+    the model choice (2 % of the items or more)."""
+    s = audit.safety
+    if s is None:
+        return False
+    if question.startswith("What changed"):
+        return bool(s.departure.one_way)
+    if question.startswith("Do the labels depend"):
+        return bool(s.depends.sum() >= 0.02 * max(audit.n_items, 1))
+    return False
+
+
 def findings(audit: AuditResult) -> list[Finding]:
     """The audit's answers, in the order a manager asks the questions (the ratings question only when the labels
     were declared ordinal or numeric)."""
@@ -174,6 +248,7 @@ def findings(audit: AuditResult) -> list[Finding]:
         _bad(audit),
         _cartel(audit),
         _labels(audit),
+        *([_dependence(audit)] if audit.safety is not None else []),
         _review(audit),
         _agreement(audit),
         _changes(audit),

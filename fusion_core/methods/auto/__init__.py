@@ -3,10 +3,13 @@ held-out responses (spec ``multilabel.md`` §8, [EXT]; design and measurements i
 
 1. Responses are hashed into folds by their task and annotator ids (:mod:`.folds`); a split hides one fold.
 2. Every candidate is fitted on the training responses and scored on the hidden ones by a posterior predictive
-   (:mod:`.scoring`): its own response model, or for voting rules the one-coin model their posterior implies; a
-   candidate whose labelling collapsed is never chosen.
-3. The best score wins; candidates within ``n_se`` standard errors of it (paired over hidden items) are
-   averaged with it (:mod:`.choice`), and the members are refitted on all responses.
+   (:mod:`.scoring`): its own response model, or for voting rules the one-coin model their posterior implies, with
+   annotator-balanced weights (a heavy annotator counts as a typical one); a candidate whose labelling collapsed is
+   never chosen.
+3. Of the candidates within ``n_se`` standard errors of the best score (paired over hidden items; the margin
+   shrinks where no annotator dominates the data), those of the simplest response model are kept and averaged
+   (:mod:`.choice`, the one-standard-error rule), and refitted on all responses; the other plausible candidates are refitted too, so the audit can show which labels depend on the
+   model choice (``ModelChoice.alternatives``).
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ import pandas as pd
 from fusion_core import progress
 from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
-from fusion_core.methods.auto.choice import label_free_argmax, plausible, score_table
+from fusion_core.methods.auto.choice import alternatives, label_free_argmax, plausible, score_table
 from fusion_core.methods.auto.folds import heldout_masks
-from fusion_core.methods.auto.scoring import CandidateScore, score_candidates
+from fusion_core.methods.auto.scoring import CandidateScore, discount, score_candidates
 from fusion_core.methods.base import Aggregator, Gold
 from fusion_core.methods.dawid_skene.core import expected_counts, normalize_confusion
 from fusion_core.methods.params import Choice, Float, Int, Object
@@ -38,7 +41,20 @@ DEFAULT_CANDIDATES = ("mv", "wawa", "ds", "ds1", "mace")
 ``sml``, spectral and moment methods) would break the time budget of ≤ 10 fits of ``ds``; pass them in
 ``candidates`` to compare them too."""
 
-CRITERION = "held-out responses predicted by each candidate (nats per hidden response, higher is better)"
+CANDIDATE_PARAMS: dict[str, dict[str, Any]] = {"ds1": {"smoothing": 1.0}}
+"""Settings auto gives a candidate (its own defaults otherwise): the one-coin model is smoothed by one pseudo-count
+per confusion cell, so that an annotator with one or two responses does not get an extreme accuracy and make the
+posterior over-confident (sparse crowds: +0.4 to +0.9 points, docs/AUTO.md)."""
+
+CRITERION = (
+    "held-out responses predicted by each candidate, every annotator counting at most as much as a typical one "
+    "(weighted nats per hidden response, higher is better); the simplest model within the standard errors wins"
+)
+
+
+def candidate(name: str) -> Aggregator:
+    """A fresh candidate estimator with auto's settings for it (:data:`CANDIDATE_PARAMS`)."""
+    return create(name, **CANDIDATE_PARAMS.get(name, {}))
 
 
 def default_candidates() -> list[str]:
@@ -89,7 +105,7 @@ def canonical_order(resp: Responses) -> Responses:
     "auto",
     title="Automatic choice (recommended)",
     summary="Recommended method: compares fast methods (votes, Dawid–Skene, one-coin, MACE) on held-out responses "
-    "and keeps the best, averaging those it cannot tell apart.",
+    "of every annotator and keeps the simplest of those it cannot tell from the best.",
     family="model_selection",
     reference="Held-out annotation log-likelihood, spec multilabel.md §8 (hashed folds, implied response models, "
     "averaging within standard errors; docs/AUTO.md).",
@@ -166,11 +182,18 @@ class AutoSelect(Aggregator):
             fit_kwargs=fit_kwargs,
             prior_strength=self.prior_strength,
         )
-        members = plausible(scores, float(self.n_se), self.combine)
+        members = plausible(scores, float(self.n_se), self.combine, discount(resp))
         fitted, silent = _refit([s.name for s in members], resp, fit_kwargs)
+        others = [s.name for s in alternatives(scores, members, float(self.n_se))]
         table = score_table(scores, members, float(self.n_se))
         choice = ModelChoice(
-            chosen=members[0].name, criterion=CRITERION, table=table, members=tuple(s.name for s in members)
+            chosen=members[0].name,
+            criterion=CRITERION,
+            table=table,
+            members=tuple(s.name for s in members),
+            alternatives=tuple(others),
+            alternative_posteriors=_alternative_posteriors(others, resp, fit_kwargs),
+            checks=tuple(s.check for s in members if s.check is not None),
         )
         self.heldout_scores_ = table
         self.chosen_method_ = members[0].name
@@ -190,7 +213,7 @@ class AutoSelect(Aggregator):
 
 def _scoring_estimator(name: str, tol: float) -> Aggregator:
     """A fresh candidate for a held-out split, its convergence tolerance loosened to ``tol`` (never tightened)."""
-    est = create(name)
+    est = candidate(name)
     if "tol" in type(est).params and float(est.tol) < tol:
         est.set_params(tol=tol)
     return est
@@ -204,12 +227,23 @@ def _refit(names: list[str], resp: Responses, fit_kwargs: dict[str, Any]) -> tup
         warnings.simplefilter("always")
         for name in names:
             with progress.stage(f"final fit: {name}"):
-                fitted[name] = create(name).fit(resp, **fit_kwargs)
+                fitted[name] = candidate(name).fit(resp, **fit_kwargs)
     emitted = {str(w.message) for w in caught}
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     silent = [m for name in names for m in fitted[name].result_.warnings if m not in emitted]
     return fitted, list(dict.fromkeys(silent))
+
+
+def _alternative_posteriors(names: list[str], resp: Responses, fit_kwargs: dict[str, Any]) -> tuple[np.ndarray, ...]:
+    """Posteriors of the alternatives fitted on all responses (their warnings are not auto's: suppressed)."""
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in names:
+            with progress.stage(f"alternative fit: {name}"):
+                out.append(np.asarray(candidate(name).fit(resp, **fit_kwargs).result_.posterior, float))
+    return tuple(out)
 
 
 def _hard_labels(

@@ -1,12 +1,13 @@
-"""Held-out scores of ``auto``'s candidates (spec ``multilabel.md`` §8, [EXT]).
+"""Held-out scores of ``auto``'s candidates (spec ``multilabel.md`` §8, [EXT]; design in ``docs/AUTO.md``).
 
-Each candidate is fitted on the training responses of a split and scored on the hidden ones by the joint
-posterior predictive of every hidden item,
+Each candidate is fitted on the training responses of a split and scored on every hidden response r by its
+posterior predictive
 
-    S_i = log Σ_k q̂_ik Π_{r ∈ H_i} P̃_{w_r}(l_r | k),
+    m_r = log Σ_k q̂_{i_r k} P̃_{w_r}(l_r | k),
 
-in nats per hidden response (higher is better).  ``q̂`` is the candidate's training posterior; ``P̃`` is a response
-model shrunk towards the crowd by β pseudo-responses (``prior_strength``):
+and the score is the weighted mean ``Σ_r v_r m_r / Σ_r v_r`` in nats per hidden response (higher is better).
+``q̂`` is the candidate's training posterior; ``P̃`` is a response model shrunk towards the crowd by β
+pseudo-responses (``prior_strength``):
 
 * a candidate with a response model (a likelihood) uses its own fitted ``P_w(l | k)``, each worker's row shrunk
   towards the candidate's population row (:func:`fusion_core.methods.heldout.predictive_log_likelihood`);
@@ -14,6 +15,13 @@ model shrunk towards the crowd by β pseudo-responses (``prior_strength``):
   implies: a weighted vote is the decision rule of the one-coin model (weights = log-odds of each annotator's
   accuracy), so one M-step from ``q̂`` gives each annotator's accuracy
   ``a_w = (Σ_{training r of w} q̂_{i_r, l_r} + β ā) / (n_w + β)`` (ā: the crowd's), errors spread evenly.
+
+**Annotator-balanced weights** ``v_r = min(1, c / n_{w_r})`` (``c``: the median number of responses per
+annotator, ``n_w``: annotator w's responses): every annotator counts at most as much as a typical one.  Predicting
+responses well is not labelling well when a few heavy annotators give most responses: a full confusion model can
+learn their label preferences and shared errors and move its latent classes towards them, which predicts *their*
+held-out responses better while the labels drift (docs/AUTO.md, the heavy-annotator study).  Balanced weights
+make the score ask how well the labels predict the many independent annotators.
 
 A candidate whose labelling *collapsed* (some class that plurality vote gives to at least 1 % of the items gets
 fewer than a quarter of that share, the ratio of :data:`~fusion_core.methods.priors.COLLAPSE_RATIO`) is marked
@@ -38,6 +46,7 @@ from fusion_core.methods.heldout import PRIOR_STRENGTHS, predictive_log_likeliho
 from fusion_core.methods.numerics import safe_log
 from fusion_core.methods.priors import COLLAPSE_RATIO
 from fusion_core.methods.registry import info
+from fusion_core.methods.results import HeldoutCheck
 
 MIN_SHARE = 0.01  # classes plurality vote gives to fewer items are not checked for collapse
 PRUNE_SE = 4.0  # after the first of several splits, candidates this many standard errors behind are dropped
@@ -45,17 +54,18 @@ PRUNE_SE = 4.0  # after the first of several splits, candidates this many standa
 
 @dataclass
 class CandidateScore:
-    """One candidate's held-out result: ``splits`` holds S_i of every hidden item of each split it was scored on
-    (items by code × β values), ``hidden`` the number of hidden responses of each split; ``prior_strength`` is the
-    β with the best pooled score.  ``collapsed``: its labelling collapsed on some split; ``pruned``: dropped after
+    """One candidate's held-out result: ``splits`` holds, for each split it was scored on, the weighted sum
+    ``Σ_{r ∈ H_i} v_r m_r`` of every hidden item (items by code × β values), ``hidden`` the total weight ``Σ v_r``
+    of each split's hidden responses; ``prior_strength`` is the β with the best pooled score.  ``collapsed``: its labelling collapsed on some split; ``pruned``: dropped after
     the first split; ``error``: the failure that stopped it."""
 
     name: str
     splits: list[np.ndarray] = field(default_factory=list)
-    hidden: list[int] = field(default_factory=list)
+    hidden: list[float] = field(default_factory=list)
     betas: tuple[float, ...] = (2.0,)
     collapsed: bool = False
     pruned: bool = False
+    check: HeldoutCheck | None = None
     seconds: float = 0.0
     error: str | None = None
 
@@ -67,24 +77,26 @@ class CandidateScore:
     def prior_strength(self) -> float | None:
         return float(self.betas[self.beta_index]) if self.splits else None
 
-    def pooled(self, n_splits: int | None = None) -> tuple[np.ndarray, int]:
-        """(S_i at the chosen β over the first ``n_splits`` splits, their number of hidden responses)."""
+    def pooled(self, n_splits: int | None = None) -> tuple[np.ndarray, float]:
+        """(item sums at the chosen β over the first ``n_splits`` splits, the total weight of their hidden
+        responses)."""
         k = len(self.splits) if n_splits is None else n_splits
         if k == 0:
-            return np.zeros(0), 0
-        return np.concatenate(self.splits[:k])[:, self.beta_index], int(sum(self.hidden[:k]))
+            return np.zeros(0), 0.0
+        return np.concatenate(self.splits[:k])[:, self.beta_index], float(sum(self.hidden[:k]))
 
     @property
     def item_scores(self) -> np.ndarray:
         return self.pooled()[0]
 
     @property
-    def n_hidden(self) -> int:
-        return int(sum(self.hidden))
+    def n_hidden(self) -> float:
+        """Total weight of the hidden responses scored (their number when every weight is 1)."""
+        return float(sum(self.hidden))
 
     @property
     def score(self) -> float:
-        """Nats per hidden response (NaN when the candidate failed)."""
+        """Weighted nats per hidden response (NaN when the candidate failed)."""
         if self.error is not None or self.n_hidden == 0:
             return float("nan")
         return float(self.item_scores.sum() / self.n_hidden)
@@ -95,8 +107,8 @@ class CandidateScore:
 
 
 def paired_gap(best: CandidateScore, other: CandidateScore) -> tuple[float, float]:
-    """(D, SE): difference of ``other`` to ``best`` in nats per hidden response over the splits both were scored on,
-    and its standard error (paired over hidden items)."""
+    """(D, SE): difference of ``other`` to ``best`` in weighted nats per hidden response over the splits both were
+    scored on, and its standard error (paired over hidden items, so responses of one item count as one cluster)."""
     if other is best:
         return 0.0, 0.0
     k = min(len(best.splits), len(other.splits))
@@ -140,18 +152,34 @@ def one_coin_predictive(
     return out
 
 
-def item_scores(posterior: np.ndarray, test: Responses, log_pred: np.ndarray) -> np.ndarray:
-    """S_i (hidden items by code × β) from ``log_pred`` (β × hidden responses × K)."""
-    items = np.flatnonzero(np.bincount(test.item, minlength=posterior.shape[0]))  # np.unique's, without a sort
-    K = posterior.shape[1]
+def response_weights(resp: Responses) -> np.ndarray:
+    """``v_r = min(1, c / n_{w_r})`` per response, ``c`` the median number of responses per annotator (module
+    docstring): heavy annotators count as a typical annotator, the others fully."""
+    n_w = np.bincount(resp.worker, minlength=resp.n_workers).astype(float)
+    c = float(np.median(n_w[n_w > 0])) if np.any(n_w > 0) else 1.0
+    return np.minimum(1.0, c / np.maximum(n_w, 1.0))[resp.worker]
+
+
+def discount(resp: Responses) -> float:
+    """Share of the responses the annotator-balanced weights discount, ``1 − Σ_r v_r / R``: near 0 when every
+    annotator gives about as many responses as the others, near 1 when a handful give almost all of them."""
+    if resp.n_responses == 0:
+        return 0.0
+    return float(1.0 - response_weights(resp).sum() / resp.n_responses)
+
+
+def item_scores(posterior: np.ndarray, test: Responses, log_pred: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Per hidden item, ``Σ_{r ∈ H_i} v_r m_r`` (hidden items by code × β) from ``log_pred`` (β × hidden
+    responses × K) and the weights ``weight`` of the hidden responses."""
+    n_items = posterior.shape[0]
+    items = np.flatnonzero(np.bincount(test.item, minlength=n_items))  # np.unique's, without a sort
+    log_q = safe_log(posterior[test.item])
     out = np.empty((len(items), log_pred.shape[0]))
-    for j in range(log_pred.shape[0]):
-        H = np.zeros((posterior.shape[0], K))
-        for k in range(K):  # K classes, not responses
-            H[:, k] = np.bincount(test.item, weights=log_pred[j, :, k], minlength=posterior.shape[0])
-        tot = safe_log(posterior[items]) + H[items]
+    for j in range(log_pred.shape[0]):  # a few β values, not responses
+        tot = log_q + log_pred[j]
         mx = tot.max(axis=1)
-        out[:, j] = mx + np.log(np.exp(tot - mx[:, None]).sum(axis=1))
+        m = mx + np.log(np.exp(tot - mx[:, None]).sum(axis=1))
+        out[:, j] = np.bincount(test.item, weights=weight * m, minlength=n_items)[items]
     return out
 
 
@@ -162,21 +190,44 @@ class Split:
 
     train: Responses
     test: Responses
+    test_weight: np.ndarray  # v_r of each hidden response
     has: np.ndarray  # items with training responses
     vote_shares: np.ndarray
 
     @classmethod
-    def of(cls, resp: Responses, hidden: np.ndarray) -> Split:
+    def of(cls, resp: Responses, hidden: np.ndarray, weight: np.ndarray) -> Split:
         train = resp.subset(~hidden)
         votes = train.vote_counts().astype(float)
         has = votes.sum(axis=1) > 0
-        return cls(train, resp.subset(hidden), has, plurality_shares(votes[has]))
+        return cls(train, resp.subset(hidden), weight[hidden], has, plurality_shares(votes[has]))
+
+
+def heldout_check(posterior: np.ndarray, test: Responses, log_pred: np.ndarray, weight: np.ndarray) -> HeldoutCheck:
+    """Agreement of the training labels with the hidden responses, observed and as the model predicts it
+    (:class:`~fusion_core.methods.results.HeldoutCheck`).  The prediction uses each hidden response's annotator
+    accuracy on its own label, ``a_r = P̃_w(l_r | l_r)``, with errors spread evenly: ``P(r = L_i) = p a_r +
+    (1 − p)(1 − a_r)/(K − 1)``, ``p`` the label's probability."""
+    K = posterior.shape[1]
+    label = posterior.argmax(axis=1)
+    p = posterior[test.item, label[test.item]]
+    a = np.exp(log_pred[np.arange(test.n_responses), test.label])
+    off = (1.0 - a) / max(K - 1, 1)
+    w = weight / max(float(weight.sum()), 1e-300)
+    items = np.flatnonzero(np.bincount(test.item, minlength=posterior.shape[0]))
+    return HeldoutCheck(
+        agreement=float((w * (label[test.item] == test.label)).sum()),
+        expected_agreement=float((w * (p * a + (1.0 - p) * off)).sum()),
+        discrimination=float((w * (a - off)).sum()),
+        confidence=float(posterior[items].max(axis=1).mean()) if len(items) else float("nan"),
+        n_hidden=int(test.n_responses),
+    )
 
 
 def _split_scores(
     est: Any, split: Split, fit_kwargs: Mapping[str, Any], betas: Sequence[float]
-) -> tuple[np.ndarray, bool]:
-    """Fit ``est`` on the training responses of one split; S_i of its hidden items (× β) and whether it collapsed."""
+) -> tuple[np.ndarray, bool, HeldoutCheck]:
+    """Fit ``est`` on the training responses of one split; S_i of its hidden items (× β), whether it collapsed, and
+    its labels' held-out check (at the first β)."""
     train, test = split.train, split.test
     est.fit(train, **fit_kwargs)
     post = np.asarray(est.result_.posterior, float)
@@ -187,7 +238,8 @@ def _split_scores(
         log_pred = predictive_log_likelihood(ll, train, test, posterior=post, prior_strengths=betas, confusion=conf)
     else:
         log_pred = one_coin_predictive(train, test, post, betas)
-    return item_scores(post, test, log_pred), collapsed
+    check = heldout_check(post, test, log_pred[0], split.test_weight)
+    return item_scores(post, test, log_pred, split.test_weight), collapsed, check
 
 
 def _score_split(score: CandidateScore, make: Callable[[], Any], split: Split, fit_kwargs: Mapping[str, Any]) -> None:
@@ -196,13 +248,14 @@ def _score_split(score: CandidateScore, make: Callable[[], Any], split: Split, f
     try:
         with progress.stage(score.name), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            S, collapsed = _split_scores(make(), split, fit_kwargs, score.betas)
+            S, collapsed, check = _split_scores(make(), split, fit_kwargs, score.betas)
     except Exception as exc:  # a failing candidate is reported, not fatal
         score.error = f"{type(exc).__name__}: {exc}"
     else:
         score.splits.append(S)
-        score.hidden.append(int(split.test.n_responses))
+        score.hidden.append(float(split.test_weight.sum()))
         score.collapsed = score.collapsed or collapsed
+        score.check = score.check or check
     score.seconds += time.perf_counter() - t0
 
 
@@ -230,11 +283,12 @@ def score_candidates(
     several splits, candidates :data:`PRUNE_SE` standard errors behind the best are not fitted again."""
     betas = PRIOR_STRENGTHS if prior_strength == "auto" else (float(prior_strength),)
     scores = [CandidateScore(name, betas=tuple(betas)) for name in names]
+    weight = response_weights(resp)
     for b, hidden in enumerate(masks):
         split: Split | None = None
         for s in scores:
             if s.error is None and not s.pruned and not s.collapsed:
-                split = Split.of(resp, hidden) if split is None else split
+                split = Split.of(resp, hidden, weight) if split is None else split
                 with progress.stage(f"held-out split {b + 1}/{len(masks)}"):
                     _score_split(s, partial(make, s.name), split, fit_kwargs)
         if b == 0 and len(masks) > 1:

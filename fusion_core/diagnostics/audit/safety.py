@@ -1,0 +1,220 @@
+"""Is the recommended labelling safe to use?  Three checks that do not trust the chosen model (docs/AUDIT.md,
+"Never confidently wrong"):
+
+1. **Departure from the vote.**  Labels that differ from plurality vote, and among those the items where the vote
+   was close (a margin of at most one response).  A model that corrects the vote changes labels in both
+   directions; a model whose latent classes drift towards a few annotators' preferences moves many close items the
+   same way.  One direction taking most of the close changes is reported as a warning, with the items.
+2. **Dependence on the model choice.**  The recommended method keeps the simplest model the held-out evidence
+   cannot tell from the best; the other plausible models (``ModelChoice.alternatives``, fitted on all responses)
+   are the labellings the data support equally well.  Items they label otherwise depend on the model choice.
+3. **An honest accuracy range.**  The model's own expected accuracy (``Σ_i q_i[label_i] / n``) assumes the model
+   is right.  Two checks that do not: (a) the accuracy each plausible alternative model gives the chosen labels,
+   and (b) the held-out check — labels fitted without a fold of responses are compared with those hidden
+   responses; when they agree less than the model predicts, the gap, divided by how much an annotator's response
+   depends on the truth, is what the model overstates (``HeldoutCheck.calibrated``).  The estimate is the held-out
+   figure (the model's own when there is none), the range spans every figure with its sampling interval.  Where
+   the range is wider than :data:`PINNED_WIDTH` the audit says the accuracy cannot be pinned down without gold
+   labels instead of showing one big number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from fusion_core.data.responses import Responses
+from fusion_core.methods.results import FitResult
+
+LOW_MARGIN = 1
+"""A vote is close when its top label leads the next by at most this many responses."""
+ONE_WAY_SHARE = 0.8
+"""Share of the close changes in one direction from which the departure is called one-way."""
+MIN_CHANGES = 20
+"""Fewest close changes (and at least 2 % of the items) before a one-way departure is reported."""
+PINNED_WIDTH = 0.1
+"""Widest accuracy range (high − low) still reported as one estimate."""
+
+
+@dataclass(frozen=True)
+class VoteDeparture:
+    """Labels that differ from plurality vote (``changed``, per item), those on close votes (``close``), and the
+    most common direction of the close changes: ``direction`` = (vote label, chosen label), ``n_direction`` of
+    them; ``one_way`` when that direction takes at least :data:`ONE_WAY_SHARE` of at least
+    :data:`MIN_CHANGES` close changes (and ≥ 2 % of the items)."""
+
+    changed: np.ndarray
+    close: np.ndarray
+    direction: tuple[str, str] | None
+    n_direction: int
+    one_way: bool
+    direction_codes: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class AccuracyRange:
+    """The labels' accuracy: ``estimate`` and its range ``low``–``high`` at ``level``; ``model`` the chosen model's
+    own figure, ``heldout`` the held-out check's (None when auto did not choose), ``by_model`` the accuracy each
+    plausible alternative model gives the chosen labels; ``pinned`` when the range is at most
+    :data:`PINNED_WIDTH` wide."""
+
+    estimate: float
+    low: float
+    high: float
+    level: float
+    model: float
+    heldout: float | None
+    by_model: tuple[tuple[str, float], ...]
+
+    @property
+    def pinned(self) -> bool:
+        return bool(self.high - self.low <= PINNED_WIDTH)
+
+
+@dataclass(frozen=True)
+class LabelSafety:
+    """The three checks (module docstring): ``departure``, the alternatives and the items they label otherwise
+    (``depends``, per item; ``alternative_labels`` class codes, alternatives × items), and ``accuracy``."""
+
+    items: pd.Index
+    classes: pd.Index
+    label: np.ndarray
+    majority: np.ndarray
+    margin: np.ndarray
+    departure: VoteDeparture
+    alternatives: tuple[str, ...]
+    alternative_labels: np.ndarray
+    depends: np.ndarray
+    accuracy: AccuracyRange
+
+    def frame(self) -> pd.DataFrame:
+        """The items whose label depends on the model choice or is a close one-way change: label, majority vote,
+        vote margin (responses), each alternative's label, and why."""
+        one_way = np.zeros(len(self.items), dtype=bool)
+        if self.departure.one_way and self.departure.direction_codes is not None:
+            a, b = self.departure.direction_codes
+            one_way = self.departure.close & (self.majority == a) & (self.label == b)
+        sel = np.flatnonzero(self.depends | one_way)
+        why = np.where(
+            self.depends[sel] & one_way[sel],
+            "depends on the model; close vote changed one way",
+            np.where(self.depends[sel], "depends on the model", "close vote changed one way"),
+        )
+        df = pd.DataFrame(
+            {
+                "label": self.classes.take(self.label[sel]),
+                "majority vote": self.classes.take(self.majority[sel]),
+                "vote margin": self.margin[sel],
+            },
+            index=pd.Index(self.items.take(sel), name="task"),
+        )
+        for name, lab in zip(self.alternatives, self.alternative_labels):
+            df[f"label by {name}"] = self.classes.take(lab[sel])
+        df["why"] = why
+        return df
+
+    def summary(self) -> dict:
+        """The checks as plain JSON values (for ``summary.json``)."""
+        d, acc = self.departure, self.accuracy
+        return {
+            "labels_changed_from_vote": int(d.changed.sum()),
+            "close_votes_changed": int((d.changed & d.close).sum()),
+            "one_way_departure": bool(d.one_way),
+            "departure_direction": list(d.direction) if d.direction is not None else None,
+            "departure_direction_count": int(d.n_direction),
+            "plausible_alternatives": list(self.alternatives),
+            "labels_depending_on_model": int(self.depends.sum()),
+            "accuracy_estimate": acc.estimate,
+            "accuracy_low": acc.low,
+            "accuracy_high": acc.high,
+            "accuracy_level": acc.level,
+            "accuracy_model_says": acc.model,
+            "accuracy_heldout_check": acc.heldout,
+            "accuracy_by_alternative": dict(acc.by_model),
+            "accuracy_pinned_down": acc.pinned,
+        }
+
+
+def vote_margin(resp: Responses) -> tuple[np.ndarray, np.ndarray]:
+    """Per item: the top vote count minus the second (in responses), and the label with most votes."""
+    votes = resp.vote_counts()
+    top2 = -np.sort(-votes, axis=1)[:, :2] if votes.shape[1] > 1 else np.c_[votes, np.zeros(len(votes))]
+    return (top2[:, 0] - top2[:, 1]).astype(int), votes.argmax(axis=1)
+
+
+def vote_departure(label: np.ndarray, majority: np.ndarray, margin: np.ndarray, classes: pd.Index) -> VoteDeparture:
+    """The departure check (module docstring, 1)."""
+    changed = label != majority
+    close = margin <= LOW_MARGIN
+    sel = changed & close
+    n_close = int(sel.sum())
+    if n_close == 0:
+        return VoteDeparture(changed, close, None, 0, False)
+    k = len(classes)
+    pair = np.bincount(majority[sel] * k + label[sel], minlength=k * k)
+    top = int(pair.argmax())
+    n_dir = int(pair[top])
+    one_way = bool(n_close >= MIN_CHANGES and n_close >= 0.02 * len(label) and n_dir >= ONE_WAY_SHARE * n_close)
+    codes = (top // k, top % k)
+    return VoteDeparture(changed, close, (str(classes[codes[0]]), str(classes[codes[1]])), n_dir, one_way, codes)
+
+
+def accuracy_range(fit: FitResult, label: np.ndarray, level: float = 0.9) -> AccuracyRange:
+    """The honest accuracy range (module docstring, 3)."""
+    n = len(label)
+    idx = np.arange(n)
+    p = np.clip(np.asarray(fit.posterior, float)[idx, label], 0.0, 1.0)
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    model = float(p.mean())
+    model_sd = float(np.sqrt((p * (1 - p)).sum())) / max(n, 1)
+    figures = [model - z * model_sd, model + z * model_sd]
+    by_model: list[tuple[str, float]] = []
+    sel = fit.selection
+    heldout = None
+    if sel is not None:
+        for name, post in zip(sel.alternatives, sel.alternative_posteriors):
+            v = float(np.clip(post[idx, label], 0.0, 1.0).mean())
+            by_model.append((name, v))
+            figures.append(v)
+        if sel.checks:
+            heldout = float(np.mean([c.calibrated for c in sel.checks]))
+            a = float(np.mean([c.agreement for c in sel.checks]))
+            disc = float(np.mean([max(c.discrimination, 1e-6) for c in sel.checks]))
+            m = max(min(c.n_hidden for c in sel.checks), 1)
+            sd = float(np.sqrt(max(a * (1 - a), 1e-12) / m)) / disc
+            figures += [heldout - z * sd, heldout + z * sd]
+    estimate = heldout if heldout is not None else model
+    low, high = float(np.clip(min(figures), 0, 1)), float(np.clip(max(figures), 0, 1))
+    return AccuracyRange(estimate, low, high, level, model, heldout, tuple(by_model))
+
+
+def label_safety(
+    resp: Responses, fit: FitResult, label: np.ndarray, majority: np.ndarray, level: float = 0.9
+) -> LabelSafety:
+    """All three checks for the labels ``label`` (class codes) of ``fit`` on ``resp``."""
+    margin, _ = vote_margin(resp)
+    label = np.asarray(label, dtype=np.int64)
+    majority = np.asarray(majority, dtype=np.int64)
+    sel = fit.selection
+    names = tuple(sel.alternatives) if sel is not None else ()
+    alt = (
+        np.stack([np.asarray(p).argmax(axis=1) for p in sel.alternative_posteriors])
+        if sel is not None and sel.alternative_posteriors
+        else np.zeros((0, len(label)), dtype=np.int64)
+    )
+    depends = (alt != label[None, :]).any(axis=0) if len(alt) else np.zeros(len(label), dtype=bool)
+    return LabelSafety(
+        items=pd.Index(resp.items),
+        classes=pd.Index(resp.classes),
+        label=label,
+        majority=majority,
+        margin=margin,
+        departure=vote_departure(label, majority, margin, pd.Index(resp.classes)),
+        alternatives=names,
+        alternative_labels=alt,
+        depends=depends,
+        accuracy=accuracy_range(fit, label, level),
+    )

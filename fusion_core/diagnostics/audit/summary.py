@@ -1,0 +1,49 @@
+"""The audit as plain JSON values: what ``fusion-core report`` writes to ``summary.json`` beside the HTML report
+and the app offers as a download (one place, so both say the same)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fusion_core.diagnostics.audit.result import AuditResult
+
+
+def _num(x: Any) -> Any:
+    if isinstance(x, (np.floating, float)):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def audit_summary(audit: AuditResult) -> dict[str, Any]:
+    """Counts, the method and its choice, verdicts per kind, the labels' accuracy (the honest range of
+    :mod:`.safety` when the recommended method chose), the safety checks, the cartel check and the warnings."""
+    q = audit.labels
+    out: dict[str, Any] = {
+        "dataset": audit.dataset,
+        "responses": audit.n_responses,
+        "items": audit.n_items,
+        "annotators": audit.n_workers,
+        "labels": [str(c) for c in audit.classes],
+        "method": audit.method,
+        "verdicts": {str(k): int(v) for k, v in audit.annotators.counts().items()},
+        "expected_accuracy_if_model_holds": {"estimate": _num(q.accuracy), "low": _num(q.low), "high": _num(q.high)},
+        "gold_accuracy": _num(q.gold_accuracy),
+        "gold_items": int(q.n_gold),
+        "items_to_look_at_again": int(audit.review.flagged.sum()),
+        "cartel": {"status": audit.cartel.status, "groups": [list(g) for g in audit.cartel.groups]},
+        "warnings": list(audit.warnings),
+    }
+    sel = audit.fit.selection
+    if sel is not None:
+        out["chosen_method"] = sel.chosen
+        out["combined_methods"] = list(sel.members or (sel.chosen,))
+    if audit.safety is not None:
+        out["label_safety"] = {k: _num(v) for k, v in audit.safety.summary().items()}
+    return out
+
+
+__all__ = ["audit_summary"]
