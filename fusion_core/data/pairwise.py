@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from fusion_core.data.columns import _is_missing, check_columns, row_numbers
+from fusion_core.data.readers import detect_format
 from fusion_core.data.text import parse_numbers, show_value, text_values
 from fusion_core.errors import UserInputError
 
@@ -58,6 +60,32 @@ def pairwise_columns(columns: Sequence[Any]) -> dict[str, str] | None:
     if "option_a" not in found or "option_b" not in found:
         return None
     return found
+
+
+def file_columns(source: Any, *, format: str | None = None) -> list[str] | None:
+    """The column names of a file from its first line (CSV / TSV / JSON lines) or schema (Parquet), without reading
+    the rest; None when they cannot be told cheaply (not a path, unreadable, not UTF-8)."""
+    import csv
+    import json
+
+    try:
+        path = Path(source)
+        with path.open("rb") as fh:
+            head = fh.read(1 << 16)
+        fmt = format or detect_format(path.name, head)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            return list(pq.read_schema(path).names)
+        line = head.decode("utf-8-sig").lstrip().split("\n", 1)[0].rstrip("\r")
+        if fmt == "jsonl":
+            first = json.loads(line)
+            return [str(k) for k in first] if isinstance(first, dict) else None
+        return next(csv.reader([line], delimiter="\t" if fmt == "tsv" else ","))
+    except (TypeError, OSError, ValueError, UnicodeDecodeError, StopIteration):
+        return None
+    except Exception:  # pyarrow's own errors on a damaged Parquet file: let the real reader explain
+        return None
 
 
 @dataclass(frozen=True)
@@ -181,6 +209,19 @@ class PairwiseResponses:
                 "order": np.where(self.a_first, "AB", "BA"),
             }
         )
+
+    def choices(self) -> pd.DataFrame:
+        """The categorical view (task, worker, label) for the one-click audit: task "prompt: X vs Y" (options in
+        code order), worker the judge, label the preferred option's id or "tie"."""
+        item, item_prompt, lo, hi = self.items()
+        names = (
+            self.prompts.take(item_prompt).astype(str) + ": " + self.options.take(lo).astype(str) + " vs "
+            + self.options.take(hi).astype(str)
+        )  # fmt: skip
+        win = np.where(self.outcome == A_WINS, self.option_a, self.option_b)
+        label = np.where(self.outcome == TIE, "tie", np.asarray(self.options.take(win), dtype=object))
+        return pd.DataFrame({"task": np.asarray(names, dtype=object)[item], "worker": self.judges.take(self.judge),
+                             "label": label})  # fmt: skip
 
     # ----------------------------------------------------------------------------------- reading
     @classmethod
