@@ -302,12 +302,21 @@ def as_pairwise(data: PairwiseResponses | pd.DataFrame, columns: Mapping[str, st
 
 
 def _ids(values: pd.Series, name: str) -> np.ndarray:
-    miss = _is_missing(values)
+    """The column's values as text exactly as written (object array); empty cells refused with their rows.  Work
+    on the distinct values (``text_values`` and the blank check once each), then spread to the rows."""
+    codes, uniq = pd.factorize(values.reset_index(drop=True))
+    blank = np.array([isinstance(u, str) and not u.strip() for u in uniq], dtype=bool)  # distinct values
+    miss = (codes < 0) | (blank[codes] if len(uniq) else False)
     if miss.any():
-        raise UserInputError(
-            f"column {name!r} has empty cells on {row_numbers(np.flatnonzero(miss))}; fill or drop them."
-        )
-    return np.asarray(text_values(values, column=name).astype(object))
+        raise UserInputError(f"column {name!r} has empty cells on {row_numbers(np.flatnonzero(miss))}; fill or drop them.")
+    text = np.asarray(text_values(pd.Index(uniq), column=name).astype(object))
+    return text[codes]
+
+
+def _folded(text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of the distinct values and each distinct value stripped and case-folded."""
+    codes, uniq = pd.factorize(text)
+    return codes, np.array([u.strip().casefold() for u in uniq], dtype=object)  # distinct values, not rows
 
 
 def _codes(values: np.ndarray) -> tuple[pd.Index, np.ndarray]:
@@ -326,14 +335,16 @@ def _numbers(values: pd.Series, name: str) -> np.ndarray:
 
 def _preference(values: pd.Series, a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
     """A / B / tie words or the preferred option's id → 0 / 1 / 2; anything else is refused with its rows."""
-    text = np.asarray(_ids(values, name), dtype=object)
-    low = np.array([t.strip().casefold() for t in text], dtype=object)
-    out = np.full(len(text), -1, dtype=np.int8)
-    out[np.isin(low, list(TIE_WORDS))] = TIE
-    out[np.isin(low, list(A_WORDS))] = A_WINS
-    out[np.isin(low, list(B_WORDS))] = B_WINS
-    out[(out < 0) & (text == a)] = A_WINS
-    out[(out < 0) & (text == b)] = B_WINS
+    text = _ids(values, name)
+    codes, low = _folded(text)
+    word = np.full(len(low), -1, dtype=np.int8)
+    word[np.isin(low, list(TIE_WORDS))] = TIE
+    word[np.isin(low, list(A_WORDS))] = A_WINS
+    word[np.isin(low, list(B_WORDS))] = B_WINS
+    out = word[codes]
+    rest = np.flatnonzero(out < 0)  # an option's id: compared only where no word matched
+    out[rest[text[rest] == a[rest]]] = A_WINS
+    out[rest[(out[rest] < 0) & (text[rest] == b[rest])]] = B_WINS
     bad = np.flatnonzero(out < 0)
     if len(bad):
         raise UserInputError(
@@ -345,10 +356,15 @@ def _preference(values: pd.Series, a: np.ndarray, b: np.ndarray, name: str) -> n
 
 def _order(values: pd.Series, a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
     """Which option was shown first: A / B, AB / BA, or that option's id → True when A was first."""
-    text = np.asarray(_ids(values, name), dtype=object)
-    low = np.array([t.strip().casefold() for t in text], dtype=object)
-    first_a = np.isin(low, ["a", "ab", "a,b", "a-b", "option_a"]) | ((text == a) & (text != b))
-    first_b = np.isin(low, ["b", "ba", "b,a", "b-a", "option_b"]) | ((text == b) & (text != a))
+    text = _ids(values, name)
+    codes, low = _folded(text)
+    word_a = np.isin(low, ["a", "ab", "a,b", "a-b", "option_a"])[codes]
+    word_b = np.isin(low, ["b", "ba", "b,a", "b-a", "option_b"])[codes]
+    first_a, first_b = word_a.copy(), word_b.copy()
+    rest = np.flatnonzero(~word_a & ~word_b)  # an option's id: compared only where no word matched
+    is_a, is_b = text[rest] == a[rest], text[rest] == b[rest]
+    first_a[rest] = is_a & ~is_b
+    first_b[rest] = is_b & ~is_a
     bad = np.flatnonzero(first_a == first_b)
     if len(bad):
         raise UserInputError(

@@ -86,7 +86,7 @@ class Problem:
         return float(np.sum(self.w * np.sum(self.T * lp, axis=1)) - 0.5 * np.sum(self.ridge * x * x))
 
 
-def newton(prob: Problem, x: np.ndarray, log_nu: float | None, steps: int = 2) -> tuple[np.ndarray, float | None]:
+def newton(prob: Problem, x: np.ndarray, log_nu: float | None, steps: int = 1) -> tuple[np.ndarray, float | None]:
     """Up to ``steps`` Newton steps with backtracking on :class:`Problem` from (x, log ν); never lowers the
     objective."""
     p_dim = len(x)
