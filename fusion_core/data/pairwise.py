@@ -248,21 +248,22 @@ class PairwiseResponses:
         opt = {role: mapping[role] for role in OPTIONAL if role in mapping}
         check_columns(opt, list(df.columns))
         ids = {role: _ids(df[wanted[role]], wanted[role]) for role in ("prompt", "option_a", "option_b", "judge")}
-        options = pd.Index(pd.unique(np.concatenate([ids["option_a"], ids["option_b"]])), dtype=object)
-        a = options.get_indexer(ids["option_a"])
-        b = options.get_indexer(ids["option_b"])
+        (ca, ua), (cb, ub) = ids["option_a"], ids["option_b"]
+        options = pd.Index(pd.unique(np.concatenate([ua[np.unique(ca)], ub[np.unique(cb)]])), dtype=object)
+        a = options.get_indexer(ua)[ca].astype(np.int64)  # codes through the distinct values, not per row
+        b = options.get_indexer(ub)[cb].astype(np.int64)
         same = np.flatnonzero(a == b)
         if len(same):
             raise UserInputError(
-                f"options A and B are the same ({show_value(ids['option_a'][same[0]])}) on {row_numbers(same)}; "
+                f"options A and B are the same ({show_value(options[a[same[0]]])}) on {row_numbers(same)}; "
                 "a pairwise judgement compares two different options."
             )
-        prompts, p = _codes(ids["prompt"])
-        judges, j = _codes(ids["judge"])
-        outcome = _preference(df[wanted["preference"]], ids["option_a"], ids["option_b"], wanted["preference"])
+        p, prompts = ids["prompt"][0].astype(np.int64), pd.Index(ids["prompt"][1], dtype=object)
+        j, judges = ids["judge"][0].astype(np.int64), pd.Index(ids["judge"][1], dtype=object)
+        outcome = _preference(df[wanted["preference"]], a, b, options, wanted["preference"])
         a_first = np.ones(len(df), dtype=bool)
         if "order" in opt:
-            a_first = _order(df[opt["order"]], ids["option_a"], ids["option_b"], opt["order"])
+            a_first = _order(df[opt["order"]], a, b, options, opt["order"])
         extra: dict[str, Any] = {}
         if "confidence" in opt:
             conf = _numbers(df[opt["confidence"]], opt["confidence"])
@@ -301,27 +302,25 @@ def as_pairwise(data: PairwiseResponses | pd.DataFrame, columns: Mapping[str, st
     return data if isinstance(data, PairwiseResponses) else PairwiseResponses.from_frame(data, columns)
 
 
-def _ids(values: pd.Series, name: str) -> np.ndarray:
-    """The column's values as text exactly as written (object array); empty cells refused with their rows.  Work
-    on the distinct values (``text_values`` and the blank check once each), then spread to the rows."""
+def _ids(values: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Codes and distinct values, as text exactly as written, of an id column; empty cells refused with their
+    rows.  Everything but the factorisation works on the distinct values."""
     codes, uniq = pd.factorize(values.reset_index(drop=True))
-    blank = np.array([isinstance(u, str) and not u.strip() for u in uniq], dtype=bool)  # distinct values
-    miss = (codes < 0) | (blank[codes] if len(uniq) else False)
+    uq = np.asarray(uniq, dtype=object)
+    blank = np.array([isinstance(u, str) and not u.strip() for u in uq], dtype=bool)  # distinct values
+    miss = (codes < 0) | (blank[codes] if len(uq) else False)
     if miss.any():
-        raise UserInputError(f"column {name!r} has empty cells on {row_numbers(np.flatnonzero(miss))}; fill or drop them.")
-    text = np.asarray(text_values(pd.Index(uniq), column=name).astype(object))
-    return text[codes]
+        raise UserInputError(
+            f"column {name!r} has empty cells on {row_numbers(np.flatnonzero(miss))}; fill or drop them."
+        )
+    return codes, np.asarray(text_values(pd.Index(uq), column=name), dtype=object)
 
 
-def _folded(text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Codes of the distinct values and each distinct value stripped and case-folded."""
-    codes, uniq = pd.factorize(text)
-    return codes, np.array([u.strip().casefold() for u in uniq], dtype=object)  # distinct values, not rows
-
-
-def _codes(values: np.ndarray) -> tuple[pd.Index, np.ndarray]:
-    codes, uniq = pd.factorize(values)
-    return pd.Index(uniq, dtype=object), codes.astype(np.int64)
+def _words(values: pd.Series, name: str, options: pd.Index) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Codes, distinct texts, their stripped case-folded forms and the option each names (−1: none)."""
+    codes, text = _ids(values, name)
+    low = np.array([u.strip().casefold() for u in text], dtype=object)  # distinct values, not rows
+    return codes, text, low, options.get_indexer(text)
 
 
 def _numbers(values: pd.Series, name: str) -> np.ndarray:
@@ -333,42 +332,39 @@ def _numbers(values: pd.Series, name: str) -> np.ndarray:
     return parse_numbers(values.reset_index(drop=True), what=f"column {name!r}")
 
 
-def _preference(values: pd.Series, a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
+def _preference(values: pd.Series, a: np.ndarray, b: np.ndarray, options: pd.Index, name: str) -> np.ndarray:
     """A / B / tie words or the preferred option's id → 0 / 1 / 2; anything else is refused with its rows."""
-    text = _ids(values, name)
-    codes, low = _folded(text)
+    codes, text, low, named = _words(values, name, options)
     word = np.full(len(low), -1, dtype=np.int8)
     word[np.isin(low, list(TIE_WORDS))] = TIE
     word[np.isin(low, list(A_WORDS))] = A_WINS
     word[np.isin(low, list(B_WORDS))] = B_WINS
     out = word[codes]
-    rest = np.flatnonzero(out < 0)  # an option's id: compared only where no word matched
-    out[rest[text[rest] == a[rest]]] = A_WINS
-    out[rest[(out[rest] < 0) & (text[rest] == b[rest])]] = B_WINS
+    opt = named[codes]
+    out[(out < 0) & (opt >= 0) & (opt == a)] = A_WINS
+    out[(out < 0) & (opt >= 0) & (opt == b)] = B_WINS
     bad = np.flatnonzero(out < 0)
     if len(bad):
         raise UserInputError(
-            f"preference column {name!r} has {show_value(text[bad[0]])} on {row_numbers(bad)}; use A, B or tie "
-            "(or the preferred option's id)."
+            f"preference column {name!r} has {show_value(text[codes[bad[0]]])} on {row_numbers(bad)}; use A, B or "
+            "tie (or the preferred option's id)."
         )
     return out
 
 
-def _order(values: pd.Series, a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
+def _order(values: pd.Series, a: np.ndarray, b: np.ndarray, options: pd.Index, name: str) -> np.ndarray:
     """Which option was shown first: A / B, AB / BA, or that option's id → True when A was first."""
-    text = _ids(values, name)
-    codes, low = _folded(text)
+    codes, text, low, named = _words(values, name, options)
     word_a = np.isin(low, ["a", "ab", "a,b", "a-b", "option_a"])[codes]
     word_b = np.isin(low, ["b", "ba", "b,a", "b-a", "option_b"])[codes]
-    first_a, first_b = word_a.copy(), word_b.copy()
-    rest = np.flatnonzero(~word_a & ~word_b)  # an option's id: compared only where no word matched
-    is_a, is_b = text[rest] == a[rest], text[rest] == b[rest]
-    first_a[rest] = is_a & ~is_b
-    first_b[rest] = is_b & ~is_a
+    opt = named[codes]
+    rest = ~word_a & ~word_b & (opt >= 0)  # an option's id, where no word matched
+    first_a = word_a | (rest & (opt == a))
+    first_b = word_b | (rest & (opt == b))
     bad = np.flatnonzero(first_a == first_b)
     if len(bad):
         raise UserInputError(
-            f"order column {name!r} has {show_value(text[bad[0]])} on {row_numbers(bad)}; say which option was "
-            "shown first: A or B (also AB / BA, or the option's id)."
+            f"order column {name!r} has {show_value(text[codes[bad[0]]])} on {row_numbers(bad)}; say which option "
+            "was shown first: A or B (also AB / BA, or the option's id)."
         )
     return first_a

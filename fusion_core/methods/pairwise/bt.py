@@ -22,7 +22,7 @@ from fusion_core.data.pairwise import TIE, PairwiseResponses, as_pairwise
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.em.squarem import run_squarem_lockstep
 from fusion_core.methods.numerics import safe_log
-from fusion_core.methods.pairwise.davidson import Problem, design, log_probs, newton
+from fusion_core.methods.pairwise.davidson import Problem, compress, design, grouped, log_probs, newton
 from fusion_core.methods.pairwise.results import PairwiseFit
 from fusion_core.methods.params import Bool, Declared, Float, Int
 
@@ -54,11 +54,13 @@ class BTJudgesModel:
             [np.full(data.n_options, ridge), np.full(self.X.width - data.n_options, RIDGE_POSITION)]
         )
         self.T = np.eye(self.k)[self.y]
+        self.group, self.Xg = grouped(self.X)
+        self.n_groups = len(self.Xg.cols)
         self.alpha = 1.0  # Dirichlet(2) on ρ_j: pseudo-count 1 per outcome
 
     def attentive_log(self, state: BTState) -> np.ndarray:
-        lp = log_probs(self.X @ state.x, state.log_nu if self.ties else None)
-        return lp[np.arange(len(self.y)), self.y]
+        lp = log_probs(self.Xg @ state.x, state.log_nu if self.ties else None)
+        return lp[self.group, self.y]
 
     def e_step(self, state: BTState, temperature: float = 1.0) -> EStep:
         la = self.attentive_log(state)
@@ -86,7 +88,8 @@ class BTJudgesModel:
             flat = np.bincount(self.j * self.k + self.y, weights=self.w - wr, minlength=self.J * self.k)
             cells = flat.reshape(self.J, self.k) + self.alpha
             rho = cells / cells.sum(axis=1, keepdims=True)
-        prob = Problem(self.X, self.T, self.w * resp, self.ridge, self.ties)
+        T, W = compress(self.group, self.n_groups, self.T, self.w * resp)
+        prob = Problem(self.Xg, T, W, self.ridge, self.ties)
         x, log_nu = newton(prob, old.x, old.log_nu)
         return BTState(x=x, log_nu=log_nu, rel=rel, rho=rho)
 

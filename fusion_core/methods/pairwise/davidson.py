@@ -61,6 +61,24 @@ class Design:
         return np.bincount(self._pairs.ravel(), weights=w, minlength=self.width**2).reshape(self.width, self.width)
 
 
+def grouped(X: Design) -> tuple[np.ndarray, Design]:
+    """Rows with the same design (same options, same judge) grouped: each row's group and the groups' design.
+    The M-step objective only needs per-group weights and mean targets (:func:`compress`), so its Newton steps
+    cost as many rows as there are distinct (first, second[, judge]) triples, not judgements."""
+    key = np.zeros(len(X.cols), dtype=np.int64)
+    for k in range(X.cols.shape[1]):  # 2 or 3 design columns
+        key = key * X.width + X.cols[:, k]
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return inv.ravel().astype(np.int64), Design(X.cols[first], X.signs, X.width)
+
+
+def compress(inv: np.ndarray, n_groups: int, T: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: the summed weight and the weighted mean target (Σ_c w_c T_c log P_g = W_g T̄_g log P_g)."""
+    W = np.bincount(inv, weights=w, minlength=n_groups)
+    WT = np.stack([np.bincount(inv, weights=w * T[:, k], minlength=n_groups) for k in range(T.shape[1])], axis=1)
+    return WT / np.maximum(W, 1e-300)[:, None], W
+
+
 def design(first: np.ndarray, second: np.ndarray, n_options: int, judge: np.ndarray | None, n_judges: int) -> Design:
     """Rows e_first − e_second (+ e_judge after the option columns when per-judge shifts are fitted)."""
     if judge is None:

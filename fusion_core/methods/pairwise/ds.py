@@ -21,7 +21,7 @@ import numpy as np
 from fusion_core.data.pairwise import TIE, as_pairwise
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.numerics import log_normalize, safe_log
-from fusion_core.methods.pairwise.davidson import Problem, design, log_probs, newton
+from fusion_core.methods.pairwise.davidson import Problem, compress, design, grouped, log_probs, newton
 from fusion_core.methods.pairwise.results import PairwiseFit
 from fusion_core.methods.params import Bool, Declared, Float, Int
 
@@ -52,11 +52,13 @@ class PairwiseDSModel:
         t = np.arange(self.k)
         self.s = np.where(self.lo_first[:, None], t[None, :], SWAP[t][None, :])
         self.X = design(self.lo, self.hi, data.n_options, None, 0)
+        self.group, self.Xg = grouped(self.X)  # items with the same pair share the prior
+        self.n_groups = len(self.Xg.cols)
         self.ridge = np.full(data.n_options, ridge)
         self.alpha = smoothing
 
     def log_prior(self, state: DSState) -> np.ndarray:
-        return log_probs(self.X @ state.theta, state.log_nu if self.ties else None)
+        return log_probs(self.Xg @ state.theta, state.log_nu if self.ties else None)[self.group]
 
     def e_step(self, state: DSState, temperature: float = 1.0) -> EStep:
         lj = self.log_prior(state)
@@ -76,7 +78,8 @@ class PairwiseDSModel:
         flat = np.bincount(idx.ravel(), weights=(q * self.w[:, None]).ravel(), minlength=self.J * self.k * self.k)
         cells = flat.reshape(self.J, self.k, self.k) + self.alpha
         log_conf = safe_log(cells / cells.sum(axis=2, keepdims=True))
-        prob = Problem(self.X, post, self.iw, self.ridge, self.ties)
+        T, W = compress(self.group, self.n_groups, post, self.iw)
+        prob = Problem(self.Xg, T, W, self.ridge, self.ties)
         theta, log_nu = newton(prob, old.theta, old.log_nu)
         return DSState(theta, log_nu, log_conf)
 
