@@ -305,8 +305,11 @@ def as_pairwise(data: PairwiseResponses | pd.DataFrame, columns: Mapping[str, st
 def _ids(values: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
     """Codes and distinct values, as text exactly as written, of an id column; empty cells refused with their
     rows.  Everything but the factorisation works on the distinct values."""
-    codes, uniq = pd.factorize(values.reset_index(drop=True))
-    uq = np.asarray(uniq, dtype=object)
+    if isinstance(values.dtype, pd.CategoricalDtype):  # as read from a file: the codes are already there
+        codes, uq = _used(values.cat.codes.to_numpy(), np.asarray(values.cat.categories, dtype=object))
+    else:
+        codes, uniq = pd.factorize(values.to_numpy(dtype=object, na_value=None))
+        uq = np.asarray(uniq, dtype=object)
     blank = np.array([isinstance(u, str) and not u.strip() for u in uq], dtype=bool)  # distinct values
     miss = (codes < 0) | (blank[codes] if len(uq) else False)
     if miss.any():
@@ -314,6 +317,15 @@ def _ids(values: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
             f"column {name!r} has empty cells on {row_numbers(np.flatnonzero(miss))}; fill or drop them."
         )
     return codes, np.asarray(text_values(pd.Index(uq), column=name), dtype=object)
+
+
+def _used(codes: np.ndarray, categories: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Categorical codes renumbered over the categories that occur, in order of first appearance (−1 kept)."""
+    present = codes >= 0
+    first = pd.unique(codes[present])
+    remap = np.full(len(categories) + 1, -1, dtype=np.int64)
+    remap[first] = np.arange(len(first))
+    return remap[codes], categories[first]
 
 
 def _words(values: pd.Series, name: str, options: pd.Index) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
