@@ -187,3 +187,21 @@ def test_cli_pairwise_and_one_click_report(tmp_path, capsys):
     assert main(["pairwise", str(answers), "--out", str(out), "--judge-col", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nope" in err[0]
+
+
+def test_simulator_biases_are_exact_and_correlated_judges_share_errors():
+    sim = pairwise_panel(3000, 3, 6, reliability=0.7, position_bias=[0.15, 0, 0], judge_families=["f", "f", "g"],
+                         correlated=[True, True, False], shared_error=0.3, both_orders=True, seed=0)  # fmt: skip
+    d = PairwiseResponses.from_frame(sim.responses)
+    decisive = d.outcome != 2
+    first = (d.shown_outcome == 0)[decisive]
+    judge = d.judge[decisive]
+    p_first = np.array([first[judge == j].mean() for j in range(3)]) - 0.5  # three judges
+    np.testing.assert_allclose(p_first, [0.15, 0, 0], atol=0.03)
+    assert (np.bincount(d.prompt, minlength=d.n_prompts) == 6).all()  # 3 judges × both orders
+    truth = sim.truth.set_index("prompt")["preference"]
+    wrong = sim.responses["preference"].to_numpy() != truth.reindex(sim.responses["prompt"]).to_numpy()
+    per = pd.DataFrame({"prompt": sim.responses["prompt"], "judge": sim.responses["judge"], "wrong": wrong})
+    w = per.groupby(["prompt", "judge"])["wrong"].mean().unstack()
+    lift = lambda a, b: (w[a] * w[b]).mean() / (w[a].mean() * w[b].mean())
+    assert lift("judge1", "judge2") > 1.2 > lift("judge1", "judge3")
