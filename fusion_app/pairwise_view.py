@@ -35,8 +35,34 @@ def _read(upload: Any) -> Any:
     return read_table(upload, name=upload.name)
 
 
+def _mapping(columns: list[str]) -> dict[str, str] | None:
+    """Which column plays which role: the conventional names are found, any other can be picked; None while a
+    required role has no column."""
+    from fusion_core.data.pairwise import OPTIONAL, ROLES, pairwise_columns
+
+    found = pairwise_columns(columns) or {}
+    out: dict[str, str] = {}
+    with st.expander("Columns", expanded=not all(r in found for r in ROLES)):
+        cols = st.columns(4)
+        for i, role in enumerate(ROLES + OPTIONAL):
+            blank = "(choose a column)" if role in ROLES else "(none)"
+            choices = [blank, *columns]
+            default = found.get(role, blank)
+            pick = cols[i % 4].selectbox(
+                role.replace("_", " "), choices, index=choices.index(default), key=f"pw_col_{role}"
+            )
+            if pick != blank:
+                out[role] = pick
+    missing = [r for r in ROLES if r not in out]
+    if missing:
+        st.info(f"Pick the column of: {', '.join(missing)}.")
+        return None
+    return out
+
+
 def show_pairwise() -> None:
     """Render the view (called by pages/7_Ratings.py when the label type is pairwise)."""
+    from fusion_core.data.pairwise import PairwiseResponses
     from fusion_core.diagnostics.pairwise_audit import pairwise_audit, pairwise_findings
     from fusion_core.plots.pairwise import bias_chart, ranking_chart, win_rate_chart
 
@@ -44,7 +70,7 @@ def show_pairwise() -> None:
     source = st.radio("Data", ["Simulated demo", "Upload a pairwise file"], horizontal=True, key="pw_source")
     if source == "Simulated demo":
         st.caption(md_escape(DEMO))
-        table, gold = _demo()
+        data, gold = _demo()
         key: tuple[Any, ...] = ("demo",)
     else:
         st.caption(
@@ -64,7 +90,16 @@ def show_pairwise() -> None:
         except UserInputError as exc:
             show_error(exc)
             st.stop()
-        key = ("upload", up.name, up.size, None if gold_up is None else (gold_up.name, gold_up.size))
+        mapping = _mapping(list(table.columns))
+        if mapping is None:
+            st.stop()
+        try:
+            data = PairwiseResponses.from_frame(table, mapping)
+        except UserInputError as exc:
+            show_error(exc)
+            st.stop()
+        key = ("upload", up.name, up.size, None if gold_up is None else (gold_up.name, gold_up.size),
+               tuple(sorted(mapping.items())))  # fmt: skip
     n_boot = choose_one(st, "Bootstrap refits (intervals)", [20, 50, 100, 200], ss.get("fc_pw_boot", 50), key="pw_boot")
     ss["fc_pw_boot"] = n_boot
     cache = ss.setdefault("fc_pairwise", {})
@@ -75,7 +110,7 @@ def show_pairwise() -> None:
             st.stop()
         try:
             with st.spinner(f"Fitting and {n_boot} bootstrap refits…", show_time=True):
-                cache[key] = pairwise_audit(table, gold=gold, n_bootstrap=n_boot)
+                cache[key] = pairwise_audit(data, gold=gold, n_bootstrap=n_boot)
         except UserInputError as exc:
             show_error(exc)
             st.stop()
