@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import pandas as pd
 
 from fusion_core.cli_dask import add_engine_options
+from fusion_core.cli_pairwise import add_pairwise_command
 from fusion_core.cli_ratings import (
     add_fit_rating_options,
     add_rating_commands,
@@ -392,6 +393,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_simulate)
     add_rating_commands(sub, _add_io_options)
     add_report_command(sub, _add_io_options)
+    add_pairwise_command(sub, _add_io_options)
     return p
 
 

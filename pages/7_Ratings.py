@@ -1,10 +1,12 @@
 """Ratings page: ordinal levels, numeric ratings and judges with confidences — each annotator's verdict from
 bootstrap intervals, the ordinal confusion heatmap, the bias/noise scatter, the judges' calibration chart and
-agreement with intervals (:func:`fusion_core.diagnostics.rating_report.rating_report`)."""
+agreement with intervals (:func:`fusion_core.diagnostics.rating_report.rating_report`); pairwise (A vs B) judges in
+:mod:`fusion_app.pairwise_view`."""
 
 import pandas as pd
 import streamlit as st
 
+from fusion_app.pairwise_view import PAIRWISE_LABEL, show_pairwise
 from fusion_app.shell import choose_one, download_buttons, md_escape, page_setup, show_error
 from fusion_app.state import session
 from fusion_core.diagnostics.rating_report import LABEL_TYPES, rating_demo, rating_report
@@ -24,7 +26,11 @@ st.caption(
     "Verdicts come from each annotator's bias and noise with bootstrap intervals (rules in docs/RATINGS.md)."
 )
 ss = session()
-kind = st.radio("Label type", list(LABEL_TYPES), format_func=LABEL_TYPES.get, horizontal=True, key="rt_kind")
+kinds = {**LABEL_TYPES, "pairwise": PAIRWISE_LABEL}
+kind = st.radio("Label type", list(kinds), format_func=kinds.get, horizontal=True, key="rt_kind")
+if kind == "pairwise":  # A-vs-B judgements have their own input and view (docs/JUDGES.md)
+    show_pairwise()
+    st.stop()
 sources = ["Simulated demo", "Current data"] if ds is not None else ["Simulated demo"]
 source = st.radio("Data", sources, horizontal=True, key="rt_source")
 

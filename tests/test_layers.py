@@ -41,6 +41,7 @@ LAYERS = {
     "fusion_core.cli_multilabel": 5,
     "fusion_core.cli_dask": 5,
     "fusion_core.cli_ratings": 5,
+    "fusion_core.cli_pairwise": 5,
     "fusion_core.cli_reading": 5,
     "fusion_core.report": 5,
     "fusion_core.__main__": 5,

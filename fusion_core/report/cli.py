@@ -11,6 +11,7 @@ from typing import Any
 
 from fusion_core.cli_reading import load_answers, reading_options
 from fusion_core.errors import UserInputError
+from fusion_core.report.pairwise import pairwise_report
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -23,6 +24,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if not args.max_mb > 0:
         raise UserInputError(f"--max-mb must be a positive number of megabytes; got {args.max_mb:g}.")
+    if (status := pairwise_report(args)) is not None:  # pairwise judgements: their own section (docs/JUDGES.md)
+        return status
     if args.levels and args.label_type != "ordinal":
         raise UserInputError("--levels gives the order of ordinal labels; add --label-type ordinal.")
     if args.bootstrap < 0 or args.cartel_bootstrap < 1:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import os
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -116,8 +117,9 @@ def _safety_section(a: AuditResult) -> list[str]:
     ]
 
 
-def report_html(audit: AuditResult, *, title: str | None = None) -> str:
-    """The audit report as one HTML document (module docstring)."""
+def report_html(audit: AuditResult, *, title: str | None = None, extra: Sequence[str] = ()) -> str:
+    """The audit report as one HTML document (module docstring); ``extra``: HTML pieces of a further section
+    placed after the summary (the pairwise section, :mod:`fusion_core.report.pairwise`)."""
     figs = audit_figures(audit)
     shown: set[str] = set()
     body = []
@@ -146,6 +148,7 @@ def report_html(audit: AuditResult, *, title: str | None = None) -> str:
             "figure is estimated from the annotators' responses.</p>",
             "<h2>Summary</h2>",
             *body,
+            *extra,
             _method_section(audit),
             *_ratings_section(audit),
             f"<h2>Annotators ({len(verdicts):,}, worst first)</h2>",

@@ -1,0 +1,87 @@
+"""Pairwise judgements in the one-click audit and its HTML report: ``fusion-core report pairwise.csv`` recognises
+a pairwise file by its columns (option A / option B, docs/JUDGES.md), audits the judges' choices like any
+categorical labels (task = prompt and pair, label = the preferred option) and adds the pairwise section —
+ranking with intervals, judge reliability, bias audits, corrected win rates with ``--gold`` — to the same report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from fusion_core.errors import UserInputError
+
+
+def pairwise_section(audit: Any) -> list[str]:
+    """The report's pairwise section (HTML pieces) for a
+    :class:`~fusion_core.diagnostics.pairwise_audit.PairwiseAudit`."""
+    from fusion_core.diagnostics.pairwise_audit import pairwise_findings
+    from fusion_core.plots.pairwise import bias_chart, ranking_chart, win_rate_chart
+    from fusion_core.report.html import _chart, _e, _table
+
+    d = audit.data
+    parts = [
+        "<h2>Pairwise judge panel</h2>",
+        f"<p>{d.n:,} judgements by {d.n_judges} judges of {d.n_options} options on {d.n_prompts:,} prompts "
+        f"({'order given' if d.order_given else 'no order column: option A taken as shown first'}).</p>",
+    ]
+    parts += [f'<div class="finding"><h3>{_e(q)}</h3><p>{_e(a)}</p></div>' for q, a in pairwise_findings(audit)]
+    parts += [_chart(ranking_chart(audit.ranking), "pairwise-ranking"), _table(audit.ranking.table)]
+    parts += ["<h3>Judges</h3>", _table(audit.judges), _chart(bias_chart(audit.bias), "pairwise-bias")]
+    parts += [f'<p class="note">Bias rule: {_e(audit.bias.rule.text())}</p>', _table(audit.bias.table)]
+    if audit.bias.skipped:
+        parts.append(f'<p class="note">Not audited (columns missing): {_e(", ".join(audit.bias.skipped))}.</p>')
+    if audit.win_rates is not None:
+        parts += [
+            "<h3>Win rates corrected with the gold subset (prediction-powered inference)</h3>",
+            _chart(win_rate_chart(audit.win_rates), "pairwise-wins"),
+            _table(audit.win_rates.table),
+        ]
+    return parts
+
+
+def pairwise_report(args: argparse.Namespace) -> int | None:
+    """``fusion-core report`` on a pairwise file: the audit of the judges' choices plus the pairwise section in one
+    HTML file (returns the exit status); None when the file is not pairwise (the normal report runs)."""
+    from fusion_core.data.pairwise import file_columns, pairwise_columns
+
+    cols = file_columns(args.answers, format=args.input_format)
+    if cols is None or pairwise_columns(cols) is None:
+        return None
+    from fusion_core.cli_pairwise import read_pairwise
+    from fusion_core.cli_reading import reading_options
+    from fusion_core.data.dataset import make_dataset
+    from fusion_core.data.loading import read_table
+    from fusion_core.data.responses import Responses
+    from fusion_core.diagnostics.audit import run_audit
+    from fusion_core.diagnostics.pairwise_audit import pairwise_audit
+    from fusion_core.report.html import report_html
+
+    data = read_pairwise(args)
+    gold = read_table(args.gold, **reading_options(args)) if args.gold else None
+    resp = Responses.from_frame(data.choices())
+    audit = run_audit(
+        make_dataset(resp, name=Path(args.answers).name, source="upload"),
+        n_bootstrap=args.bootstrap,
+        cartel_bootstrap=args.cartel_bootstrap,
+    )
+    pw = pairwise_audit(data, gold=gold, n_bootstrap=min(args.bootstrap, 100))
+    out = Path(args.out)
+    title = args.title or f"Judge panel audit: {Path(args.answers).name}"
+    try:
+        out.write_text(report_html(audit, title=title, extra=pairwise_section(pw)), encoding="utf-8")
+    except OSError as exc:
+        raise UserInputError(f"cannot write the report to {out}: {exc.strerror or 'not allowed'}.") from None
+    best = pw.ranking.table.index[0]
+    print(
+        f"pairwise audit of {data.n:,} judgements ({data.n_options} options, {data.n_judges} judges): best {best}; "
+        f"position bias: {len(pw.bias.flagged('position'))} judge(s); report -> {out} "
+        f"({out.stat().st_size / 1e6:.1f} MB)",
+        file=sys.stdout,
+    )
+    return 0
+
+
+__all__ = ["pairwise_report", "pairwise_section"]
