@@ -37,33 +37,49 @@ from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
 from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior
 from fusion_core.methods.bayesian_ds import expected_log_dirichlet, kl_dirichlet
-from fusion_core.methods.em import EMSettings, EStep, best_run, run_em
-from fusion_core.methods.numerics import log_normalize
+from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.params import Bool, Float, Int, Param, Seed
 from fusion_core.methods.registry import register
-from fusion_core.methods.results import AnnotatorColumn, Fit
+from fusion_core.methods.results import AnnotatorColumn, Fit, Restarts
 
 MAX_CONFUSION_ENTRIES = 50_000_000  # W·K·M·K Dirichlet parameters (400 MB as float64) checked before allocating
+BATCH_ENTRIES = 8_000_000  # starts run side by side while their μ and q arrays stay below this many entries (64 MB)
 
 
 class EBCCState(NamedTuple):
-    """Variational Dirichlet parameters: ``class_prior`` ν (K), ``subtype`` η (K × M) and ``confusion`` μ
-    (reported × workers × true × subtype)."""
+    """Variational Dirichlet parameters of S starts run side by side: ``class_prior`` ν (S × K), ``subtype`` η
+    (S × K × M) and ``confusion`` μ (reported × workers × S × true × subtype)."""
 
     class_prior: np.ndarray
     subtype: np.ndarray
     confusion: np.ndarray
 
+    def pick(self, s: int) -> EBCCState:
+        """Start ``s`` alone (S = 1)."""
+        return EBCCState(self.class_prior[s : s + 1], self.subtype[s : s + 1], self.confusion[:, :, s : s + 1])
+
     def mean_confusion(self) -> np.ndarray:
-        """``E[v_jkml]`` as workers × true × subtype × reported (rows over the reported label sum to 1)."""
-        mu = self.confusion.transpose(1, 2, 3, 0)
+        """``E[v_jkml]`` of the first start as workers × true × subtype × reported (rows sum to 1)."""
+        mu = self.confusion[:, :, 0].transpose(1, 2, 3, 0)
         return mu / mu.sum(axis=-1, keepdims=True)
 
+    def subtype_share(self) -> np.ndarray:
+        """``E[π_km]`` of the first start (K × M)."""
+        return self.subtype[0] / self.subtype[0].sum(axis=1, keepdims=True)
+
     def marginal_confusion(self) -> np.ndarray:
-        """``Γ_j[k, l] = Σ_m E[π_km] E[v_jkml]``: the response distribution of one response given the class
-        (workers × true × reported, rows sum to 1)."""
-        pi = self.subtype / self.subtype.sum(axis=1, keepdims=True)
-        return np.einsum("km,wkml->wkl", pi, self.mean_confusion())
+        """``Γ_j[k, l] = Σ_m E[π_km] E[v_jkml]`` of the first start: the distribution of one response given the
+        class (workers × true × reported, rows sum to 1)."""
+        return np.einsum("km,wkml->wkl", self.subtype_share(), self.mean_confusion())
+
+
+class EBCCStats(NamedTuple):
+    """E-step output for the M-step: ``q`` (items × S·K·M, start-major then class-major), each start's ELBO (S) and
+    class posterior (items × S × K)."""
+
+    q: np.ndarray
+    elbo: np.ndarray
+    posterior: np.ndarray
 
 
 def canonical_order(resp: Responses) -> Responses:
@@ -77,13 +93,15 @@ def canonical_order(resp: Responses) -> Responses:
 
 @dataclass
 class EBCCModel:
-    """EBCC's mean-field VB for the EM driver (see the module docstring).  Arrays are reported-label-major
-    (``μ[l, j, k, m]``) and the count matrix has one column per (reported label, annotator), so the M-step's
-    ``countsᵀ @ q`` and the E-step's table are reshapes, not transposed copies, and sums over the reported label
-    are additions of K contiguous blocks."""
+    """EBCC's mean-field VB for the EM driver (module docstring), ``n_starts`` independent starts advanced side by
+    side: every step is one sparse–dense product for all starts, and the driver traces the sum of their ELBOs
+    (each is non-decreasing, so the sum is; ``history`` keeps each start's own trace).  Arrays are
+    reported-label-major (``μ[l, j, s, k, m]``) and the count matrix has one column per (reported label,
+    annotator), so the products' outputs are reshapes, not transposed copies."""
 
     resp: Responses
     n_subtypes: int
+    n_starts: int
     alpha: np.ndarray  # K: Dirichlet prior of the class shares
     a_pi: float
     a_v: float
@@ -101,55 +119,65 @@ class EBCCModel:
         self.counts_t = self.counts.T.tocsr()
         # Σ_l lnΓ(β_kl) − lnΓ(Σ_l β_kl): the prior's share of KL(q(v_jkm) ‖ Dir(β_k)), per class k
         self.prior_lognorm = gammaln(self.beta).sum(axis=1) - gammaln(self.beta.sum(axis=1))
+        self.history: list[np.ndarray] = []
 
     # ---------------------------------------------------------------------------------------------- steps
-    def m_step(self, q: np.ndarray) -> EBCCState:
-        """Dirichlet parameters from ``q`` (items × K·M, class-major)."""
-        w, k, m = self.resp.n_workers, self.resp.n_classes, self.n_subtypes
-        tot = q.sum(axis=0).reshape(k, m)
-        mu = np.asarray(self.counts_t @ q).reshape(k, w, k, m)  # reported × worker × class × subtype
-        mu += self.beta.T[:, None, :, None]
-        return EBCCState(self.alpha + tot.sum(axis=1), tot + self.a_pi / m, mu)
+    def m_step(self, stats: EBCCStats | np.ndarray) -> EBCCState:
+        """Dirichlet parameters from ``q`` (items × S·K·M)."""
+        q = stats.q if isinstance(stats, EBCCStats) else stats
+        w, k, m, s = self.resp.n_workers, self.resp.n_classes, self.n_subtypes, self.n_starts
+        tot = q.sum(axis=0).reshape(s, k, m)
+        mu = np.asarray(self.counts_t @ q).reshape(k, w, s, k, m)  # reported × worker × start × class × subtype
+        mu += self.beta.T[:, None, None, :, None]
+        return EBCCState(self.alpha[None, :] + tot.sum(axis=2), tot + self.a_pi / m, mu)
 
     def e_step(self, state: EBCCState, temperature: float = 1.0) -> EStep:
-        r, m = self.resp, self.n_subtypes
-        k, w = r.n_classes, r.n_workers
+        r, m, s = self.resp, self.n_subtypes, self.n_starts
+        n, k, w = r.n_items, r.n_classes, r.n_workers
         nu, eta, mu = state
         total = mu[0].copy()
-        for l in range(1, k):
-            total += mu[l]
-        dg_total = digamma(total)
+        for lab in range(1, k):
+            total += mu[lab]
         elog_v = digamma(mu)
-        elog_v -= dg_total[None]
-        joint = np.asarray(self.counts @ elog_v.reshape(k * w, k * m))
-        prior = expected_log_dirichlet(eta) + (digamma(nu) - digamma(nu.sum()))[:, None]
-        joint += prior.reshape(1, k * m)
+        elog_v -= digamma(total)[None]
+        joint = np.asarray(self.counts @ elog_v.reshape(k * w, s * k * m)).reshape(n, s, k * m)
+        elog_tau = digamma(nu) - digamma(nu.sum(axis=1, keepdims=True))
+        joint += (expected_log_dirichlet(eta) + elog_tau[:, :, None]).reshape(1, s, k * m)
         if temperature != 1.0:
             joint /= temperature
-        q, lognorm = log_normalize(joint)
-        if self.gold is not None and len(self.gold[0]):
+        # row-wise log-normalisation in place (q is the joint array, no copies of items × S·K·M)
+        top = joint.max(axis=2)
+        joint -= top[:, :, None]
+        np.exp(joint, out=joint)
+        tot = joint.sum(axis=2)
+        joint /= tot[:, :, None]
+        lognorm = np.log(tot) + top
+        q = joint.reshape(n, s, k, m)
+        if self.gold is not None and len(self.gold[0]):  # q(z_i = gold, g_i = m) ∝ q̃_i,gold,m; log Z_i over those
             items, cls = self.gold
-            cols = cls[:, None] * m + np.arange(m)[None, :]
-            sub, sub_norm = log_normalize(joint[items[:, None], cols])
+            mass = q[items, :, cls, :]  # gold items × S × M
+            share = mass.sum(axis=2)
+            lognorm[items] += np.log(np.maximum(share, 1e-300))
             q[items] = 0.0
-            q[items[:, None], cols] = sub
-            lognorm = lognorm.copy()
-            lognorm[items] = sub_norm
-        post = q.reshape(-1, k, m).sum(axis=2)
-        # KL(Dir(μ_jkm) ‖ Dir(β_k)) = lnΓ(Σμ) − Σ lnΓ(μ) − lnΓ(Σβ) + Σ lnΓ(β) + Σ (μ − β) E[log v]
-        kl_v = gammaln(total).sum() - gammaln(mu).sum() + w * m * self.prior_lognorm.sum()
-        kl_v += float(np.einsum("lwkm,lwkm->", mu, elog_v)) - float(np.einsum("lk,lwkm->", self.beta.T, elog_v))
-        kl = kl_v + float(kl_dirichlet(nu, self.alpha)) + float(kl_dirichlet(eta, np.full(m, self.a_pi / m)).sum())
-        return EStep(post, float(lognorm.sum()) - kl, stats=q)
+            q[items, :, cls, :] = mass / np.maximum(share, 1e-300)[:, :, None]
+        post = q.sum(axis=3)
+        # KL(Dir(μ_jskm) ‖ Dir(β_k)) = lnΓ(Σμ) − Σ lnΓ(μ) − lnΓ(Σβ) + Σ lnΓ(β) + Σ (μ − β) E[log v], per start
+        kl = gammaln(total).sum(axis=(0, 2, 3)) - gammaln(mu).sum(axis=(0, 1, 3, 4)) + w * m * self.prior_lognorm.sum()
+        kl += np.einsum("lwskm,lwskm->s", mu, elog_v) - np.einsum("lk,lwskm->s", self.beta.T, elog_v)
+        kl += kl_dirichlet(nu, self.alpha[None, :]) + kl_dirichlet(eta, np.full(m, self.a_pi / m)).sum(axis=1)
+        elbo = lognorm.sum(axis=0) - kl
+        self.history.append(elbo)
+        best = int(np.argmax(elbo))
+        return EStep(post[:, best], float(elbo.sum()), stats=EBCCStats(q.reshape(n, -1), elbo, post))
 
-    def start(self, z: np.ndarray, split: np.ndarray) -> EBCCState:
-        """Parameters from the class posterior ``z`` (items × K) and a subtype split ``split`` (items × M)."""
-        q = (z[:, :, None] * split[:, None, :]).reshape(z.shape[0], -1)
-        return self.m_step(q)
+    def start(self, z: np.ndarray, splits: np.ndarray) -> EBCCState:
+        """Parameters from the class posterior ``z`` (items × K) and subtype splits (items × S × M)."""
+        q = z[:, None, :, None] * splits[:, :, None, :]
+        return self.m_step(q.reshape(z.shape[0], -1))
 
 
 def check_size(resp: Responses, n_subtypes: int) -> None:
-    """Refuse fits whose confusion parameters would not fit in memory (checked before allocating)."""
+    """Refuse fits whose confusion parameters (one start) would not fit in memory (checked before allocating)."""
     k = resp.n_classes
     size = resp.n_workers * k * k * n_subtypes
     if size > MAX_CONFUSION_ENTRIES:
@@ -157,6 +185,14 @@ def check_size(resp: Responses, n_subtypes: int) -> None:
             f"EBCC would need {size:,} confusion parameters ({resp.n_workers:,} annotators × {k} classes² × "
             f"{n_subtypes} subtypes), more than {MAX_CONFUSION_ENTRIES:,}; lower n_subtypes or use 'ds'."
         )
+
+
+def batches(n_starts: int, resp: Responses, n_subtypes: int) -> list[int]:
+    """Starts per batch: as many as keep μ and q below :data:`BATCH_ENTRIES` entries (at least one start)."""
+    k = resp.n_classes
+    per_start = max(resp.n_workers * k * k * n_subtypes, resp.n_items * k * n_subtypes, 1)
+    size = max(1, min(n_starts, BATCH_ENTRIES // per_start))
+    return [min(size, n_starts - i) for i in range(0, n_starts, size)]
 
 
 @register(
@@ -218,34 +254,45 @@ class EBCC(Aggregator):
         z = clamp_gold(initial_posterior(resp, "mv"), gold)
         alpha = z.sum(axis=0) if self.empirical_prior else np.ones(resp.n_classes)
         alpha = np.maximum(alpha, 1e-3)  # a class nobody voted for keeps a proper prior
-        model = EBCCModel(resp, n_sub, alpha, float(self.a_pi), float(self.a_v), float(self.b_v), gold)
         rng = np.random.default_rng(self.random_state)
         settings = EMSettings(tol=float(self.tol), max_iter=int(self.max_iter), name="EBCC VB")
-        runs = []
-        for _ in range(int(self.n_starts)):
-            split = rng.dirichlet(np.ones(n_sub), size=resp.n_items)
-            runs.append(run_em(model, model.start(z, split), settings))
-        run, restarts = best_run(runs)
-        state: EBCCState = run.state
-        conf = state.marginal_confusion()
-        prior = state.class_prior / state.class_prior.sum()
+        best: tuple[float, EBCCState, np.ndarray, list[float]] | None = None
+        finals: list[float] = []
+        n_iter, done = 0, True
+        for size in batches(int(self.n_starts), resp, n_sub):
+            # one Dir(1) split per item and start, drawn in item-code order and shared by the classes
+            splits = rng.dirichlet(np.ones(n_sub), size=(size, resp.n_items)).transpose(1, 0, 2)
+            model = EBCCModel(resp, n_sub, size, alpha, float(self.a_pi), float(self.a_v), float(self.b_v), gold)
+            run = run_em(model, model.start(z, splits), settings)
+            stats: EBCCStats = run.estep.stats
+            finals += stats.elbo.tolist()
+            n_iter, done = max(n_iter, run.n_iter), done and run.converged
+            s = int(np.argmax(stats.elbo))
+            if best is None or stats.elbo[s] > best[0]:
+                trace = [float(h[s]) for h in model.history]
+                best = (float(stats.elbo[s]), run.state.pick(s), stats.posterior[:, s], trace)
+        assert best is not None
+        _, state, posterior, trace = best
+        restarts = None
+        if len(finals) > 1:
+            restarts = Restarts(log_likelihoods=np.asarray(finals), best=int(np.argmax(finals)))
         return Fit(
-            posterior=clamp_gold(run.posterior.copy(), gold),
-            confusion=conf,
-            class_prior=prior,
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
+            posterior=clamp_gold(posterior.copy(), gold),
+            confusion=state.marginal_confusion(),
+            class_prior=state.class_prior[0] / state.class_prior[0].sum(),
+            log_likelihood=trace,
+            n_iter=n_iter,
+            converged=done,
             annotator_columns=(_spread_column(state),),
             restarts=restarts,
-            details={"subtype_weights": state.subtype / state.subtype.sum(axis=1, keepdims=True)},
+            details={"subtype_weights": state.subtype_share()},
         )
 
 
 def _spread_column(state: EBCCState) -> AnnotatorColumn:
     """Per annotator: the largest spread (max − min) of the accuracy ``E[v_jkmk]`` between the subtypes of a
     class that carry at least 5 % of it, over classes."""
-    pi = state.subtype / state.subtype.sum(axis=1, keepdims=True)
+    pi = state.subtype_share()
     v = state.mean_confusion()
     k = v.shape[1]
     acc = v[:, np.arange(k), :, np.arange(k)].transpose(1, 0, 2)  # W × K × M
