@@ -38,6 +38,7 @@ from fusion_core.errors import UserInputError
 from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior
 from fusion_core.methods.bayesian_ds import expected_log_dirichlet, kl_dirichlet
 from fusion_core.methods.em import EMSettings, EStep, run_em
+from fusion_core.methods.em.squarem import run_squarem_lockstep
 from fusion_core.methods.params import Bool, Float, Int, Param, Seed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, Restarts
@@ -95,7 +96,7 @@ def canonical_order(resp: Responses) -> Responses:
 class EBCCModel:
     """EBCC's mean-field VB for the EM driver (module docstring), ``n_starts`` independent starts advanced side by
     side: every step is one sparse–dense product for all starts, and the driver traces the sum of their ELBOs
-    (each is non-decreasing, so the sum is; ``history`` keeps each start's own trace).  Arrays are
+    (each is non-decreasing, so the sum is; ``history`` maps each traced sum to the starts' own ELBOs).  Arrays are
     reported-label-major (``μ[l, j, s, k, m]``) and the count matrix has one column per (reported label,
     annotator), so the products' outputs are reshapes, not transposed copies."""
 
@@ -119,7 +120,7 @@ class EBCCModel:
         self.counts_t = self.counts.T.tocsr()
         # Σ_l lnΓ(β_kl) − lnΓ(Σ_l β_kl): the prior's share of KL(q(v_jkm) ‖ Dir(β_k)), per class k
         self.prior_lognorm = gammaln(self.beta).sum(axis=1) - gammaln(self.beta.sum(axis=1))
-        self.history: list[np.ndarray] = []
+        self.history: dict[float, np.ndarray] = {}
 
     # ---------------------------------------------------------------------------------------------- steps
     def m_step(self, stats: EBCCStats | np.ndarray) -> EBCCState:
@@ -166,9 +167,20 @@ class EBCCModel:
         kl += np.einsum("lwskm,lwskm->s", mu, elog_v) - np.einsum("lk,lwskm->s", self.beta.T, elog_v)
         kl += kl_dirichlet(nu, self.alpha[None, :]) + kl_dirichlet(eta, np.full(m, self.a_pi / m)).sum(axis=1)
         elbo = lognorm.sum(axis=0) - kl
-        self.history.append(elbo)
+        self.history[float(elbo.sum())] = elbo
         best = int(np.argmax(elbo))
         return EStep(post[:, best], float(elbo.sum()), stats=EBCCStats(q.reshape(n, -1), elbo, post))
+
+    def flat(self, state: EBCCState) -> np.ndarray:
+        """All Dirichlet parameters as one vector (SQUAREM's extrapolation space)."""
+        return np.concatenate([a.ravel() for a in state])
+
+    def unflat(self, vector: np.ndarray) -> EBCCState:
+        """A state from :meth:`flat`'s vector, every Dirichlet parameter kept positive."""
+        s, k, m, w = self.n_starts, self.resp.n_classes, self.n_subtypes, self.resp.n_workers
+        v = np.maximum(vector, 1e-8)
+        a, b = s * k, s * k + s * k * m
+        return EBCCState(v[:a].reshape(s, k), v[a:b].reshape(s, k, m), v[b:].reshape(k, w, s, k, m))
 
     def start(self, z: np.ndarray, splits: np.ndarray) -> EBCCState:
         """Parameters from the class posterior ``z`` (items × K) and subtype splits (items × S × M)."""
@@ -227,11 +239,11 @@ class EBCC(Aggregator):
     params: ClassVar[dict[str, Param]] = {
         "n_subtypes": Int(10, low=1, high=100, help="Latent subtypes per class (paper's M; authors' default 10)."),
         "n_starts": Int(
-            1,
+            5,
             low=1,
             high=200,
-            help="Random subtype splits to start from; the fit with the best ELBO is kept (the authors' published "
-            "runs keep the best of 40).",
+            help="Random subtype splits to start from, run side by side; the best ELBO is kept (the authors' "
+            "published runs keep the best of 40; one start alone lands in a poorer optimum on some crowds).",
         ),
         "a_pi": Float(
             0.1, low=0.0, high=1000.0, low_open=True, help="Total Dirichlet pseudo-count on a class's subtypes."
@@ -244,6 +256,11 @@ class EBCC(Aggregator):
         ),
         "tol": Float(1e-6, low=0.0, high=1.0, help="Stop when the relative change of the ELBO is below tol."),
         "max_iter": Int(500, low=1, high=100_000, help="Maximum iterations per start."),
+        "accelerate": Bool(
+            True,
+            help="SQUAREM extrapolation with a monotone safeguard (the ELBO never decreases): same optima in a third "
+            "to a half of the iterations; off = plain coordinate ascent.",
+        ),
         "random_state": Seed(1234, help="Seed of the random subtype splits (authors' default 1234)."),
     }
 
@@ -263,13 +280,18 @@ class EBCC(Aggregator):
             # one Dir(1) split per item and start, drawn in item-code order and shared by the classes
             splits = rng.dirichlet(np.ones(n_sub), size=(size, resp.n_items)).transpose(1, 0, 2)
             model = EBCCModel(resp, n_sub, size, alpha, float(self.a_pi), float(self.a_v), float(self.b_v), gold)
-            run = run_em(model, model.start(z, splits), settings)
+            state0 = model.start(z, splits)
+            if self.accelerate:
+                steps = model.m_step
+                run = run_squarem_lockstep([model], [state0], [settings], lambda _, st, f=steps: [f(x) for x in st])[0]
+            else:
+                run = run_em(model, state0, settings)
             stats: EBCCStats = run.estep.stats
             finals += stats.elbo.tolist()
             n_iter, done = max(n_iter, run.n_iter), done and run.converged
             s = int(np.argmax(stats.elbo))
             if best is None or stats.elbo[s] > best[0]:
-                trace = [float(h[s]) for h in model.history]
+                trace = [float(model.history[v][s]) for v in run.log_likelihood]
                 best = (float(stats.elbo[s]), run.state.pick(s), stats.posterior[:, s], trace)
         assert best is not None
         _, state, posterior, trace = best
