@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from fusion_core.data.responses import Responses
 from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior
 from fusion_core.methods.dawid_skene.core import expected_counts, normalize_confusion
+from fusion_core.methods.ebcc import canonical_order
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.numerics import safe_log
 from fusion_core.methods.params import Bool, Float, Int, Param
@@ -159,9 +160,7 @@ class BWA(Aggregator):
     }
 
     def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
-        from fusion_core.methods.ebcc import canonical_order  # same sort: sums independent of the row order
-
-        resp = canonical_order(responses)
+        resp = canonical_order(responses)  # sums never depend on the input's row order
         a_v = float(self.a_v)
         z0 = clamp_gold(initial_posterior(resp, "mv"), gold)
         model = BWAModel(resp, a_v, float(self.lam), prior_scale(resp, z0, a_v, bool(self.prior_correction)), gold)

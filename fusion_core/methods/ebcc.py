@@ -26,6 +26,7 @@ classes, so neither the row order nor the label names change a start.  ``α`` is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NamedTuple
 
@@ -282,8 +283,7 @@ class EBCC(Aggregator):
             model = EBCCModel(resp, n_sub, size, alpha, float(self.a_pi), float(self.a_v), float(self.b_v), gold)
             state0 = model.start(z, splits)
             if self.accelerate:
-                steps = model.m_step
-                run = run_squarem_lockstep([model], [state0], [settings], lambda _, st, f=steps: [f(x) for x in st])[0]
+                run = run_squarem_lockstep([model], [state0], [settings], _batched_m_steps(model))[0]
             else:
                 run = run_em(model, state0, settings)
             stats: EBCCStats = run.estep.stats
@@ -309,6 +309,15 @@ class EBCC(Aggregator):
             restarts=restarts,
             details={"subtype_weights": state.subtype_share()},
         )
+
+
+def _batched_m_steps(model: EBCCModel) -> Callable[[list[int], list[Any]], list[EBCCState]]:
+    """SQUAREM's lockstep M-step call for the one model of a batch."""
+
+    def m_steps(_: list[int], stats: list[Any]) -> list[EBCCState]:
+        return [model.m_step(x) for x in stats]
+
+    return m_steps
 
 
 def _spread_column(state: EBCCState) -> AnnotatorColumn:
