@@ -44,7 +44,9 @@ from fusion_core.methods.params import Bool, Float, Int, Param, Seed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, Restarts
 
-MAX_CONFUSION_ENTRIES = 50_000_000  # W·K·M·K Dirichlet parameters (400 MB as float64) checked before allocating
+MAX_CONFUSION_ENTRIES = (
+    10_000_000  # W·K·M·K Dirichlet parameters (80 MB as float64; ~5 such arrays live), checked first
+)
 BATCH_ENTRIES = 8_000_000  # starts run side by side while their μ and q arrays stay below this many entries (64 MB)
 
 
