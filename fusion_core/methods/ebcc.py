@@ -40,6 +40,7 @@ from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_poste
 from fusion_core.methods.bayesian_ds import expected_log_dirichlet, kl_dirichlet
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.em.squarem import run_squarem_lockstep
+from fusion_core.methods.numerics import stable_argsort
 from fusion_core.methods.params import Bool, Float, Int, Param, Seed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, Restarts
@@ -90,7 +91,7 @@ def canonical_order(resp: Responses) -> Responses:
     """The responses sorted by (item, worker, label) codes, so sums never depend on the input's row order."""
     k, w = resp.n_classes, resp.n_workers
     key = (resp.item.astype(np.int64) * w + resp.worker) * k + resp.label
-    order = np.argsort(key, kind="stable")
+    order = stable_argsort(key, resp.n_items * w * k)
     weight = None if resp.weight is None else resp.weight[order]
     return replace(resp, item=resp.item[order], worker=resp.worker[order], label=resp.label[order], weight=weight)
 
@@ -119,8 +120,10 @@ class EBCCModel:
         np.fill_diagonal(self.beta, float(self.a_v))
         values = np.ones(r.n_responses) if r.weight is None else np.asarray(r.weight, dtype=float)
         cols = r.label.astype(np.int64) * w + r.worker
-        self.counts = sp.csr_matrix((values, (r.item, cols)), shape=(r.n_items, k * w))
-        self.counts_t = self.counts.T.tocsr()
+        indptr = np.zeros(r.n_items + 1, dtype=np.int64)  # responses come sorted by item (canonical order)
+        np.cumsum(np.bincount(r.item, minlength=r.n_items), out=indptr[1:])
+        self.counts = sp.csr_matrix((values, cols, indptr), shape=(r.n_items, k * w))
+        self.counts_t = self.counts.T  # CSC view: the M-step's product needs no conversion
         # Σ_l lnΓ(β_kl) − lnΓ(Σ_l β_kl): the prior's share of KL(q(v_jkm) ‖ Dir(β_k)), per class k
         self.prior_lognorm = gammaln(self.beta).sum(axis=1) - gammaln(self.beta.sum(axis=1))
         self.history: dict[float, np.ndarray] = {}
