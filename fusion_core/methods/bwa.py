@@ -140,7 +140,7 @@ def prior_scale(resp: Responses, z0: np.ndarray, a_v: float, correction: bool) -
     "shared prior; fast on large, highly redundant crowds.",
     family="bayesian",
     reference="Li, Rubinstein & Cohn, 'Truth inference at scale: a Bayesian model for adjudicating highly redundant "
-    "crowd annotations', WWW 2019 (updates and defaults of the authors' code).",
+    "crowd annotations', WWW 2019 (updates and defaults of the authors' code, yuan-li/truth-inference-at-scale).",
 )
 class BWA(Aggregator):
     """Bayesian weighted average (Li, Rubinstein & Cohn, WWW 2019).

@@ -1,15 +1,15 @@
 """EBCC: Enhanced Bayesian Classifier Combination (Li, Rubinstein & Cohn, "Exploiting worker correlation for label
-aggregation in crowdsourcing", ICML 2019, §3; defaults and the restart rule from the authors' code
+aggregation in crowdsourcing", ICML 2019; updates, defaults and the restart rule from the authors' code
 ``yuan-li/truth-inference-at-scale``, ``code/ebcc.py`` and ``test_ebcc.ipynb``).
 
-Model (paper §3.1): each true class k has ``M`` latent *subtypes* (a mixture); an item draws its class and then a
+Model: each true class k has ``M`` latent *subtypes* (a mixture); an item draws its class and then a
 subtype, and every annotator has one confusion row per (class, subtype), so annotators who err on the same kind of
 item are correlated through the subtype::
 
     τ ~ Dir(α),  π_k ~ Dir(a_π/M · 1_M),  v_jkm ~ Dir(β_k)   (β_kk = a_v, β_kl = b_v)
     z_i ~ τ,  g_i | z_i = k ~ π_k,  y_ij | z_i = k, g_i = m ~ v_jkm.
 
-Mean-field VB ``q(z, g) q(τ) Π_k q(π_k) Π_jkm q(v_jkm)`` (paper §3.2, eqs. 6–9):
+Mean-field VB ``q(z, g) q(τ) Π_k q(π_k) Π_jkm q(v_jkm)`` (the updates of the authors' ``ebcc_vb``):
 
 * M-step: ``ν = α + Σ_i q(z_i)``, ``η_km = a_π/M + Σ_i q_ikm``, ``μ_jkml = β_kl + Σ_i q_ikm #(j said l on i)``
   (``countsᵀ @ q``, one sparse–dense product);
@@ -45,9 +45,7 @@ from fusion_core.methods.params import Bool, Float, Int, Param, Seed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, Restarts
 
-MAX_CONFUSION_ENTRIES = (
-    10_000_000  # W·K·M·K Dirichlet parameters (80 MB as float64; ~5 such arrays live), checked first
-)
+MAX_CONFUSION_ENTRIES = 10_000_000  # W·K·M·K Dirichlet parameters (80 MB; ~5 such arrays live), checked first
 BATCH_ENTRIES = 8_000_000  # starts run side by side while their μ and q arrays stay below this many entries (64 MB)
 
 
@@ -220,7 +218,7 @@ def batches(n_starts: int, resp: Responses, n_subtypes: int) -> list[int]:
     "annotators who err on the same kind of item are modelled as correlated (variational Bayes).",
     family="bayesian",
     reference="Li, Rubinstein & Cohn, 'Exploiting worker correlation for label aggregation in crowdsourcing', "
-    "ICML 2019, §3 (defaults of the authors' code).",
+    "ICML 2019 (updates and defaults of the authors' code, yuan-li/truth-inference-at-scale).",
 )
 class EBCC(Aggregator):
     """Enhanced Bayesian Classifier Combination (Li, Rubinstein & Cohn, ICML 2019).
