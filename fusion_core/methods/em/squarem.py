@@ -65,7 +65,8 @@ class _Cycle(Generic[S]):
 
 def squarem_alpha(r: np.ndarray, v: np.ndarray, step_max: float) -> float:
     """SqS3 step length α = −‖r‖/‖v‖, clipped to [−step_max, −1] (−1 when v = 0 or not finite)."""
-    nr, nv = float(np.linalg.norm(r)), float(np.linalg.norm(v))
+    # einsum, not np.linalg.norm: BLAS dot spawns threads, 60 ms for a 33k vector on a loaded 2-core machine vs 0.1 ms
+    nr, nv = float(np.sqrt(np.einsum("i,i->", r, r))), float(np.sqrt(np.einsum("i,i->", v, v)))
     if not (nv > 0 and np.isfinite(nr) and np.isfinite(nv)):
         return -1.0
     return float(np.clip(-nr / nv, -step_max, -1.0))
