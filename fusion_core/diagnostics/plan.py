@@ -37,6 +37,9 @@ from fusion_core.methods.results import FitResult
 
 #: scores at or below this are "no expected help"
 MIN_GAIN = 1e-9
+#: the audit's plan: a budget of this share of the items (at least 1 label), items at this confidence need nothing
+AUDIT_BUDGET_SHARE = 0.1
+AUDIT_TARGET = 0.95
 
 
 @dataclass(frozen=True)
@@ -368,4 +371,11 @@ def plan_relabel(
     )
 
 
-__all__ = ["RelabelPlan", "model_confusion", "plan_relabel"]
+def audit_plan(resp: Responses, fit: FitResult) -> RelabelPlan:
+    """The audit's plan: :data:`AUDIT_BUDGET_SHARE` of the items as budget, :data:`AUDIT_TARGET` as target, the 50
+    most informative annotators as candidates (``fusion-core plan`` and the app's Plan page choose their own)."""
+    budget = max(1, math.ceil(AUDIT_BUDGET_SHARE * resp.n_items))
+    return plan_relabel(resp, fit, budget, target=AUDIT_TARGET, max_candidates=50)
+
+
+__all__ = ["AUDIT_BUDGET_SHARE", "AUDIT_TARGET", "RelabelPlan", "audit_plan", "model_confusion", "plan_relabel"]
