@@ -84,7 +84,14 @@ def _bought_gain(res, conf: np.ndarray, answers: pd.DataFrame, rows: list[int], 
 
 
 def replay(
-    answers: pd.DataFrame, truth: pd.Series, *, method: str, round_share: float, max_extra: int, seed: int
+    answers: pd.DataFrame,
+    truth: pd.Series,
+    *,
+    method: str,
+    round_share: float,
+    max_extra: int,
+    seed: int,
+    max_per_item: int = 3,
 ) -> dict[str, Curve]:
     """One replay of the three strategies from the same 2-response start."""
     rng = np.random.default_rng(seed)
@@ -135,7 +142,7 @@ def replay(
             res = est.result_
             buy: list[int] = []
             if strategy == "plan":
-                plan = plan_relabel(est.responses_, res, budget, items=open_tasks)
+                plan = plan_relabel(est.responses_, res, budget, items=open_tasks, max_per_item=max_per_item)
                 if plan.n_labels == 0:
                     break
                 conf, _, _ = model_confusion(res)
@@ -277,6 +284,7 @@ def main() -> None:
     ap.add_argument("--method", default="ds", help="method refitted every round")
     ap.add_argument("--round-share", type=float, default=0.1, help="plan / fixed budget per round, share of items")
     ap.add_argument("--max-extra", type=int, default=3, help="uniform rounds (extra overlap beyond 2)")
+    ap.add_argument("--max-per-item", type=int, default=3, help="the plan's most extra labels per item per round")
     ap.add_argument("--plot", action="store_true", help="write benchmarks/out/relabel_replay.html")
     args = ap.parse_args()
     sets: list[tuple[str, list[dict[str, Curve]]]] = []
@@ -284,14 +292,30 @@ def main() -> None:
     for name in args.datasets:
         answers, truth = load(name)
         runs = [
-            replay(answers, truth, method=args.method, round_share=args.round_share, max_extra=args.max_extra, seed=s)
+            replay(
+                answers,
+                truth,
+                method=args.method,
+                round_share=args.round_share,
+                max_extra=args.max_extra,
+                seed=s,
+                max_per_item=args.max_per_item,
+            )
             for s in range(args.seeds)
         ]
         sets.append((name, runs))
     for s in range(args.simulated):
         answers, truth = simulated(s)
         runs = [
-            replay(answers, truth, method=args.method, round_share=args.round_share, max_extra=args.max_extra, seed=s)
+            replay(
+                answers,
+                truth,
+                method=args.method,
+                round_share=args.round_share,
+                max_extra=args.max_extra,
+                seed=s,
+                max_per_item=args.max_per_item,
+            )
         ]
         sets.append((f"simulated zipf crowd seed {s}", runs))
     for name, runs in sets:

@@ -9,6 +9,7 @@ the earlier text).  The result holds every response of both (repeated (task, ann
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,23 +23,31 @@ from fusion_core.errors import UserInputError
 class Appended:
     """The merged responses; the earlier items, annotators and labels keep their codes (the first
     ``n_old_items`` items, ``n_old_workers`` annotators, ``n_old_classes`` labels); ``n_new_responses`` is the
-    batch's size."""
+    batch's size; ``maps`` the id → code dictionaries of items and annotators (for the next batch)."""
 
     responses: Responses
     n_old_classes: int
     n_old_items: int
     n_old_workers: int
     n_new_responses: int
+    maps: tuple[dict[Any, int], dict[Any, int]]
 
 
-def _union(old: pd.Index, new: pd.Index) -> tuple[pd.Index, np.ndarray]:
-    """``old`` followed by the values of ``new`` it lacks; the codes of ``new``'s values in the union."""
-    pos = old.get_indexer(new)
-    fresh = new[pos < 0]
-    union = old.append(fresh) if len(fresh) else old
-    pos = pos.copy()
-    pos[pos < 0] = len(old) + np.arange(len(fresh))
-    return union, pos.astype(np.int64)
+def _union(old: pd.Index, new: pd.Index, known: dict[Any, int] | None) -> tuple[pd.Index, np.ndarray, dict[Any, int]]:
+    """``old`` followed by the values of ``new`` it lacks; the codes of ``new``'s values in the union; the id → code
+    dictionary of the union.  Matched through a dictionary (pandas' ``get_indexer`` on text indexes converts the
+    whole of ``old`` on every call), which the caller may keep for the next batch (``known``, ``old``'s)."""
+    if known is None or len(known) != len(old):
+        known = dict(zip(old.tolist(), range(len(old)), strict=True))
+    values = new.tolist()
+    pos = np.fromiter((known.get(v, -1) for v in values), dtype=np.int64, count=len(values))
+    missing = np.flatnonzero(pos < 0)
+    if not len(missing):
+        return old, pos, known
+    fresh = new[missing]
+    pos[missing] = len(old) + np.arange(len(fresh))
+    known.update(zip(fresh.tolist(), range(len(old), len(old) + len(fresh)), strict=True))
+    return old.append(fresh), pos, known
 
 
 def code_batch(data: Responses | pd.DataFrame, old: Responses) -> Responses:
@@ -54,13 +63,15 @@ def code_batch(data: Responses | pd.DataFrame, old: Responses) -> Responses:
     return Responses.from_frame(data, classes=[*old.classes, *extra], min_workers=1)
 
 
-def append_responses(old: Responses, new: Responses) -> Appended:
-    """``old`` and the batch ``new`` in one coding (module docstring)."""
+def append_responses(old: Responses, new: Responses, maps: tuple[dict[Any, int], ...] | None = None) -> Appended:
+    """``old`` and the batch ``new`` in one coding (module docstring).  ``maps``: the previous result's ``maps``
+    (id → code dictionaries of items and annotators), so a stream of batches does not rebuild them."""
     if old.has_sequences or new.has_sequences:
         raise UserInputError("incremental updates take plain responses; sequences need a full refit.")
-    items, imap = _union(pd.Index(old.items), pd.Index(new.items))
-    workers, wmap = _union(pd.Index(old.workers), pd.Index(new.workers))
-    classes, cmap = _union(pd.Index(old.classes), pd.Index(new.classes))
+    known_items, known_workers = maps if maps is not None else (None, None)
+    items, imap, item_codes = _union(pd.Index(old.items), pd.Index(new.items), known_items)
+    workers, wmap, worker_codes = _union(pd.Index(old.workers), pd.Index(new.workers), known_workers)
+    classes, cmap, _ = _union(pd.Index(old.classes), pd.Index(new.classes), None)
     weight = None
     if old.weight is not None or new.weight is not None:
         ow = old.weight if old.weight is not None else np.ones(old.n_responses)
@@ -81,7 +92,7 @@ def append_responses(old: Responses, new: Responses) -> Appended:
         report=report,
         weight=weight,
     )
-    return Appended(merged, old.n_classes, old.n_items, old.n_workers, new.n_responses)
+    return Appended(merged, old.n_classes, old.n_items, old.n_workers, new.n_responses, (item_codes, worker_codes))
 
 
 __all__ = ["Appended", "append_responses", "code_batch"]

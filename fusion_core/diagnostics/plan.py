@@ -33,6 +33,7 @@ import pandas as pd
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.voi import CHUNK_ELEMENTS, candidate_gain, expected_accuracy, extend, initial_gains
 from fusion_core.errors import UserInputError
+from fusion_core.methods.numerics import PROB_FLOOR
 from fusion_core.methods.results import FitResult
 
 #: scores at or below this are "no expected help"
@@ -130,6 +131,36 @@ class RelabelPlan:
         }
 
 
+def predictive_confusion(
+    confusion: np.ndarray, prior: np.ndarray, n_responses: np.ndarray, prior_count: float
+) -> np.ndarray:
+    """Each annotator's predictive confusion: the posterior mean of a Dirichlet(``prior_count``) row prior given
+    the fitted rows as ``n_w π_k`` expected observations (``n_w`` the annotator's responses, ``π`` the class prior),
+    ``(n_w π_k Γ_w[k, l] + α) / (n_w π_k + K α)`` — an annotator seen on few items is not trusted as if their
+    fitted matrix were exact (Gelman et al., BDA §2.4, conjugate Dirichlet–multinomial)."""
+    if prior_count <= 0:
+        return confusion
+    k = confusion.shape[-1]
+    seen = np.asarray(n_responses, float)[:, None] * np.asarray(prior, float)[None, :]  # workers × true
+    return (seen[:, :, None] * confusion + prior_count) / (seen[:, :, None] + k * prior_count)
+
+
+def predictive_posterior(
+    item: np.ndarray, worker: np.ndarray, label: np.ndarray, confusion: np.ndarray, prior: np.ndarray, *, n_items: int
+) -> np.ndarray:
+    """Items' posteriors ``∝ π_k Π Γ̃_w[k, l]`` over their responses under the predictive confusions ``Γ̃``
+    (log space, clipped): less sure than the fit's where the evidence comes from little-seen annotators."""
+    k = confusion.shape[-1]
+    ok = worker >= 0
+    logs = np.log(np.clip(confusion[worker[ok], :, label[ok]], PROB_FLOOR, 1.0))  # responses × K
+    joint = np.tile(np.log(np.clip(prior, PROB_FLOOR, 1.0)), (n_items, 1))
+    for c in range(k):  # a loop over classes, not responses
+        joint[:, c] += np.bincount(item[ok], weights=logs[:, c], minlength=n_items)
+    joint -= joint.max(axis=1, keepdims=True)
+    q = np.exp(joint)
+    return np.asarray(q / q.sum(axis=1, keepdims=True))
+
+
 def model_confusion(fit: FitResult) -> tuple[np.ndarray, np.ndarray, str | None]:
     """The fit's confusion matrices (workers × true × reported) and class prior; one-coin matrices from the
     annotator skills when the method has none (with a note saying so)."""
@@ -199,6 +230,7 @@ def plan_relabel(
     max_per_item: int = 3,
     max_candidates: int = 100,
     lookahead: bool = True,
+    prior_count: float = 1.0,
 ) -> RelabelPlan:
     """Plan up to ``budget`` extra labels (module docstring).
 
@@ -207,21 +239,29 @@ def plan_relabel(
     (a number for all, or per id — ids not listed are unavailable).  ``exclude``: a frame of (task, worker) pairs
     that may not be asked.  ``items``: only these tasks may get labels (e.g. those still open).  ``max_share``:
     most of the budget one annotator gets when no capacity is given.  ``max_per_item``: most extra labels per
-    item.  ``max_candidates``: the most informative annotators considered."""
+    item.  ``max_candidates``: the most informative annotators considered.  ``prior_count``: Dirichlet pseudo-count
+    of the annotators' predictive confusion rows (:func:`predictive_confusion`; 0 = the fitted rows as they are)."""
     if not (isinstance(budget, int | float) and math.isfinite(budget) and budget >= 0):
         raise UserInputError(f"the budget must be a number of labels ≥ 0; got {budget!r}.")
     if target is not None and not 0 < target <= 1:
         raise UserInputError(f"the target confidence must be in (0, 1]; got {target!r}.")
-    if not 0 < max_share <= 1 or max_per_item < 1 or max_candidates < 1:
-        raise UserInputError("max_share must be in (0, 1], max_per_item and max_candidates at least 1.")
+    if not 0 < max_share <= 1 or max_per_item < 1 or max_candidates < 1 or not prior_count >= 0:
+        raise UserInputError(
+            "max_share must be in (0, 1], max_per_item and max_candidates at least 1, prior_count ≥ 0."
+        )
     resp = as_responses(responses, classes=list(fit.classes), min_workers=1)
     post = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
     n, k = post.shape
-    conf, _, note = model_confusion(fit)
+    conf, prior, note = model_confusion(fit)
     notes = [note] if note else []
     workers = pd.Index(fit.workers)
     item_of = pd.Index(fit.items).get_indexer(resp.items)[resp.item]
     worker_of = workers.get_indexer(resp.workers)[resp.worker]
+    seen = np.bincount(worker_of[worker_of >= 0], minlength=len(workers))
+    conf = predictive_confusion(conf, prior, seen, prior_count)
+    fitted = post
+    if prior_count > 0:  # the items' posterior under the same predictive confusions (module docstring)
+        post = predictive_posterior(item_of, worker_of, resp.label, conf, prior, n_items=n)
     if (item_of < 0).any():
         raise UserInputError("the responses have tasks the fit does not know; plan with the data that was fitted.")
 
@@ -353,7 +393,7 @@ def plan_relabel(
         annotators=tuple(tuple(cw.take(planned[r])) for r in rows),
         expected_gain=item_gain,
         label=classes.take(fit.label_codes[codes]),
-        confidence=post[codes, fit.label_codes[codes]],
+        confidence=fitted[codes, fit.label_codes[codes]],
         assignment_task=pd.Index(fit.items).take(elig[np.asarray(order_r, dtype=np.int64)]),
         assignment_annotator=cw.take(np.asarray(order_j, dtype=np.int64)),
         assignment_gain=np.asarray(gains),
@@ -378,4 +418,12 @@ def audit_plan(resp: Responses, fit: FitResult) -> RelabelPlan:
     return plan_relabel(resp, fit, budget, target=AUDIT_TARGET, max_candidates=50)
 
 
-__all__ = ["AUDIT_BUDGET_SHARE", "AUDIT_TARGET", "RelabelPlan", "audit_plan", "model_confusion", "plan_relabel"]
+__all__ = [
+    "AUDIT_BUDGET_SHARE",
+    "AUDIT_TARGET",
+    "RelabelPlan",
+    "audit_plan",
+    "model_confusion",
+    "plan_relabel",
+    "predictive_confusion",
+]
