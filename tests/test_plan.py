@@ -186,3 +186,21 @@ def test_plan_beats_random_relabelling_many_seeds() -> None:
     results = np.array([_plan_vs_random(seed) for seed in range(2, 12)])
     gain = results[:, 0] - results[:, 1]
     assert (gain > 0).sum() >= 9 and gain.mean() > 0.01, gain
+
+
+def test_cli_plan_writes_the_plan(tmp_path, capsys) -> None:
+    from fusion_core.cli import main
+
+    sim = dawid_skene(n_items=120, n_workers=8, n_classes=2, responses_per_item=2, seed=5)
+    answers = tmp_path / "answers.csv"
+    sim.responses[["task", "worker", "label"]].to_csv(answers, index=False)
+    (tmp_path / "cap.csv").write_text("worker,capacity\nw1,3\nw2,3\nw3,3\n")
+    out = tmp_path / "out"
+    args = ["plan", str(answers), "--out", str(out), "--budget", "8", "--method", "ds1", "--capacity"]
+    assert main([*args, str(tmp_path / "cap.csv")]) == 0
+    plan = read_csv_export(out / "plan.csv")
+    rows = read_csv_export(out / "assignments.csv")
+    assert len(rows) <= 8 and set(rows["annotator"]) <= {"w1", "w2", "w3"}
+    assert rows["annotator"].value_counts().max() <= 3 and len(plan) >= 1
+    assert "expected accuracy rises" in capsys.readouterr().out
+    assert main(["plan", str(answers), "--out", str(out), "--budget", "-1"]) == 2
