@@ -45,6 +45,19 @@ def candidate_gain(joint: np.ndarray, confusions: np.ndarray, repeat: int = 1) -
     return np.asarray(t.reshape(c, joint.shape[0], -1).max(axis=1).sum(axis=1) - now)
 
 
+def candidate_score(joint: np.ndarray, confusions: np.ndarray, lookahead: bool) -> np.ndarray:
+    """:func:`candidate_gain`, or with ``lookahead`` the larger of it and half the two-response gain, sharing the
+    one-response table (the plan's per-item score)."""
+    now = expected_accuracy(joint)
+    c, k = len(confusions), joint.shape[0]
+    t = joint[None, :, :, None] * confusions[:, :, None, :]  # C × K × O × L
+    g = t.reshape(c, k, -1).max(axis=1).sum(axis=1) - now
+    if lookahead:
+        t2 = t[..., None] * confusions[:, :, None, None, :]
+        g = np.maximum(g, (t2.reshape(c, k, -1).max(axis=1).sum(axis=1) - now) / 2)
+    return np.asarray(g)
+
+
 def initial_gains(posterior: np.ndarray, confusions: np.ndarray, repeat: int = 1) -> np.ndarray:
     """:func:`candidate_gain` for every item with nothing planned yet (its joint table is its posterior):
     items × candidates, computed in chunks of items so no temporary exceeds :data:`CHUNK_ELEMENTS`."""
@@ -70,4 +83,12 @@ def pair_gain(posterior_row: np.ndarray, first: np.ndarray, second: np.ndarray) 
     return expected_accuracy(joint) - float(posterior_row.max())
 
 
-__all__ = ["CHUNK_ELEMENTS", "candidate_gain", "expected_accuracy", "extend", "initial_gains", "pair_gain"]
+__all__ = [
+    "CHUNK_ELEMENTS",
+    "candidate_gain",
+    "candidate_score",
+    "expected_accuracy",
+    "extend",
+    "initial_gains",
+    "pair_gain",
+]
