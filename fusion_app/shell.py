@@ -30,6 +30,7 @@ PAGES = (
     ("pages/5_Items.py", "5 · Items", ":material/list:"),
     ("pages/6_Compare.py", "6 · Compare", ":material/compare:"),
     ("pages/7_Ratings.py", "7 · Ratings", ":material/star_half:"),
+    ("pages/8_Plan.py", "8 · Plan: labels to buy", ":material/shopping_cart:"),
     ("pages/9_Glossary.py", "Glossary", ":material/menu_book:"),
 )
 """Sidebar navigation (path, label, icon).  Streamlit's automatic page list is hidden in

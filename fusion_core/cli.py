@@ -1,4 +1,4 @@
-"""Command line: ``fusion-core methods | fit | simulate``.
+"""Command line: ``fusion-core methods | fit | simulate`` (``report``, ``plan`` and the ratings commands in their modules).
 
 Every user-input problem — bad files, bad columns, bad parameters and bad option values alike — exits with status 2
 and one line on stderr (:class:`UserInputError`'s message, or argparse's made one line by :class:`OneLineParser`).
@@ -20,6 +20,7 @@ import pandas as pd
 
 from fusion_core.cli_dask import add_engine_options
 from fusion_core.cli_pairwise import add_pairwise_command
+from fusion_core.cli_plan import add_plan_command
 from fusion_core.cli_ratings import (
     add_fit_rating_options,
     add_rating_commands,
@@ -394,6 +395,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     add_rating_commands(sub, _add_io_options)
     add_report_command(sub, _add_io_options)
     add_pairwise_command(sub, _add_io_options)
+    add_plan_command(sub, _add_io_options)
     return p
 
 

@@ -193,6 +193,9 @@ if len(review) > MAX_SHOWN_ITEMS:
     st.caption(f"The {MAX_SHOWN_ITEMS:,} least confident are shown; the downloads have all {len(review):,}.")
 st.dataframe(review.iloc[:MAX_SHOWN_ITEMS], key="audit_review")
 download_buttons("Items to look at again", review, "audit-items-to-review", key="audit_dl_review")
+if audit.plan is not None:  # which labels to buy next: the plan in words, the details on the Plan page
+    st.info(md_escape(audit.plan.summary()), icon=":material/shopping_cart:")
+    st.page_link("pages/8_Plan.py", label="Plan which labels to buy (budget, target)", icon=":material/shopping_cart:")
 
 changes = audit.review.changes()
 st.subheader(f"Labels that differ from majority vote ({len(changes):,})")

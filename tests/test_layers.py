@@ -40,6 +40,7 @@ LAYERS = {
     "fusion_core.cli": 5,
     "fusion_core.cli_multilabel": 5,
     "fusion_core.cli_dask": 5,
+    "fusion_core.cli_plan": 5,
     "fusion_core.cli_ratings": 5,
     "fusion_core.cli_pairwise": 5,
     "fusion_core.cli_reading": 5,

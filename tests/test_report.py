@@ -56,7 +56,8 @@ def test_report_is_self_contained(page):
 def test_report_has_every_chart_and_table(audit, page):
     for key in audit_figures(audit):
         assert f'id="chart-{key}"' in page
-    assert page.count("Plotly.newPlot") == len(audit_figures(audit))
+    assert 'id="chart-plan"' in page and "Which labels to buy next" in page  # the re-labelling plan's section
+    assert page.count("Plotly.newPlot") == len(audit_figures(audit)) + 1
     for heading in ("Summary", "Data and method", "Annotators (24, worst first)", "Cartel check", "Glossary"):
         assert heading in page
     assert "Whom can I trust?" in page and "Is anyone colluding?" in page

@@ -23,6 +23,7 @@ from fusion_core.diagnostics.audit import AuditResult, findings
 from fusion_core.diagnostics.audit.glossary import TERMS
 from fusion_core.errors import UserInputError
 from fusion_core.plots.audit import audit_figures
+from fusion_core.plots.plan import plan_curve
 
 MAX_ROWS = 2000
 """Rows of the item tables in the report at most (the app's CSV downloads have them all)."""
@@ -117,6 +118,19 @@ def _safety_section(a: AuditResult) -> list[str]:
     ]
 
 
+def _plan_section(a: AuditResult) -> list[str]:
+    """Which labels to buy next (the audit's re-labelling plan): the summary in words, its chart, the items."""
+    if a.plan is None:
+        return []
+    return [
+        "<h2>Which labels to buy next</h2>",
+        f"<p>{_e(a.plan.summary())} Each item is ranked by the expected gain in label accuracy from more responses "
+        "under the fitted model, and sent to reliable annotators who have not labelled it yet.</p>",
+        _chart(plan_curve(a.plan), "plan"),
+        _table(a.plan.frame().set_index("task"), max_rows=MAX_ROWS),
+    ]
+
+
 def report_html(audit: AuditResult, *, title: str | None = None, extra: Sequence[str] = ()) -> str:
     """The audit report as one HTML document (module docstring); ``extra``: HTML pieces of a further section
     placed after the summary (the pairwise section, :mod:`fusion_core.report.pairwise`)."""
@@ -151,6 +165,7 @@ def report_html(audit: AuditResult, *, title: str | None = None, extra: Sequence
             *extra,
             _method_section(audit),
             *_ratings_section(audit),
+            *_plan_section(audit),
             f"<h2>Annotators ({len(verdicts):,}, worst first)</h2>",
             _table(verdicts),
             "<h2>Cartel check</h2>",

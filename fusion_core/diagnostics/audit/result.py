@@ -13,6 +13,7 @@ from fusion_core.diagnostics.audit.items import LabelQuality, ReviewItems
 from fusion_core.diagnostics.audit.rules import SEVERITY, VERDICTS, VerdictRule
 from fusion_core.diagnostics.audit.safety import LabelSafety
 from fusion_core.diagnostics.cartels import CartelReport
+from fusion_core.diagnostics.plan import RelabelPlan
 from fusion_core.diagnostics.rating_verdicts import RatingVerdicts
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
 from fusion_core.methods.results import FitResult
@@ -123,6 +124,7 @@ class AuditResult:
     ratings: RatingVerdicts | None = None
     wall: float | None = None
     safety: LabelSafety | None = None
+    plan: RelabelPlan | None = None  # which labels to buy next (fusion_core.diagnostics.plan.audit_plan)
 
     @property
     def seconds(self) -> float:

@@ -43,6 +43,8 @@ def audit_summary(audit: AuditResult) -> dict[str, Any]:
         out["combined_methods"] = list(sel.members or (sel.chosen,))
     if audit.safety is not None:
         out["label_safety"] = {k: _num(v) for k, v in audit.safety.summary().items()}
+    if audit.plan is not None:
+        out["relabel_plan"] = audit.plan.to_dict()
     return out
 
 

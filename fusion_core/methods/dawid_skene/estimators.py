@@ -7,14 +7,16 @@ annealing, restarts and the convergence rule are the shared driver's (:mod:`fusi
 from __future__ import annotations
 
 import warnings
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
+import pandas as pd
 
 from fusion_core.data.responses import Responses
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods.base import Aggregator, Gold, check_init, initial_posterior
 from fusion_core.methods.dawid_skene.core import DawidSkeneModel, DSState
+from fusion_core.methods.dawid_skene.incremental import update_fit
 from fusion_core.methods.em import EMRun, EMSettings, best_run, check_anneal, class_alignment, resolve_schedule, run_em
 from fusion_core.methods.params import Bool, Float, Int, Object, Param, Seed
 from fusion_core.methods.priors import COLLAPSE_RATIO, collapse_message, prior_collapsed
@@ -95,6 +97,15 @@ class DawidSkeneBase(Aggregator):
         if settings.anneal is not None:
             warn_label_switching(responses, run)
         return fit
+
+    def update(self, new_responses: Responses | pd.DataFrame) -> Self:
+        """Add a batch of responses (long format or coded; new tasks, annotators and labels may appear) and refit
+        from the previous state instead of from scratch: EM restarts at the previous posterior and converges to
+        the full refit's optimum (:mod:`.incremental`).  Returns ``self``."""
+        update_fit(self, new_responses)
+        return self
+
+    partial_fit = update
 
 
 def ds_fit(run: EMRun[DSState]) -> Fit:

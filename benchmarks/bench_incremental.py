@@ -1,0 +1,86 @@
+"""Incremental Dawid–Skene updates (issue 22, item 4): 10 batches of 100k responses, each added with
+``update`` (warm start from the previous fit) against a full refit of everything so far.
+
+Prints, per batch: responses so far, the update's seconds and EM iterations, the full refit's seconds and
+iterations (both from a DataFrame, so both include coding: the batch's for the update, everything for the refit),
+the ratio, and the share of items whose label differs (and the largest posterior difference).
+
+    python benchmarks/bench_incremental.py [--method ds|ds1] [--batches 10] [--batch-size 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+
+import numpy as np
+from _common import peak_rss_mb
+
+from fusion_core.methods import create
+from fusion_core.simulate import dawid_skene
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--method", default="ds", choices=["ds", "ds1"])
+    ap.add_argument("--batches", type=int, default=10)
+    ap.add_argument("--batch-size", type=int, default=100_000)
+    ap.add_argument("--classes", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--order",
+        choices=["tasks", "random"],
+        default="tasks",
+        help="tasks: each batch brings new tasks with their responses (tasks published in batches); random: "
+        "responses in random order, so a batch touches ~40%% of the tasks seen so far",
+    )
+    args = ap.parse_args()
+    n = args.batches * args.batch_size
+    per_item = 5
+    sim = dawid_skene(
+        n_items=n // per_item,
+        n_workers=500,
+        n_classes=args.classes,
+        responses_per_item=per_item,
+        accuracy=(0.55, 0.9),
+        worker_activity="zipf",
+        seed=args.seed,
+    )
+    df = sim.responses[["task", "worker", "label"]]
+    if args.order == "random":
+        df = df.sample(frac=1.0, random_state=args.seed).reset_index(drop=True)
+    batches = [df.iloc[i * args.batch_size : (i + 1) * args.batch_size] for i in range(args.batches)]
+    print(
+        f"{args.method}, {args.order} order: {n:,} responses, {sim.truth.size:,} items, 500 annotators (zipf), K = {args.classes}; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    warnings.simplefilter("ignore")
+    create(args.method).fit(df.iloc[:200_000])  # warm-up: imports and the compiled kernels (≥ 200k) out of the timings
+    warm = create(args.method).fit(batches[0])
+    print(" batch  responses  update s  iters  refit s  iters  ratio  labels differ  max |Δq|")
+    ratios = []
+    for b in range(1, args.batches):
+        t0 = time.perf_counter()
+        warm.update(batches[b])
+        tu = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        full = create(args.method).fit(df.iloc[: (b + 1) * args.batch_size])
+        tf = time.perf_counter() - t0
+        lw = warm.labels_.reindex(full.labels_.index)
+        differ = float((lw != full.labels_).mean())
+        dq = np.abs(warm.probas_.reindex(index=full.probas_.index).to_numpy() - full.probas_.to_numpy()).max()
+        ratios.append(tu / tf)
+        print(
+            f" {b + 1:5d}  {(b + 1) * args.batch_size:9,d}  {tu:8.2f}  {warm.n_iter_:5d}  {tf:7.2f}  "
+            f"{full.n_iter_:5d}  {tu / tf:5.2f}  {differ:13.5f}  {dq:.1e}"
+        )
+    print(
+        f"update / full refit: median {np.median(ratios):.2f}, worst {max(ratios):.2f}; load "
+        f"{os.getloadavg()[0]:.1f}; peak RSS {peak_rss_mb():.0f} MB"
+    )
+
+
+if __name__ == "__main__":
+    main()

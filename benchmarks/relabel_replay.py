@@ -1,0 +1,346 @@
+"""Honest offline evaluation of the re-labelling plan (issue 22, item 2): replay real and simulated crowds.
+
+Every item starts with 2 of its responses (drawn at random); the others are held back.  In rounds, each strategy
+"buys" held-back responses, the method is refitted on everything bought so far, and the labels are scored
+against gold (used only here, never by a strategy):
+
+* ``plan``     — :func:`fusion_core.diagnostics.plan.plan_relabel` with a per-round budget (items with nothing
+                 left to buy are closed: ``items=``).  When the plan asks annotator X for item i and X's real
+                 response to i is not held back (X never labelled i), the benchmark buys the held-back response
+                 of the most informative annotator of that item instead (under the fit; an annotator the fit has
+                 not seen yet counts as median) — counted and printed as "substituted";
+* ``uniform``  — one more random held-back response for every item per round (extra overlap 3, 4, …);
+* ``fixed``    — today's audit rule (``ReviewRule``: label probability < 0.9, label differs from the vote, or
+                 < 3 responses), least confident first, one random held-back response per flagged item, with the
+                 plan's per-round budget.
+
+Printed: accuracy against labels bought per strategy; for every uniform overlap, the labels the plan needed to
+reach the same accuracy (ratio ≤ 0.6 is the issue's bar) and the plan's and the fixed rule's accuracy at equal
+budget; the calibration table (predicted expected-accuracy gain of each plan round vs the realised gain on gold,
+with a 90 % paired bootstrap interval over items).  ``--plot`` writes an HTML chart under benchmarks/out.
+
+    python benchmarks/relabel_replay.py --datasets rte temp dog --seeds 3
+    python benchmarks/relabel_replay.py --simulated 2 --datasets
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from _common import ROOT, load
+
+from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, review_items
+from fusion_core.diagnostics.plan import model_confusion, plan_relabel
+from fusion_core.diagnostics.voi import expected_accuracy, extend, initial_gains
+from fusion_core.methods import create
+
+
+@dataclass
+class Curve:
+    labels: list[int] = field(default_factory=list)
+    accuracy: list[float] = field(default_factory=list)
+    predicted: list[float] = field(default_factory=list)  # plan only: expected gain of the round, as planned
+    bought: list[float] = field(default_factory=list)  # plan only: expected gain of the responses actually bought
+    realised: list[tuple[float, float, float]] = field(default_factory=list)  # gain, low, high
+    substituted: int = 0
+    asked: int = 0
+
+
+def _fit(df: pd.DataFrame, method: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = create(method).fit(df)
+    return est
+
+
+def _correct(est, truth: pd.Series, tasks: pd.Index) -> np.ndarray:
+    return (est.labels_.reindex(tasks).to_numpy() == truth.reindex(tasks).to_numpy()).astype(float)
+
+
+def _boot(delta: np.ndarray, rng: np.random.Generator, reps: int = 400) -> tuple[float, float]:
+    idx = rng.integers(0, len(delta), size=(reps, len(delta)))
+    means = delta[idx].mean(axis=1)
+    return float(np.quantile(means, 0.05)), float(np.quantile(means, 0.95))
+
+
+def _bought_gain(res, conf: np.ndarray, answers: pd.DataFrame, rows: list[int], fallback_conf: np.ndarray) -> float:
+    """Expected accuracy gain, under the fit, of the responses actually bought (their annotators, not the plan's)."""
+    items = pd.Index(res.items).get_indexer(answers["task"].iloc[rows])
+    workers = pd.Index(res.workers).get_indexer(answers["worker"].iloc[rows])
+    post = res.posterior
+    gain = 0.0
+    for i in np.unique(items):
+        joint = post[i][:, None]
+        for w in workers[items == i]:
+            joint = extend(joint, conf[w] if w >= 0 else fallback_conf)
+        gain += expected_accuracy(joint) - float(post[i].max())
+    return gain / len(post)
+
+
+def replay(
+    answers: pd.DataFrame,
+    truth: pd.Series,
+    *,
+    method: str,
+    round_share: float,
+    max_extra: int,
+    seed: int,
+    max_per_item: int = 3,
+) -> dict[str, Curve]:
+    """One replay of the three strategies from the same 2-response start."""
+    rng = np.random.default_rng(seed)
+    answers = answers[answers["task"].isin(truth.index)].reset_index(drop=True)
+    per = answers.groupby("task")["task"].transform("size")
+    answers = answers[per >= 5].reset_index(drop=True)
+    key = rng.random(len(answers))
+    rank = pd.Series(key).groupby(answers["task"].to_numpy()).rank(method="first").to_numpy()
+    start = rank <= 2
+    tasks = pd.Index(pd.unique(answers["task"]))
+    n = len(tasks)
+    budget = max(1, round(round_share * n))
+    pair_row = pd.MultiIndex.from_frame(answers[["task", "worker"]].astype(str))
+    item_rows = answers.groupby("task").indices
+    out: dict[str, Curve] = {}
+
+    # uniform extra overlap
+    known = start.copy()
+    cur = Curve()
+    est = _fit(answers[known], method)
+    cur.labels.append(0)
+    cur.accuracy.append(float(_correct(est, truth, tasks).mean()))
+    for _ in range(max_extra):
+        pool = ~known
+        pick = pd.Series(np.where(pool, key, np.inf)).groupby(answers["task"].to_numpy()).idxmin().to_numpy()
+        pick = pick[pool[pick]]
+        if len(pick) == 0:
+            break
+        known[pick] = True
+        est = _fit(answers[known], method)
+        cur.labels.append(int(known.sum() - start.sum()))
+        cur.accuracy.append(float(_correct(est, truth, tasks).mean()))
+    out["uniform"] = cur
+    total = cur.labels[-1]
+
+    for strategy in ("plan", "fixed"):
+        known = start.copy()
+        cur = Curve()
+        est = _fit(answers[known], method)
+        correct = _correct(est, truth, tasks)
+        cur.labels.append(0)
+        cur.accuracy.append(float(correct.mean()))
+        while cur.labels[-1] < total:
+            pool = ~known
+            open_tasks = pd.Index(answers["task"][pool].unique())
+            if len(open_tasks) == 0:
+                break
+            res = est.result_
+            buy: list[int] = []
+            if strategy == "plan":
+                plan = plan_relabel(est.responses_, res, budget, items=open_tasks, max_per_item=max_per_item)
+                if plan.n_labels == 0:
+                    break
+                conf, _, _ = model_confusion(res)
+                info = pd.Series(
+                    initial_gains(np.full((1, conf.shape[1]), 1 / conf.shape[1]), conf)[0], index=res.workers
+                )
+                fallback = float(info.median())
+                rows = pair_row.get_indexer(
+                    pd.MultiIndex.from_arrays([plan.assignment_task.astype(str), plan.assignment_annotator.astype(str)])
+                )
+                taken: set[int] = set()
+                for t, r in zip(plan.assignment_task, rows, strict=True):
+                    cur.asked += 1
+                    if r >= 0 and pool[r] and r not in taken:
+                        taken.add(r)
+                        continue
+                    cands = [x for x in item_rows[t] if pool[x] and x not in taken]
+                    if not cands:
+                        continue
+                    cur.substituted += 1
+                    scores = info.reindex(answers["worker"].iloc[cands].astype(str).to_numpy()).fillna(fallback)
+                    taken.add(cands[int(np.argmax(scores.to_numpy()))])
+                buy = sorted(taken)
+                cur.predicted.append(plan.accuracy_after - plan.accuracy_before)
+                cur.bought.append(_bought_gain(res, conf, answers, buy, fallback_conf=np.median(conf, axis=0)))
+            else:
+                rv = review_items(
+                    est.responses_,
+                    res.posterior,
+                    res.label_codes,
+                    np.argmax(est.responses_.vote_counts(), 1),
+                    DEFAULT_REVIEW,
+                )
+                flagged = pd.Index(res.items)[rv.flagged]
+                order = np.argsort(rv.confidence[rv.flagged], kind="stable")
+                chosen = [t for t in flagged[order] if t in open_tasks][:budget]
+                for t in chosen:
+                    cands = [x for x in item_rows[t] if pool[x]]
+                    buy.append(min(cands, key=lambda x: key[x]))
+            if not buy:
+                break
+            known[np.asarray(buy)] = True
+            est = _fit(answers[known], method)
+            new = _correct(est, truth, tasks)
+            if strategy == "plan":
+                lo, hi = _boot(new - correct, rng)
+                cur.realised.append((float((new - correct).mean()), lo, hi))
+            correct = new
+            cur.labels.append(int(known.sum() - start.sum()))
+            cur.accuracy.append(float(correct.mean()))
+        out[strategy] = cur
+    return out
+
+
+def labels_to_reach(curve: Curve, acc: float) -> float:
+    hit = [lab for lab, a in zip(curve.labels, curve.accuracy, strict=True) if a >= acc - 1e-12]
+    return float(hit[0]) if hit else float("nan")
+
+
+def at_budget(curve: Curve, labels: int) -> float:
+    """Accuracy at ``labels`` bought, linearly interpolated between rounds (flat after the last one)."""
+    return float(np.interp(labels, curve.labels, curve.accuracy))
+
+
+def report(name: str, runs: list[dict[str, Curve]]) -> dict[str, float]:
+    print(f"\n=== {name}: {len(runs)} replays ===")
+    ratios, worse = [], 0
+    for s, r in enumerate(runs):
+        u, p, f = r["uniform"], r["plan"], r["fixed"]
+        print(
+            f"seed {s}: plan substituted {p.substituted}/{p.asked} asks; labels bought "
+            f"plan {p.labels[-1]}, fixed {f.labels[-1]}, uniform {u.labels[-1]}"
+        )
+        print("  overlap  uniform labels  uniform acc  plan labels to reach  ratio  plan acc@same  fixed acc@same")
+        for o in range(1, len(u.labels)):
+            need = labels_to_reach(p, u.accuracy[o])
+            ratio = need / u.labels[o] if u.labels[o] else float("nan")
+            ratios.append(ratio)
+            print(f"  {o + 2:7d}  {u.labels[o]:14d}  {u.accuracy[o]:11.4f}  {need:20.0f}  {ratio:5.2f}")
+        print("  budget  plan acc  fixed acc")
+        for lab in f.labels[1:]:
+            pa, fa = at_budget(p, lab), at_budget(f, lab)
+            worse += pa < fa - 1e-12
+            print(f"  {lab:6d}  {pa:8.4f}  {fa:9.4f}{'  <-- plan worse' if pa < fa - 1e-12 else ''}")
+    print(
+        "  calibration (plan rounds, first replay shown): expected gain as planned / of the responses bought vs "
+        "realised gain on gold [90% paired bootstrap over items]"
+    )
+    inside = inside_planned = tot = 0
+    for s, r in enumerate(runs):
+        p = r["plan"]
+        for k, (pred, bought, (g, lo, hi)) in enumerate(zip(p.predicted, p.bought, p.realised, strict=False)):
+            ok = lo <= bought <= hi
+            inside += ok
+            inside_planned += lo <= pred <= hi
+            tot += 1
+            if s == 0:
+                print(
+                    f"    round {k + 1:2d}: planned {pred:+.4f}  bought {bought:+.4f}  realised {g:+.4f} "
+                    f"[{lo:+.4f}, {hi:+.4f}]{'' if ok else '  outside'}"
+                )
+    fin = [x for x in ratios if np.isfinite(x)]
+    summary = {
+        "worst_ratio": max(fin) if len(fin) == len(ratios) and fin else float("inf"),
+        "plan_worse_than_fixed": worse,
+        "calibrated_rounds": inside,
+        "calibrated_planned": inside_planned,
+        "rounds": tot,
+    }
+    print(
+        f"  summary: worst ratio (plan labels / uniform labels) {summary['worst_ratio']:.2f}; plan worse than fixed at "
+        f"{worse} budgets; expected gain of the bought responses inside the realised interval in {inside}/{tot} "
+        f"rounds (as planned: {inside_planned}/{tot})"
+    )
+    return summary
+
+
+def simulated(seed: int) -> tuple[pd.DataFrame, pd.Series]:
+    from fusion_core.simulate import dawid_skene
+
+    sim = dawid_skene(
+        n_items=800,
+        n_workers=60,
+        n_classes=2,
+        responses_per_item=8,
+        accuracy=(0.55, 0.9),
+        spammers=6,
+        worker_activity="zipf",
+        seed=seed,
+    )
+    return sim.responses[["task", "worker", "label"]], sim.truth
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--datasets", nargs="*", default=["rte", "temp", "dog"], help="real sets in ../shared/datasets")
+    ap.add_argument("--simulated", type=int, default=1, help="number of simulated crowds (seeds 0, 1, …)")
+    ap.add_argument("--seeds", type=int, default=2, help="replays per real set (different 2-response starts)")
+    ap.add_argument("--method", default="ds", help="method refitted every round")
+    ap.add_argument("--round-share", type=float, default=0.1, help="plan / fixed budget per round, share of items")
+    ap.add_argument("--max-extra", type=int, default=3, help="uniform rounds (extra overlap beyond 2)")
+    ap.add_argument("--max-per-item", type=int, default=3, help="the plan's most extra labels per item per round")
+    ap.add_argument("--plot", action="store_true", help="write benchmarks/out/relabel_replay.html")
+    args = ap.parse_args()
+    sets: list[tuple[str, list[dict[str, Curve]]]] = []
+    t0 = time.perf_counter()
+    for name in args.datasets:
+        answers, truth = load(name)
+        runs = [
+            replay(
+                answers,
+                truth,
+                method=args.method,
+                round_share=args.round_share,
+                max_extra=args.max_extra,
+                seed=s,
+                max_per_item=args.max_per_item,
+            )
+            for s in range(args.seeds)
+        ]
+        sets.append((name, runs))
+    for s in range(args.simulated):
+        answers, truth = simulated(s)
+        runs = [
+            replay(
+                answers,
+                truth,
+                method=args.method,
+                round_share=args.round_share,
+                max_extra=args.max_extra,
+                seed=s,
+                max_per_item=args.max_per_item,
+            )
+        ]
+        sets.append((f"simulated zipf crowd seed {s}", runs))
+    for name, runs in sets:
+        report(name, runs)
+    print(f"\n{time.perf_counter() - t0:.1f} s")
+    if args.plot:
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+
+        fig = make_subplots(rows=1, cols=len(sets), subplot_titles=[n for n, _ in sets])
+        for c, (_, runs) in enumerate(sets, start=1):
+            for s, colour in (("uniform", "#888"), ("fixed", "#d62728"), ("plan", "#1f77b4")):
+                cv = runs[0][s]
+                fig.add_trace(
+                    go.Scatter(x=cv.labels, y=cv.accuracy, name=s, line={"color": colour}, showlegend=c == 1),
+                    row=1,
+                    col=c,
+                )
+            fig.update_xaxes(title_text="labels bought", row=1, col=c)
+        fig.update_yaxes(title_text="accuracy (gold)", row=1, col=1)
+        out = ROOT / "benchmarks" / "out"
+        out.mkdir(exist_ok=True)
+        fig.write_html(out / "relabel_replay.html", include_plotlyjs="cdn")
+        print(f"plot -> {Path(out / 'relabel_replay.html')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""The re-labelling plan (issue 22): value of information, greedy assignment, budget, target, export."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fusion_core import UserInputError
+from fusion_core.data.export import csv_bytes, read_csv_export
+from fusion_core.diagnostics.plan import plan_relabel, predictive_confusion
+from fusion_core.diagnostics.voi import candidate_gain, initial_gains, pair_gain
+from fusion_core.methods import create
+from fusion_core.methods.results import FitResult
+from fusion_core.simulate import dawid_skene
+
+
+def _fit(posterior: np.ndarray, confusion: np.ndarray, items: list[str], workers: list[str]) -> FitResult:
+    k = posterior.shape[1]
+    return FitResult(
+        method="ds",
+        params={},
+        items=pd.Index(items),
+        workers=pd.Index(workers),
+        classes=pd.Index([str(c) for c in range(k)]),
+        posterior=posterior,
+        confusion=confusion,
+        class_prior=np.full(k, 1 / k),
+        worker_skill=np.full(len(workers), 0.8),
+        log_likelihood=[],
+        n_iter=1,
+        converged=True,
+        seconds=0.0,
+    )
+
+
+GAMMA = np.array([[0.9, 0.1], [0.2, 0.8]])
+
+
+def test_voi_is_zero_for_a_certain_item() -> None:
+    conf = np.stack([GAMMA, np.array([[0.6, 0.4], [0.3, 0.7]])])
+    assert np.allclose(initial_gains(np.array([[1.0, 0.0], [0.0, 1.0]]), conf), 0.0)
+    assert np.allclose(candidate_gain(np.array([[1.0], [0.0]]), conf, repeat=2), 0.0)
+
+
+def test_voi_hand_computed_two_classes_one_annotator() -> None:
+    # q = (0.6, 0.4); P(max posterior after) = Σ_l max_k q_k Γ[k, l] = max(.54, .08) + max(.06, .32) = 0.86
+    q = np.array([[0.6, 0.4]])
+    assert initial_gains(q, GAMMA[None])[0, 0] == pytest.approx(0.26)
+    fit = _fit(q, GAMMA[None].repeat(2, 0), ["t1"], ["a", "b"])
+    responses = pd.DataFrame({"task": ["t1"], "worker": ["b"], "label": ["0"]})
+    plan = plan_relabel(responses, fit, 5, max_per_item=1, prior_count=0)
+    assert list(plan.assignment_annotator) == ["a"]  # b already labelled t1
+    assert plan.expected_gain[0] == pytest.approx(0.26)
+    assert plan.accuracy_after - plan.accuracy_before == pytest.approx(0.26)
+    # two responses: enumerate the four outcomes by hand
+    joint = q[0][:, None, None] * GAMMA[:, :, None] * GAMMA[:, None, :]
+    assert pair_gain(q[0], GAMMA, GAMMA) == pytest.approx(joint.max(axis=0).sum() - 0.6)
+
+
+def test_two_labels_are_planned_where_one_alone_is_worth_nothing() -> None:
+    # q = 0.8 with 0.8-accurate annotators: one dissent only brings a tie, so one response is worth 0, two are not
+    sym = np.array([[0.8, 0.2], [0.2, 0.8]])
+    fit = _fit(np.array([[0.8, 0.2]]), np.stack([sym] * 3), ["t"], ["a", "b", "c"])
+    assert initial_gains(fit.posterior, sym[None])[0, 0] == pytest.approx(0.0, abs=1e-12)
+    plan = plan_relabel(pd.DataFrame({"task": ["t"], "worker": ["a"], "label": ["0"]}), fit, 2, prior_count=0)
+    assert plan.n_labels == 2 and set(plan.assignment_annotator) == {"b", "c"}
+    assert plan.expected_gain[0] == pytest.approx(pair_gain(fit.posterior[0], sym, sym))
+
+
+def test_predictive_confusion_shrinks_little_seen_annotators() -> None:
+    conf = np.stack([GAMMA, GAMMA])
+    pred = predictive_confusion(conf, np.array([0.5, 0.5]), np.array([2, 20_000]), 1.0)
+    assert np.allclose(pred.sum(axis=2), 1.0)
+    assert np.abs(pred[1] - GAMMA).max() < 1e-3  # well measured: its fitted matrix
+    assert pred[0, 0, 0] == pytest.approx((1 * 0.9 + 1) / (1 + 2))  # one expected item per class: halfway to uniform
+    assert initial_gains(np.array([[0.6, 0.4]]), pred)[0, 0] < initial_gains(np.array([[0.6, 0.4]]), pred)[0, 1]
+
+
+def test_greedy_respects_capacity_exclusions_and_budget() -> None:
+    rng = np.random.default_rng(0)
+    n, workers = 40, ["a", "b", "c", "d"]
+    q = rng.dirichlet([1.0, 1.0], size=n)
+    conf = np.stack([GAMMA, GAMMA[::-1, ::-1], np.array([[0.7, 0.3], [0.3, 0.7]]), GAMMA])
+    items = [f"t{i}" for i in range(n)]
+    fit = _fit(q, conf, items, workers)
+    responses = pd.DataFrame({"task": items, "worker": ["a"] * 20 + ["b"] * 20, "label": ["0"] * n})
+    exclude = pd.DataFrame({"task": items[20:30], "worker": ["c"] * 10})
+    capacity = {"a": 5, "b": 3, "c": 4}  # d not listed: unavailable
+    plan = plan_relabel(responses, fit, 10, capacity=capacity, exclude=exclude, prior_count=0)
+    got = plan.assignments()
+    assert plan.n_labels <= 10
+    counts = got["annotator"].value_counts()
+    assert all(counts.get(w, 0) <= capacity.get(w, 0) for w in workers)
+    pairs = set(zip(got["task"], got["annotator"], strict=True))
+    assert not pairs & set(zip(responses["task"], responses["worker"], strict=True))
+    assert not pairs & set(zip(exclude["task"], exclude["worker"], strict=True))
+    assert len(pairs) == len(got)  # nobody asked twice for one item
+    # costs: the budget counts cost units
+    costly = plan_relabel(responses, fit, 6, cost={"a": 1, "b": 2, "c": 3, "d": 1.5}, prior_count=0)
+    cost = costly.assignments()["annotator"].map({"a": 1, "b": 2, "c": 3, "d": 1.5})
+    assert cost.sum() == pytest.approx(costly.spent) and costly.spent <= 6
+
+
+def test_target_items_need_nothing_and_stop_rule() -> None:
+    q = np.array([[0.99, 0.01], [0.6, 0.4], [0.97, 0.03]])
+    fit = _fit(q, np.stack([GAMMA] * 6), ["x", "y", "z"], list("abcdef"))
+    plan = plan_relabel(
+        pd.DataFrame({"task": ["x"], "worker": ["a"], "label": ["0"]}),
+        fit,
+        10,
+        target=0.95,
+        max_per_item=6,
+        prior_count=0,
+    )
+    assert set(plan.tasks) == {"y"} and plan.items_at_target == 2
+    assert plan.stop_reason == "every item meets the target" and plan.n_labels < 10
+    assert plan.accuracy_after - plan.accuracy_before == pytest.approx(plan.expected_gain.sum() / 3)
+    few = plan_relabel(
+        pd.DataFrame({"task": ["x"], "worker": ["a"], "label": ["0"]}), fit, 1, target=0.95, prior_count=0
+    )
+    assert few.n_labels == 1 and few.stop_reason == "budget spent"
+    assert "expected accuracy rises" in plan.summary()
+    with pytest.raises(UserInputError, match="budget"):
+        plan_relabel(pd.DataFrame({"task": ["x"], "worker": ["a"], "label": ["0"]}), fit, -1)
+    with pytest.raises(UserInputError, match="not in the data"):
+        plan_relabel(
+            pd.DataFrame({"task": ["x"], "worker": ["a"], "label": ["0"]}),
+            fit,
+            1,
+            exclude=pd.DataFrame({"task": ["nope"], "worker": ["a"]}),
+        )
+
+
+def test_plan_csv_through_the_one_writer() -> None:
+    fit = _fit(np.array([[0.6, 0.4]]), GAMMA[None].repeat(2, 0), ["=t1"], ["=a", "b"])
+    plan = plan_relabel(pd.DataFrame({"task": ["=t1"], "worker": ["b"], "label": ["0"]}), fit, 1, prior_count=0)
+    back = read_csv_export(csv_bytes(plan.frame()))
+    assert back["task"].tolist() == ["=t1"] and back["suggested annotators"].tolist() == ["=a"]
+
+
+def _buy(sim, known: pd.DataFrame, pairs: list[tuple[str, str]], rng) -> pd.DataFrame:
+    """Simulated answers of the asked annotators from their true confusion matrices."""
+    widx = {w: i for i, w in enumerate(sim.workers)}
+    rows = []
+    for t, w in pairs:
+        p = sim.confusion[widx[w], sim.classes.get_loc(sim.truth[t])]
+        rows.append((t, w, sim.classes[rng.choice(len(p), p=p)]))
+    return pd.concat([known, pd.DataFrame(rows, columns=["task", "worker", "label"])], ignore_index=True)
+
+
+def _plan_vs_random(seed: int) -> tuple[float, float]:
+    """Accuracy after 250 extra labels on a 3-response simulated crowd: planned, random (same annotator pool)."""
+    sim = dawid_skene(n_items=500, n_workers=30, n_classes=2, responses_per_item=3, accuracy=(0.55, 0.95), seed=seed)
+    known = sim.responses[["task", "worker", "label"]]
+    est = create("ds1").fit(known)
+    budget = 250
+    plan = plan_relabel(est.responses_, est.result_, budget)
+    assert plan.n_labels == budget
+    rng = np.random.default_rng(seed)
+    planned = _buy(sim, known, list(zip(plan.assignment_task, plan.assignment_annotator, strict=True)), rng)
+    have = set(zip(known["task"], known["worker"], strict=True))
+    rand_pairs: list[tuple[str, str]] = []
+    while len(rand_pairs) < budget:
+        t, w = sim.truth.index[rng.integers(len(sim.truth))], sim.workers[rng.integers(len(sim.workers))]
+        if (t, w) not in have:
+            have.add((t, w))
+            rand_pairs.append((t, w))
+    random = _buy(sim, known, rand_pairs, rng)
+
+    def acc(df: pd.DataFrame) -> float:
+        labels = create("ds1").fit(df).labels_
+        return float((labels == sim.truth.reindex(labels.index)).mean())
+
+    return acc(planned), acc(random)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_plan_beats_random_relabelling_on_a_simulated_crowd(seed: int) -> None:
+    planned, random = _plan_vs_random(seed)
+    assert planned > random + 0.01
+
+
+@pytest.mark.slow
+def test_plan_beats_random_relabelling_many_seeds() -> None:
+    results = np.array([_plan_vs_random(seed) for seed in range(2, 12)])
+    gain = results[:, 0] - results[:, 1]
+    assert (gain > 0).sum() >= 9 and gain.mean() > 0.01, gain
+
+
+def test_cli_plan_writes_the_plan(tmp_path, capsys) -> None:
+    from fusion_core.cli import main
+
+    sim = dawid_skene(n_items=120, n_workers=8, n_classes=2, responses_per_item=2, seed=5)
+    answers = tmp_path / "answers.csv"
+    sim.responses[["task", "worker", "label"]].to_csv(answers, index=False)
+    (tmp_path / "cap.csv").write_text("worker,capacity\nw1,3\nw2,3\nw3,3\n")
+    out = tmp_path / "out"
+    args = ["plan", str(answers), "--out", str(out), "--budget", "8", "--method", "ds1", "--capacity"]
+    assert main([*args, str(tmp_path / "cap.csv")]) == 0
+    plan = read_csv_export(out / "plan.csv")
+    rows = read_csv_export(out / "assignments.csv")
+    assert len(rows) <= 8 and set(rows["annotator"]) <= {"w1", "w2", "w3"}
+    assert rows["annotator"].value_counts().max() <= 3 and len(plan) >= 1
+    assert "expected accuracy rises" in capsys.readouterr().out
+    assert main(["plan", str(answers), "--out", str(out), "--budget", "-1"]) == 2
