@@ -203,21 +203,25 @@ class OrdinalEM(Aggregator):
         resp = with_levels(as_responses(data), self.levels)
         return super().fit(resp, graph=graph, context=context, true_labels=true_labels)
 
-    def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
+    def _warn_unordered(self, responses: Responses) -> None:
+        """Warn when no order was declared and the labels are not numbers (their sorted order is taken)."""
         if self.levels is None and not numeric_order(responses.classes):
             shown = " < ".join(str(c) for c in responses.classes[:6])
             warnings.warn(
-                f"the labels are not numbers and no order was declared, so 'ordinal-em' takes their sorted order "
-                f"({shown}); pass levels=[...] (lowest first) to declare it.",
+                f"the labels are not numbers and no order was declared, so '{self.method_name}' takes their sorted "
+                f"order ({shown}); pass levels=[...] (lowest first) to declare it.",
                 AggregationWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
+
+    def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
+        self._warn_unordered(responses)
         model = OrdinalModel(responses, self.scale == "estimated", float(self.regularization), gold)
         settings = EMSettings(tol=float(self.tol), max_iter=int(self.max_iter), name=f"{self.method_name} EM")
         # L-BFGS-B makes many tiny BLAS calls: threads only add synchronisation (5 s → 0.2 s on 2 loaded cores)
         with threadpool_limits(limits=1, user_api="blas"):
             run = run_em(model, model.start(initial_posterior(responses, "mv")), settings)
-        return ordinal_fit(model, run)
+        return ordinal_fit(run, model.confusion(run.state), model.estimate_scale)
 
 
 def verdicts(bias: np.ndarray, noise: np.ndarray) -> np.ndarray:
@@ -228,11 +232,11 @@ def verdicts(bias: np.ndarray, noise: np.ndarray) -> np.ndarray:
     return np.where(both == "", "reliable", both).astype(object)
 
 
-def ordinal_fit(model: OrdinalModel, run: EMRun[OrdinalState]) -> Fit:
-    """The :class:`Fit` of an ordinal EM run: derived confusion, typed :class:`OrdinalScale` and annotator columns."""
+def ordinal_fit(run: EMRun[Any], conf: np.ndarray, estimate_scale: bool) -> Fit:
+    """The :class:`Fit` of an ordinal EM run (its state has ``bias``, ``log_noise``, ``scale``, ``class_prior``) with
+    confusion matrices ``conf``: typed :class:`OrdinalScale` and annotator columns."""
     state = run.state
     noise = np.exp(state.log_noise)
-    conf = model.confusion(state)
     k = conf.shape[1]
     dist = np.abs(np.arange(k)[:, None] - np.arange(k)[None, :])
     expected_error = np.einsum("k,wkl,kl->w", state.class_prior, conf, dist)
@@ -260,7 +264,7 @@ def ordinal_fit(model: OrdinalModel, run: EMRun[OrdinalState]) -> Fit:
         noise=noise,
         verdict=verdict,
         rule=VERDICT_RULE,
-        estimated=model.estimate_scale,
+        estimated=estimate_scale,
     )
     return Fit(
         posterior=run.posterior,
