@@ -37,8 +37,8 @@ from fusion_core.methods.numerics import PROB_FLOOR, safe_log
 from fusion_core.methods.ordinal.em import OrdinalEM, OrdinalModel, OrdinalState, ordinal_fit
 from fusion_core.methods.ordinal.scale import (
     NOISE_CENTER,
-    _interval_prob,
-    _z,
+    cut_z,
+    interval_prob,
     ordinal_confusion,
     probit_gradient,
     scale_points,
@@ -46,7 +46,6 @@ from fusion_core.methods.ordinal.scale import (
 from fusion_core.methods.params import Float, Param
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import Fit
-
 
 BACKBONE_STEPS = 5
 """L-BFGS-B iterations per M-step for the backbone (warm-started: a partial step still increases J — generalised
@@ -78,8 +77,8 @@ def backbone_objective(
     b, log_s = x[:w], x[w : 2 * w]
     eta = x[2 * w :] if scale is None else scale
     s = np.exp(log_s)
-    z = _z(b, s, scale_points(eta))
-    p = np.maximum(_interval_prob(z), 0.0)
+    z = cut_z(b, s, scale_points(eta))
+    p = np.maximum(interval_prob(z), 0.0)
     gap = np.log(np.maximum(p, PROB_FLOOR)) - safe_log(confusion)  # ∂KL/∂B up to a constant (Σ_l ∂B_l = 0)
     dev = log_s - NOISE_CENTER
     f = strength * float((p * gap).sum()) + 0.5 * regularization * float((b**2).sum() + (dev**2).sum())

@@ -20,14 +20,14 @@ def scale_points(scale: np.ndarray) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum((k - 1) * e / e.sum())])
 
 
-def _z(bias: np.ndarray, noise: np.ndarray, points: np.ndarray) -> np.ndarray:
+def cut_z(bias: np.ndarray, noise: np.ndarray, points: np.ndarray) -> np.ndarray:
     """``z[j, k, m] = (τ_m − μ_k − b_j)/s_j`` for the K + 1 cut points m (±∞ at the ends), clipped; W × K × (K+1)."""
     cuts = np.concatenate([[-np.inf], points[1::2], [np.inf]])
     z = (cuts[None, None, :] - points[0::2][None, :, None] - bias[:, None, None]) / noise[:, None, None]
     return np.clip(z, -_Z_CLIP, _Z_CLIP)
 
 
-def _interval_prob(z: np.ndarray) -> np.ndarray:
+def interval_prob(z: np.ndarray) -> np.ndarray:
     """``Φ(z_{l+1}) − Φ(z_l)`` along the last axis, from the upper tail where both are positive (no cancellation)."""
     cdf, upper = ndtr(z), ndtr(-z)  # Φ once per cut point (the same values as per interval end, half the calls)
     return np.where(z[..., :-1] > 0, upper[..., :-1] - upper[..., 1:], cdf[..., 1:] - cdf[..., :-1])
@@ -36,7 +36,7 @@ def _interval_prob(z: np.ndarray) -> np.ndarray:
 def ordinal_confusion(bias: np.ndarray, noise: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """Confusion matrices ``P_j(l | k)`` (workers × true × reported, rows sum to 1) from the ordered-probit
     parameters (module docstring)."""
-    return np.maximum(_interval_prob(_z(bias, noise, scale_points(scale))), 0.0)
+    return np.maximum(interval_prob(cut_z(bias, noise, scale_points(scale))), 0.0)
 
 
 def probit_gradient(
@@ -74,8 +74,8 @@ def m_step_objective(
     b, log_s = x[:w], x[w : 2 * w]
     eta = x[2 * w :] if scale is None else scale
     s = np.exp(log_s)
-    z = _z(b, s, scale_points(eta))
-    p = _interval_prob(z)
+    z = cut_z(b, s, scale_points(eta))
+    p = interval_prob(z)
     inside = p > PROB_FLOOR
     log_p = np.log(np.where(inside, p, PROB_FLOOR))
     a = np.where(inside, counts / np.where(inside, p, 1.0), 0.0)  # ∂(Σ C log P)/∂P
