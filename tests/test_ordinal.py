@@ -177,7 +177,7 @@ def test_backbone_gradient_matches_finite_differences(estimated):
     x = np.concatenate(parts)
 
     def f(v):
-        return backbone_objective(v, conf, strength=3.0, scale=scale, regularization=0.7)
+        return backbone_objective(v, np.log(conf), strength=3.0, scale=scale, regularization=0.7)
 
     numeric = approx_fprime(x, lambda v: f(v)[0], 1e-7)
     assert np.max(np.abs(f(x)[1] - numeric)) <= 1e-5 * np.max(np.abs(numeric))

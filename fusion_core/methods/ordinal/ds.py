@@ -40,6 +40,7 @@ from fusion_core.methods.ordinal.scale import (
     cut_z,
     interval_prob,
     ordinal_confusion,
+    parameter_bounds,
     probit_gradient,
     scale_points,
 )
@@ -69,17 +70,17 @@ def kl_rows(backbone: np.ndarray, confusion: np.ndarray) -> float:
 
 
 def backbone_objective(
-    x: np.ndarray, confusion: np.ndarray, *, strength: float, scale: np.ndarray | None, regularization: float
+    x: np.ndarray, log_confusion: np.ndarray, *, strength: float, scale: np.ndarray | None, regularization: float
 ) -> tuple[float, np.ndarray]:
-    """``α Σ_jk KL(B_θ,jk ‖ Γ_jk) + λ/2 ‖θ‖²_prior`` and its gradient in ``x = [b, log s, (gap logits)]``
-    (``scale``: the fixed gap logits, or None when they are in ``x``)."""
-    w = confusion.shape[0]
+    """``α Σ_jk KL(B_θ,jk ‖ Γ_jk) + λ/2 ‖θ‖²_prior`` and its gradient in ``x = [b, log s, (gap logits)]``, given
+    ``log Γ`` (clipped; ``scale``: the fixed gap logits, or None when they are in ``x``)."""
+    w = log_confusion.shape[0]
     b, log_s = x[:w], x[w : 2 * w]
     eta = x[2 * w :] if scale is None else scale
     s = np.exp(log_s)
     z = cut_z(b, s, scale_points(eta))
     p = np.maximum(interval_prob(z), 0.0)
-    gap = np.log(np.maximum(p, PROB_FLOOR)) - safe_log(confusion)  # ∂KL/∂B up to a constant (Σ_l ∂B_l = 0)
+    gap = np.log(np.maximum(p, PROB_FLOOR)) - log_confusion  # ∂KL/∂B up to a constant (Σ_l ∂B_l = 0)
     dev = log_s - NOISE_CENTER
     f = strength * float((p * gap).sum()) + 0.5 * regularization * float((b**2).sum() + (dev**2).sum())
     g_b, g_s, g_eta = probit_gradient(strength * gap, z, s, None if scale is not None else eta)
@@ -128,24 +129,23 @@ class OrdinalDSModel:
         counts = expected_counts(self.resp, posterior)
         w, k = self.resp.n_workers, self.resp.n_classes
         x0 = [previous.bias, previous.log_noise]
-        bounds = [(-float(k), float(k))] * w + [(np.log(0.02), np.log(2.0 * k))] * w
+        lo, hi = parameter_bounds(w, k, self.estimate_scale)
         if self.estimate_scale:
             x0.append(previous.scale)
-            bounds += [(-5.0, 5.0)] * (2 * k - 2)
-        from scipy.optimize import minimize  # lazy: scipy.optimize costs 0.2 s of start-up
+        from scipy.optimize import Bounds, minimize  # lazy: scipy.optimize costs 0.2 s of start-up
 
         res = minimize(
             partial(
                 backbone_objective,
-                confusion=previous.confusion,
+                log_confusion=safe_log(previous.confusion),
                 strength=self.strength,
                 scale=None if self.estimate_scale else previous.scale,
                 regularization=self.regularization,
             ),
-            np.clip(np.concatenate(x0), [lo for lo, _ in bounds], [hi for _, hi in bounds]),
+            np.clip(np.concatenate(x0), lo, hi),
             jac=True,
             method="L-BFGS-B",
-            bounds=bounds,
+            bounds=Bounds(lo, hi),
             options={"maxiter": BACKBONE_STEPS},
         )
         x = res.x

@@ -40,7 +40,13 @@ from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_poste
 from fusion_core.methods.dawid_skene import e_step_joint, expected_counts
 from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
 from fusion_core.methods.ordinal.levels import check_levels, numeric_order, with_levels
-from fusion_core.methods.ordinal.scale import NOISE_CENTER, m_step_objective, ordinal_confusion, scale_points
+from fusion_core.methods.ordinal.scale import (
+    NOISE_CENTER,
+    m_step_objective,
+    ordinal_confusion,
+    parameter_bounds,
+    scale_points,
+)
 from fusion_core.methods.params import Choice, Float, Int, Object, Param
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, OrdinalScale, Ranking
@@ -98,11 +104,10 @@ class OrdinalModel:
         counts = expected_counts(self.resp, posterior)
         w, k = self.resp.n_workers, self.resp.n_classes
         x0 = [previous.bias, previous.log_noise]
-        bounds = [(-float(k), float(k))] * w + [(np.log(0.02), np.log(2.0 * k))] * w
+        lo, hi = parameter_bounds(w, k, self.estimate_scale)
         if self.estimate_scale:
             x0.append(previous.scale)
-            bounds += [(-5.0, 5.0)] * (2 * k - 2)
-        from scipy.optimize import minimize  # lazy: scipy.optimize costs 0.2 s of start-up
+        from scipy.optimize import Bounds, minimize  # lazy: scipy.optimize costs 0.2 s of start-up
 
         res = minimize(
             partial(
@@ -111,10 +116,10 @@ class OrdinalModel:
                 scale=None if self.estimate_scale else previous.scale,
                 regularization=self.regularization,
             ),
-            np.clip(np.concatenate(x0), [lo for lo, _ in bounds], [hi for _, hi in bounds]),
+            np.clip(np.concatenate(x0), lo, hi),
             jac=True,
             method="L-BFGS-B",
-            bounds=bounds,
+            bounds=Bounds(lo, hi),
             options={"maxiter": 200},
         )
         x = res.x

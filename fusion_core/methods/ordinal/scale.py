@@ -20,6 +20,14 @@ def scale_points(scale: np.ndarray) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum((k - 1) * e / e.sum())])
 
 
+def parameter_bounds(w: int, k: int, estimate_scale: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Box bounds of ``x = [b, log s, (gap logits)]``: |b| ≤ K, s in [0.02, 2K], |gap logit| ≤ 5 (as arrays: scipy
+    converts a list of pairs element by element on every call)."""
+    lo = [np.full(w, -float(k)), np.full(w, np.log(0.02))] + ([np.full(2 * k - 2, -5.0)] if estimate_scale else [])
+    hi = [np.full(w, float(k)), np.full(w, np.log(2.0 * k))] + ([np.full(2 * k - 2, 5.0)] if estimate_scale else [])
+    return np.concatenate(lo), np.concatenate(hi)
+
+
 def cut_z(bias: np.ndarray, noise: np.ndarray, points: np.ndarray) -> np.ndarray:
     """``z[j, k, m] = (τ_m − μ_k − b_j)/s_j`` for the K + 1 cut points m (±∞ at the ends), clipped; W × K × (K+1)."""
     cuts = np.concatenate([[-np.inf], points[1::2], [np.inf]])
