@@ -216,7 +216,7 @@ def test_ordinal_ds_strength_spans_dawid_skene_and_the_ordinal_model():
     assert (loose.labels_ == ds.labels_.reindex(loose.labels_.index)).mean() >= 0.98
 
 
-def test_ordinal_ds_objective_never_decreases_and_bias_is_recovered():
+def test_ordinal_ds_objective_never_decreases_and_parameters_are_recovered():
     sim = probit_graders(n_items=600, n_workers=15, responses_per_item=6, seed=12)
     est = _fit("ordinal-ds", sim.responses, levels="numeric")
     trace = np.array(est.loss_history_)
@@ -225,6 +225,9 @@ def test_ordinal_ds_objective_never_decreases_and_bias_is_recovered():
     true = sim.bias.reindex(est.workers_).to_numpy()
     assert np.corrcoef(bias, true)[0, 1] >= 0.9
     assert np.abs((bias - bias.mean()) - (true - true.mean())).mean() <= 0.15  # relative to the crowd, in levels
+    # the backbone's cut points are the crowd's: the mean of the graders' own (levels 1 … 5 → scale 0 … 4)
+    crowd_cuts = sim.thresholds.to_numpy().mean(axis=0) - 1.0
+    assert np.abs(est.result_.ordinal.thresholds - crowd_cuts).max() <= 0.1
     # the full rows recover each grader's own confusion (their own cut points) better than Dawid–Skene's
     truth_conf = sim.confusion[sim.workers.get_indexer(est.workers_)]
     ds = _fit("ds", sim.responses)
