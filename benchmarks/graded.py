@@ -6,7 +6,7 @@ one hashed split of five folds, β = 2, tolerance loosened to 1e-5), printed as 
 per hidden response with its paired standard error, so one can read whether a held-out criterion would pick the
 ordinal model on ordered-probit graders and ``ds`` on Dawid–Skene graders.
 
-    python benchmarks/graded.py                       # real sets + 10 seeds of each simulated crowd (≈ 15 min)
+    python benchmarks/graded.py                       # real sets + 10 seeds of each simulated crowd (27 min at load ≈ 18)
     python benchmarks/graded.py --seeds 2 --no-real   # a quick look
 """
 
