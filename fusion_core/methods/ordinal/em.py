@@ -26,22 +26,27 @@ confidence (:attr:`~fusion_core.data.responses.Responses.weight`) count as fract
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
-from numbers import Number
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy.special import ndtr
 from threadpoolctl import threadpool_limits
 
 from fusion_core.data.responses import Responses, as_responses
-from fusion_core.errors import AggregationWarning, UserInputError
+from fusion_core.errors import AggregationWarning
 from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior
 from fusion_core.methods.dawid_skene import e_step_joint, expected_counts
 from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
-from fusion_core.methods.numerics import PROB_FLOOR
+from fusion_core.methods.ordinal.levels import check_levels, numeric_order, with_levels
+from fusion_core.methods.ordinal.scale import (
+    NOISE_CENTER,
+    m_step_objective,
+    ordinal_confusion,
+    parameter_bounds,
+    scale_points,
+)
 from fusion_core.methods.params import Choice, Float, Int, Object, Param
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, OrdinalScale, Ranking
@@ -52,8 +57,6 @@ VERDICT_RULE = (
     f"lenient if bias ≥ +{LENIENT_BIAS} levels, harsh if bias ≤ −{LENIENT_BIAS}, noisy if noise ≥ {NOISY_NOISE} "
     "levels (an unbiased annotator then reports the exact level less than half the time), reliable otherwise"
 )
-NOISE_CENTER = np.log(0.5)  # prior mean of log s_j
-_Z_CLIP = 50.0  # |z| beyond this: Φ is 0 or 1 and φ is 0 in double precision
 
 
 class OrdinalState(NamedTuple):
@@ -64,71 +67,6 @@ class OrdinalState(NamedTuple):
     log_noise: np.ndarray
     scale: np.ndarray
     class_prior: np.ndarray
-
-
-def scale_points(scale: np.ndarray) -> np.ndarray:
-    """The 2K − 1 ordered points ``μ_0 < τ_1 < μ_1 < … < τ_{K−1} < μ_{K−1}`` from the gap logits: gaps
-    ``(K − 1)·softmax(scale)``, so μ_0 = 0 and μ_{K−1} = K − 1 (the scale's unit is one level on average)."""
-    k = len(scale) // 2 + 1
-    e = np.exp(scale - scale.max())
-    return np.concatenate([[0.0], np.cumsum((k - 1) * e / e.sum())])
-
-
-def _z(bias: np.ndarray, noise: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """``z[j, k, m] = (τ_m − μ_k − b_j)/s_j`` for the K + 1 cut points m (±∞ at the ends), clipped; W × K × (K+1)."""
-    cuts = np.concatenate([[-np.inf], points[1::2], [np.inf]])
-    z = (cuts[None, None, :] - points[0::2][None, :, None] - bias[:, None, None]) / noise[:, None, None]
-    return np.clip(z, -_Z_CLIP, _Z_CLIP)
-
-
-def _interval_prob(z: np.ndarray) -> np.ndarray:
-    """``Φ(z_{l+1}) − Φ(z_l)`` along the last axis, from the upper tail where both are positive (no cancellation)."""
-    lo, hi = z[..., :-1], z[..., 1:]
-    return np.where(lo > 0, ndtr(-lo) - ndtr(-hi), ndtr(hi) - ndtr(lo))
-
-
-def ordinal_confusion(bias: np.ndarray, noise: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Confusion matrices ``P_j(l | k)`` (workers × true × reported, rows sum to 1) from the ordered-probit
-    parameters (module docstring)."""
-    return np.maximum(_interval_prob(_z(bias, noise, scale_points(scale))), 0.0)
-
-
-def m_step_objective(
-    x: np.ndarray, counts: np.ndarray, *, scale: np.ndarray | None, regularization: float
-) -> tuple[float, np.ndarray]:
-    """Negative expected complete-data log-posterior and its gradient in ``x = [b, log s, (gap logits)]``.
-
-    ``counts`` are the expected counts ``C[j, k, l]``; ``scale`` the fixed gap logits, or None when they are in
-    ``x``."""
-    w = counts.shape[0]
-    k = counts.shape[1]
-    b, log_s = x[:w], x[w : 2 * w]
-    eta = x[2 * w :] if scale is None else scale
-    s = np.exp(log_s)
-    z = _z(b, s, scale_points(eta))
-    p = _interval_prob(z)
-    inside = p > PROB_FLOOR
-    log_p = np.log(np.where(inside, p, PROB_FLOOR))
-    a = np.where(inside, counts / np.where(inside, p, 1.0), 0.0)  # ∂(Σ C log P)/∂P
-    phi = np.exp(-0.5 * z**2) / np.sqrt(2 * np.pi)
-    zphi = z * phi
-    dev = log_s - NOISE_CENTER
-    f = -float((counts * log_p).sum()) + 0.5 * regularization * float((b**2).sum() + (dev**2).sum())
-    shift = a * (phi[..., :-1] - phi[..., 1:]) / s[:, None, None]  # ∂P/∂(μ_k + b_j) · ∂/∂P, per j, k, l
-    g_b = -shift.sum(axis=(1, 2)) + regularization * b
-    g_s = -np.einsum("jkl,jkl->j", a, zphi[..., :-1] - zphi[..., 1:]) + regularization * dev
-    if scale is not None:
-        return f, np.concatenate([g_b, g_s])
-    f += 0.5 * regularization * float((eta**2).sum())
-    g_points = np.empty(2 * k - 1)
-    g_points[0::2] = -shift.sum(axis=(0, 2))  # level positions μ_k
-    inner = phi[..., 1:-1] / s[:, None, None]  # ∂P_l/∂τ_m = φ_m/s · ([m = l + 1] − [m = l])
-    g_points[1::2] = -np.einsum("jkm,jkm->m", inner, a[..., :-1] - a[..., 1:])
-    g_gap = np.cumsum(g_points[::-1])[::-1][1:]  # point n is the sum of the gaps before it
-    e = np.exp(eta - eta.max())
-    sm = e / e.sum()
-    g_eta = (k - 1) * sm * (g_gap - float(sm @ g_gap)) + regularization * eta
-    return f, np.concatenate([g_b, g_s, g_eta])
 
 
 def log_prior(state: OrdinalState, regularization: float, estimate_scale: bool) -> float:
@@ -166,11 +104,10 @@ class OrdinalModel:
         counts = expected_counts(self.resp, posterior)
         w, k = self.resp.n_workers, self.resp.n_classes
         x0 = [previous.bias, previous.log_noise]
-        bounds = [(-float(k), float(k))] * w + [(np.log(0.02), np.log(2.0 * k))] * w
+        lo, hi = parameter_bounds(w, k, self.estimate_scale)
         if self.estimate_scale:
             x0.append(previous.scale)
-            bounds += [(-5.0, 5.0)] * (2 * k - 2)
-        from scipy.optimize import minimize  # lazy: scipy.optimize costs 0.2 s of start-up
+        from scipy.optimize import Bounds, minimize  # lazy: scipy.optimize costs 0.2 s of start-up
 
         res = minimize(
             partial(
@@ -179,10 +116,10 @@ class OrdinalModel:
                 scale=None if self.estimate_scale else previous.scale,
                 regularization=self.regularization,
             ),
-            np.clip(np.concatenate(x0), [lo for lo, _ in bounds], [hi for _, hi in bounds]),
+            np.clip(np.concatenate(x0), lo, hi),
             jac=True,
             method="L-BFGS-B",
-            bounds=bounds,
+            bounds=Bounds(lo, hi),
             options={"maxiter": 200},
         )
         x = res.x
@@ -196,66 +133,6 @@ class OrdinalModel:
         w, k = self.resp.n_workers, self.resp.n_classes
         flat = OrdinalState(np.zeros(w), np.full(w, NOISE_CENTER), np.zeros(2 * k - 2), np.full(k, 1.0 / k))
         return self.m_step((clamp_gold(np.array(posterior, dtype=float), self.gold), flat))
-
-
-# ------------------------------------------------------------------------------------------ level order
-def _check_levels(value: Any) -> Any:
-    if value is None or (isinstance(value, str) and value == "numeric"):
-        return value
-    if isinstance(value, (list, tuple, pd.Index, np.ndarray)) and not isinstance(value, str):
-        vals = list(value)
-        if len(vals) >= 2 and len(set(map(str, vals))) == len(vals):
-            return value
-    raise ValueError("None (the labels' own order), 'numeric', or a list of at least two distinct levels, lowest first")
-
-
-def is_numeric_label(v: Any) -> bool:
-    """A finite number (not a boolean) or text that reads as one ("3", "4.5")."""
-    if isinstance(v, (bool, np.bool_)):
-        return False
-    try:
-        return bool(np.isfinite(float(str(v))))
-    except ValueError:
-        return False
-
-
-def with_levels(resp: Responses, levels: Any) -> Responses:
-    """The responses recoded so that the classes are the levels, lowest first.
-
-    ``levels=None`` keeps the classes' order (numeric order for numbers); ``"numeric"`` sorts labels as numbers
-    and refuses other labels; a list gives the order explicitly (levels nobody used are kept as classes)."""
-    if levels is None:
-        return resp
-    classes = resp.classes
-    if isinstance(levels, str):  # "numeric"
-        bad = [str(c) for c in classes if not is_numeric_label(c)]
-        if bad:
-            raise UserInputError(
-                f"levels='numeric' needs labels that are numbers, but {bad[:5]} are not; pass the order "
-                "explicitly, e.g. levels=['low', 'medium', 'high'] (lowest first)."
-            )
-        new = classes.take(np.argsort([float(str(c)) for c in classes], kind="stable"))
-    else:
-        declared = pd.Index(list(levels))
-        pos = declared.get_indexer(classes)
-        if (pos < 0).any():  # "3" vs 3: match on text
-            pos = np.where(pos < 0, pd.Index(declared.astype(str)).get_indexer(classes.astype(str)), pos)
-        if (pos < 0).any():
-            missing = [str(c) for c in classes[pos < 0]][:5]
-            raise UserInputError(
-                f"labels {missing} occur in the responses but not in levels {[str(v) for v in declared]}; add them "
-                "to levels in their place (lowest first)."
-            )
-        values = list(declared)
-        for code, p in enumerate(pos):  # K classes: keep the responses' own label values
-            values[p] = classes[code]
-        new = pd.Index(values)
-    code = new.get_indexer(classes)
-    return replace(resp, label=code[resp.label], classes=new)
-
-
-def _numeric_order(classes: pd.Index) -> bool:
-    return all(isinstance(c, (Number, np.number)) and not isinstance(c, (bool, np.bool_)) for c in classes)
 
 
 # ------------------------------------------------------------------------------------------ estimator
@@ -297,7 +174,7 @@ class OrdinalEM(Aggregator):
             help="Order of the levels, lowest first: None (the labels' own order), 'numeric' (sort numbers), "
             "or a list.",
             text="None, 'numeric', or a list of at least two distinct levels, lowest first",
-            check=_check_levels,
+            check=check_levels,
             advanced=False,
         ),
         "scale": Choice(
@@ -331,21 +208,25 @@ class OrdinalEM(Aggregator):
         resp = with_levels(as_responses(data), self.levels)
         return super().fit(resp, graph=graph, context=context, true_labels=true_labels)
 
-    def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
-        if self.levels is None and not _numeric_order(responses.classes):
+    def _warn_unordered(self, responses: Responses) -> None:
+        """Warn when no order was declared and the labels are not numbers (their sorted order is taken)."""
+        if self.levels is None and not numeric_order(responses.classes):
             shown = " < ".join(str(c) for c in responses.classes[:6])
             warnings.warn(
-                f"the labels are not numbers and no order was declared, so 'ordinal-em' takes their sorted order "
-                f"({shown}); pass levels=[...] (lowest first) to declare it.",
+                f"the labels are not numbers and no order was declared, so '{self.method_name}' takes their sorted "
+                f"order ({shown}); pass levels=[...] (lowest first) to declare it.",
                 AggregationWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
+
+    def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
+        self._warn_unordered(responses)
         model = OrdinalModel(responses, self.scale == "estimated", float(self.regularization), gold)
         settings = EMSettings(tol=float(self.tol), max_iter=int(self.max_iter), name=f"{self.method_name} EM")
         # L-BFGS-B makes many tiny BLAS calls: threads only add synchronisation (5 s → 0.2 s on 2 loaded cores)
         with threadpool_limits(limits=1, user_api="blas"):
             run = run_em(model, model.start(initial_posterior(responses, "mv")), settings)
-        return ordinal_fit(model, run)
+        return ordinal_fit(run, model.confusion(run.state), model.estimate_scale)
 
 
 def verdicts(bias: np.ndarray, noise: np.ndarray) -> np.ndarray:
@@ -356,11 +237,11 @@ def verdicts(bias: np.ndarray, noise: np.ndarray) -> np.ndarray:
     return np.where(both == "", "reliable", both).astype(object)
 
 
-def ordinal_fit(model: OrdinalModel, run: EMRun[OrdinalState]) -> Fit:
-    """The :class:`Fit` of an ordinal EM run: derived confusion, typed :class:`OrdinalScale` and annotator columns."""
+def ordinal_fit(run: EMRun[Any], conf: np.ndarray, estimate_scale: bool) -> Fit:
+    """The :class:`Fit` of an ordinal EM run (its state has ``bias``, ``log_noise``, ``scale``, ``class_prior``) with
+    confusion matrices ``conf``: typed :class:`OrdinalScale` and annotator columns."""
     state = run.state
     noise = np.exp(state.log_noise)
-    conf = model.confusion(state)
     k = conf.shape[1]
     dist = np.abs(np.arange(k)[:, None] - np.arange(k)[None, :])
     expected_error = np.einsum("k,wkl,kl->w", state.class_prior, conf, dist)
@@ -388,7 +269,7 @@ def ordinal_fit(model: OrdinalModel, run: EMRun[OrdinalState]) -> Fit:
         noise=noise,
         verdict=verdict,
         rule=VERDICT_RULE,
-        estimated=model.estimate_scale,
+        estimated=estimate_scale,
     )
     return Fit(
         posterior=run.posterior,
