@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli_reading import load_answers, reading_options
+from fusion_core.cli_reading import read_answers_args, reading_options
 from fusion_core.errors import UserInputError
 
 
@@ -25,8 +25,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UserInputError("--levels gives the order of ordinal labels; add --label-type ordinal.")
     if args.bootstrap < 0 or args.cartel_bootstrap < 1:
         raise UserInputError("--bootstrap must be ≥ 0 and --cartel-bootstrap ≥ 1.")
-    resp = load_answers(args)
-    gold = read_gold(args.gold, **reading_options(args)) if args.gold else None
+    answers = read_answers_args(args)
+    resp = answers.responses
+    gold = read_gold(args.gold, **reading_options(args)) if args.gold else answers.gold
     ds = make_dataset(resp, name=Path(args.answers).name, source="upload", gold=gold)
     audit = run_audit(
         ds,
@@ -57,16 +58,14 @@ def _levels(text: str | None) -> Any:
     return text.split(",")
 
 
-def add_report_command(sub: Any, add_io: Any) -> None:
-    """The ``report`` sub-command (``add_io`` adds the shared reading options)."""
+def add_report_command(sub: Any, add_io: Any, add_columns: Any, answers_help: str) -> None:
+    """The ``report`` sub-command (``add_io`` adds the shared reading options, ``add_columns`` the column options)."""
     r = sub.add_parser("report", help="audit an answers file and write a self-contained HTML report")
-    r.add_argument("answers", help="CSV, TSV, Parquet or JSON-lines file of responses")
+    r.add_argument("answers", help=answers_help)
     r.add_argument("--out", required=True, help="the HTML file to write")
     add_io(r)
     r.add_argument("--layout", choices=["long", "wide"], default="long")
-    r.add_argument("--task-col", default="task")
-    r.add_argument("--worker-col", default="worker")
-    r.add_argument("--label-col", default="label")
+    add_columns(r)
     r.add_argument(
         "--duplicates",
         choices=["keep", "first", "last", "error"],
