@@ -30,6 +30,8 @@ class Answers:
     spans: SpanTable | None = None
     read: ReadReport | None = None
     notes: tuple[str, ...] = ()
+    control: tuple[str, str, str] | None = None
+    """Label Studio exports: (from_name, to_name, type) of the question read."""
 
     def lines(self) -> list[str]:
         """What was read, in plain sentences (the CLI prints them on stderr; the app shows them)."""
@@ -71,7 +73,7 @@ def read_answers(
                 f"({', '.join(given) or 'layout'})."
             )
         resp = code_table(encode_frame(ex.table, got.format.name, opts), duplicates=duplicates)
-        return Answers(resp, got.format.name, ex.gold, ex.spans, ex.report)
+        return Answers(resp, got.format.name, ex.gold, ex.spans, ex.report, control=ex.control)
     table = got.table
     assert table is not None
     if layout == "wide":

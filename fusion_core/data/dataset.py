@@ -18,6 +18,7 @@ import pandas as pd
 
 from fusion_core.data.graph import ItemGraph
 from fusion_core.data.responses import Responses
+from fusion_core.data.spans import SpanTable
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +41,8 @@ class Dataset:
     description: str = ""
     messages: tuple[str, ...] = ()
     graph_view: nx.Graph | None = field(default=None, compare=False)
+    spans: SpanTable | None = field(default=None, compare=False)
+    """The spans of an NER-style export (for span agreement); the responses are their token sequences."""
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -96,6 +99,7 @@ def make_dataset(
     context: pd.Series | None = None,
     roles: pd.Series | None = None,
     description: str = "",
+    spans: SpanTable | None = None,
 ) -> Dataset:
     """A :class:`Dataset` with its fingerprints and validation messages computed."""
     return Dataset(
@@ -110,6 +114,7 @@ def make_dataset(
         context=context,
         roles=roles,
         description=description,
+        spans=spans,
         messages=tuple(responses.report.messages()),
         graph_view=graph_view if graph_view is not None else to_networkx(graph, responses),
     )

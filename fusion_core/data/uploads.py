@@ -11,9 +11,12 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
+from fusion_core.data.answers import Answers, read_answers
+from fusion_core.data.formats.dispatch import open_source
 from fusion_core.data.graph import ItemGraph, graph_for_responses, read_graph
 from fusion_core.data.guess import ROLE_GUESSES, guess_column
 from fusion_core.data.loading import read_context, read_gold, read_table
+from fusion_core.data.readers import read_options
 from fusion_core.data.responses import Responses
 from fusion_core.data.text import parse_numbers, plain_values, show_value, size_over_limit
 from fusion_core.errors import UserInputError
@@ -26,6 +29,7 @@ __all__ = [
     "guess_column",
     "guess_layout",
     "read_context_upload",
+    "read_export_upload",
     "read_gold_upload",
     "read_graph_upload",
     "read_upload",
@@ -106,6 +110,26 @@ def read_upload(
             "that file."
         )
     return read_table(data, name=name, max_bytes=limit, na_values=na_values, strip_whitespace=strip_whitespace)
+
+
+def read_export_upload(
+    name: str, data: bytes, limit: int, *, na_values: Sequence[str] = (), strip_whitespace: bool = False
+) -> Answers | None:
+    """An uploaded labelling tool's export (Label Studio, MTurk, Toloka, Argilla, Prodigy, doccano — detected by
+    the formats registry) read with no mapping step: responses, gold, spans and what was read.  None when the
+    upload is a plain table (it then goes through the column mapping)."""
+    _check_size(name, data, limit)
+    opts = read_options(na_values, strip_whitespace, limit)
+    _, fmt = open_source(data, name, None, opts)
+    if fmt.kind != "export":
+        return None
+    answers = read_answers(
+        data, name=name, format=fmt.name, max_bytes=limit, na_values=na_values, strip_whitespace=strip_whitespace
+    )
+    bad = find_markup(answers.responses.classes)
+    if bad:
+        raise UserInputError(f"{len(bad)} label value(s) contain HTML markup, e.g. {bad[0]!r}; labels must be plain text.")
+    return answers
 
 
 def build_responses(

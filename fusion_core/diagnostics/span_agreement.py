@@ -20,6 +20,7 @@ import pandas as pd
 
 from fusion_core.data.spans import SpanTable
 from fusion_core.diagnostics.krippendorff import krippendorff
+from fusion_core.methods.results import FitResult
 from fusion_core.errors import UserInputError
 
 KEY = ["task", "start", "end", "label"]
@@ -117,4 +118,14 @@ def span_agreement(
     return SpanAgreement(table, token_alpha(spans), name, len(ref))
 
 
-__all__ = ["COLUMNS", "SpanAgreement", "majority_spans", "span_agreement", "token_alpha"]
+def span_agreement_for(spans: SpanTable, fit: FitResult | None = None, method: str | None = None) -> SpanAgreement:
+    """Span agreement against a sequence method's aggregated spans (its token labels decoded back into spans)
+    when ``fit`` labelled the tokens of these spans, else against the majority spans."""
+    if fit is not None and len(fit.items) and all("/" in str(i) for i in fit.items[:50]):
+        tags = pd.Series(fit.classes.take(fit.label_codes), index=[str(i) for i in fit.items])
+        if tags.astype(str).str.match(r"^(O|[BI]-.+)$").all():
+            return span_agreement(spans, spans.spans_from_tags(tags), reference_name=f"{method or 'the method'}'s spans")
+    return span_agreement(spans)
+
+
+__all__ = ["COLUMNS", "SpanAgreement", "majority_spans", "span_agreement", "span_agreement_for", "token_alpha"]

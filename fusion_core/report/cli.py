@@ -17,6 +17,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from fusion_core.data.dataset import make_dataset
     from fusion_core.data.loading import read_gold
     from fusion_core.diagnostics.audit import run_audit
+    from fusion_core.diagnostics.span_agreement import span_agreement_for
     from fusion_core.report.html import write_report
 
     if not args.max_mb > 0:
@@ -37,7 +38,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         levels=_levels(args.levels),
         rating_bootstrap=args.rating_bootstrap,
     )
-    out = write_report(audit, args.out, title=args.title)
+    spans = span_agreement_for(answers.spans, audit.fit, audit.fit.method) if answers.spans is not None else None
+    out = write_report(audit, args.out, title=args.title, spans=spans)
+    write_tool_files(args, audit, answers)
     for line in resp.report.messages():
         print(line, file=sys.stderr)
     counts = audit.annotators.counts()
@@ -47,6 +50,26 @@ def cmd_report(args: argparse.Namespace) -> int:
         f"{flagged}; report -> {out} ({out.stat().st_size / 1e6:.1f} MB)"
     )
     return 0
+
+
+def write_tool_files(args: argparse.Namespace, audit: Any, answers: Any) -> None:
+    """``--verdicts-out`` (verdicts with the platform's worker ids) and ``--predictions-out`` (Label Studio
+    predictions from the audit's fit)."""
+    from fusion_core.data.export import write_csv
+    from fusion_core.report.tool_files import label_studio_predictions, predictions_json, verdicts_table
+
+    try:
+        if args.verdicts_out:
+            write_csv(verdicts_table(audit, answers.format), args.verdicts_out)
+        if args.predictions_out:
+            if answers.control is None:
+                raise UserInputError("--predictions-out writes Label Studio predictions: read a Label Studio export.")
+            body = label_studio_predictions(
+                audit.fit, answers.control, spans=answers.spans, model_version=f"fusion_core {audit.fit.method}"
+            )
+            Path(args.predictions_out).write_bytes(predictions_json(body))
+    except OSError as exc:
+        raise UserInputError(f"cannot write an output file: {exc.strerror or 'not allowed'}.") from None
 
 
 def _levels(text: str | None) -> Any:
@@ -84,6 +107,13 @@ def add_report_command(sub: Any, add_io: Any, add_columns: Any, answers_help: st
     r.add_argument("--title", help="the report's title (default: 'Annotation audit: FILE')")
     r.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the agreement intervals")
     r.add_argument("--cartel-bootstrap", type=int, default=200, help="bootstrap replicates of the cartel test")
+    r.add_argument("--verdicts-out", metavar="CSV", help="also write the verdicts per annotator with the platform's ids")
+    r.add_argument(
+        "--predictions-out",
+        metavar="JSON",
+        help="Label Studio exports: also write the consensus label and its probability per task as Label Studio "
+        "predictions (pre-annotations: POST /api/predictions)",
+    )
     r.set_defaults(func=cmd_report)
 
 

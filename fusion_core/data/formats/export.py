@@ -78,6 +78,8 @@ class ExportRead:
     report: ReadReport
     gold: pd.Series | None = None
     spans: SpanTable | None = None
+    control: tuple[str, str, str] | None = None
+    """Label Studio: (from_name, to_name, type) of the question read, for predictions sent back to the tool."""
 
     @property
     def sequences(self) -> bool:

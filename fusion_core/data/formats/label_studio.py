@@ -150,8 +150,21 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
         if col.gold:
             notes.append("ground-truth span annotations are left out of the responses.")
             col.gold.clear()
-        return col.finish(mapping, notes, SpanTable.build(annotations, spans, texts))
-    return col.finish(mapping, notes)
+        out = col.finish(mapping, notes, SpanTable.build(annotations, spans, texts))
+    else:
+        out = col.finish(mapping, notes)
+    out.control = (control, _to_name(tasks, control), controls[control])
+    return out
+
+
+def _to_name(tasks: list[Any], control: str) -> str:
+    """The ``to_name`` of a control (the object tag it labels), as the export writes it."""
+    for t in tasks:
+        for a in t.get("annotations") or []:
+            for r in a.get("result") or []:
+                if isinstance(r, dict) and str(r.get("from_name")) == control and r.get("to_name") is not None:
+                    return str(r["to_name"])
+    return "text"
 
 
 def _detect(s: Sniff) -> bool:

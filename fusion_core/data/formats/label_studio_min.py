@@ -104,8 +104,12 @@ def read_records(
     notes = [f"question read: {show_value(question)}."]
     if spans_mode:
         notes.append("spans became token sequences (BIO tags, tokens split at spaces).")
-        return col.finish(mapping, notes, SpanTable.build(annotations, spans, texts))
-    return col.finish(mapping, notes)
+        out = col.finish(mapping, notes, SpanTable.build(annotations, spans, texts))
+        out.control = (question, data_key, "labels")
+        return out
+    out = col.finish(mapping, notes)
+    out.control = (question, data_key, "choices")
+    return out
 
 
 def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRead:
