@@ -12,8 +12,8 @@ per-annotator columns), ``flip_rates`` (worker, label, false_positive, miss, sen
 from __future__ import annotations
 
 import argparse
-import sys
 import json
+import sys
 from pathlib import Path
 from typing import Any
 

@@ -17,8 +17,8 @@ from fusion_core.diagnostics.audit import (
     findings,
     suggested_label_type,
 )
-from fusion_core.errors import UserInputError
 from fusion_core.diagnostics.span_agreement import span_agreement_for
+from fusion_core.errors import UserInputError
 from fusion_core.report import report_html
 
 MAX_SHOWN_ITEMS = 1000
@@ -196,9 +196,9 @@ download_buttons("Changes against majority vote", changes, "audit-changes", key=
 st.subheader("Share the audit")
 st.download_button(
     "Download report (HTML)",
-    lambda: report_html(audit, spans=span_agreement_for(ds.spans, audit.fit, audit.fit.method) if ds.spans else None).encode(
-        "utf-8"
-    ),
+    lambda: report_html(
+        audit, spans=span_agreement_for(ds.spans, audit.fit, audit.fit.method) if ds.spans else None
+    ).encode("utf-8"),
     file_name="audit-report.html",
     mime="text/html",
     type="primary",

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from fusion_core.cli import build_parser, main
+from fusion_core.data.formats import _REGISTRY as REGISTRY
 from fusion_core.data.formats import (
     FormatInfo,
     Sniff,
@@ -23,7 +24,6 @@ from fusion_core.data.formats import (
     register_format,
     upload_types,
 )
-from fusion_core.data.formats import _REGISTRY as REGISTRY
 from fusion_core.data.formats.dispatch import read_input
 from fusion_core.data.loading import load_responses
 from fusion_core.errors import UserInputError
@@ -135,16 +135,18 @@ def test_label_studio_json_round_trip():
 
 
 def test_label_studio_questions_need_a_field_and_read_each_kind():
-    with pytest.raises(UserInputError, match="several control.*'count', 'kind', 'quality', 'tags'"):
+    with pytest.raises(UserInputError, match=r"several control.*'count', 'kind', 'quality', 'tags'"):
         read_input(FIX / "label_studio_questions.json")
-    read = {f: read_input(FIX / "label_studio_questions.json", field=f).export for f in ("tags", "quality", "kind", "count")}
+    read = {
+        f: read_input(FIX / "label_studio_questions.json", field=f).export for f in ("tags", "quality", "kind", "count")
+    }
     assert _rows(read["tags"]) == [("7", "3", "animal|outdoor"), ("7", "5", "animal"), ("8", "3", "animal|outdoor")]
     assert read["tags"].gold.to_dict() == {"8": "indoor"}
     assert _rows(read["quality"]) == [("7", "3", "4"), ("7", "5", "5"), ("8", "3", "3")]
     assert _rows(read["kind"]) == [("7", "3", "Animal/Mammal/Cat"), ("7", "5", "Animal/Mammal/Cat|Animal/Mammal/Dog")]
     assert read["kind"].report.empty == 1  # task 8 by annotator 3 did not answer 'kind'
     assert _rows(read["count"]) == [("7", "3", "2.0"), ("8", "3", "1")]  # numbers keep their text
-    with pytest.raises(UserInputError, match="no control.*'nope'"):
+    with pytest.raises(UserInputError, match=r"no control.*'nope'"):
         read_input(FIX / "label_studio_questions.json", field="nope")
 
 
@@ -189,7 +191,7 @@ def test_argilla_round_trips():
         ("q-20", u + "3", "billing"), ("q-20", u + "1", "billing"),
     ]  # fmt: skip
     assert (v1.report.drafts, v1.report.skipped) == (1, 2)  # one discarded answer, one record nobody answered
-    with pytest.raises(UserInputError, match="several question.*'aspects', 'label'"):
+    with pytest.raises(UserInputError, match=r"several question.*'aspects', 'label'"):
         read_input(FIX / "argilla_v2.json")
     aspects = read_input(FIX / "argilla_v2.json", field="aspects").export
     assert _rows(aspects) == [("rec-001", "u-ana", "battery"), ("rec-001", "u-bo", "battery|quality")]
@@ -254,7 +256,11 @@ def test_span_exports_give_token_sequences(name):
 def _variants(data: bytes) -> list[bytes]:
     cuts = [len(data) * k // 7 for k in range(1, 7)]
     out = [data[:c] for c in cuts]
-    out += [data.replace(b"{", b"[", 1), data.replace(b'"', b"", 3), data[: len(data) // 2] + b"\xff\xfe" + data[len(data) // 2 :]]
+    out += [
+        data.replace(b"{", b"[", 1),
+        data.replace(b'"', b"", 3),
+        data[: len(data) // 2] + b"\xff\xfe" + data[len(data) // 2 :],
+    ]
     out += [b"[" * 100_000, data.replace(b"annotations", b"annotationz")]
     return out
 
@@ -304,9 +310,15 @@ def test_report_runs_on_every_export_without_mapping(tmp_path, capsys):
 def test_report_guesses_columns(tmp_path, capsys):
     src = tmp_path / "export.csv"
     src.write_text("item_id,annotator,answer\n1,a,x\n1,b,x\n2,a,y\n2,b,y\n3,a,x\n3,b,y\n")
-    assert main(["report", str(src), "--out", str(tmp_path / "r.html"), "--bootstrap", "0", "--cartel-bootstrap", "1"]) == 0
+    assert (
+        main(["report", str(src), "--out", str(tmp_path / "r.html"), "--bootstrap", "0", "--cartel-bootstrap", "1"])
+        == 0
+    )
     err = capsys.readouterr().err
     assert "task <- 'item_id', worker <- 'annotator', label <- 'answer'" in err
     src.write_text("item,item_id,rater,score\n1,1,a,x\n")
     assert main(["report", str(src), "--out", str(tmp_path / "r.html")]) == 2
-    assert "several columns could be the task column ('item', 'item_id'); choose one with --task-col" in capsys.readouterr().err
+    assert (
+        "several columns could be the task column ('item', 'item_id'); choose one with --task-col"
+        in capsys.readouterr().err
+    )

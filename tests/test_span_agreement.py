@@ -31,7 +31,13 @@ def test_majority_spans_by_hand(spans):
     # s1 "Alice met Bob in Paris": Alice/PER ×3, Bob/PER ×2 (annotators 1, 2), Paris/LOC ×3, "Alice met"/PER ×1;
     # s2 "Carol flew to New York": Carol/PER ×3, "New York"/LOC ×2 (1 and 3; 3's later annotation), New/LOC ×1.
     got = sorted(majority_spans(spans).itertuples(index=False, name=None))
-    assert got == [("1", 0, 5, "PER"), ("1", 10, 13, "PER"), ("1", 17, 22, "LOC"), ("2", 0, 5, "PER"), ("2", 14, 22, "LOC")]
+    assert got == [
+        ("1", 0, 5, "PER"),
+        ("1", 10, 13, "PER"),
+        ("1", 17, 22, "LOC"),
+        ("2", 0, 5, "PER"),
+        ("2", 14, 22, "LOC"),
+    ]
 
 
 def test_span_agreement_matches_the_hand_computed_case(spans):
@@ -76,7 +82,9 @@ def test_hmm_em_runs_on_the_ner_export_and_feeds_span_agreement(spans):
     # every annotator's exact precision is the share of their spans found among hmm-em's decoded spans
     keys = set(ref.itertuples(index=False, name=None))
     for worker, mine in spans.spans.groupby("worker"):
-        hits = sum((t, s, e, lab) in keys for t, s, e, lab in mine[["task", "start", "end", "label"]].itertuples(index=False))
+        hits = sum(
+            (t, s, e, lab) in keys for t, s, e, lab in mine[["task", "start", "end", "label"]].itertuples(index=False)
+        )
         assert a.table.loc[worker, "exact_precision"] == pytest.approx(hits / len(mine))
 
 
@@ -103,7 +111,9 @@ def test_span_predictions_carry_the_aggregated_spans(spans):
     preds = label_studio_predictions(est.result_, answers.control, spans=answers.spans)
     first = preds[0]
     assert first["task"] == 1
-    got = [(r["value"]["start"], r["value"]["end"], r["value"]["labels"][0], r["value"]["text"]) for r in first["result"]]
+    got = [
+        (r["value"]["start"], r["value"]["end"], r["value"]["labels"][0], r["value"]["text"]) for r in first["result"]
+    ]
     assert got == [(0, 5, "PER", "Alice"), (10, 13, "PER", "Bob"), (17, 22, "LOC", "Paris")]
 
 

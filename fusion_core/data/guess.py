@@ -72,7 +72,11 @@ def guess_columns(columns: Sequence[str], given: Mapping[str, str | None]) -> tu
             )
         out[role] = found[0]
         guessed.append(f"{role} <- {show_value(found[0])}")
-    note = f"columns guessed from their names: {', '.join(guessed)} (set them with --task-col, --worker-col, --label-col)." if guessed else None
+    note = (
+        f"columns guessed from their names: {', '.join(guessed)} (set them with --task-col, --worker-col, --label-col)."
+        if guessed
+        else None
+    )
     return out, note
 
 

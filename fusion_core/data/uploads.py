@@ -128,7 +128,9 @@ def read_export_upload(
     )
     bad = find_markup(answers.responses.classes)
     if bad:
-        raise UserInputError(f"{len(bad)} label value(s) contain HTML markup, e.g. {bad[0]!r}; labels must be plain text.")
+        raise UserInputError(
+            f"{len(bad)} label value(s) contain HTML markup, e.g. {bad[0]!r}; labels must be plain text."
+        )
     return answers
 
 

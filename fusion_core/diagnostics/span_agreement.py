@@ -20,8 +20,8 @@ import pandas as pd
 
 from fusion_core.data.spans import SpanTable
 from fusion_core.diagnostics.krippendorff import krippendorff
-from fusion_core.methods.results import FitResult
 from fusion_core.errors import UserInputError
+from fusion_core.methods.results import FitResult
 
 KEY = ["task", "start", "end", "label"]
 COLUMNS = {
@@ -124,7 +124,9 @@ def span_agreement_for(spans: SpanTable, fit: FitResult | None = None, method: s
     if fit is not None and len(fit.items) and all("/" in str(i) for i in fit.items[:50]):
         tags = pd.Series(fit.classes.take(fit.label_codes), index=[str(i) for i in fit.items])
         if tags.astype(str).str.match(r"^(O|[BI]-.+)$").all():
-            return span_agreement(spans, spans.spans_from_tags(tags), reference_name=f"{method or 'the method'}'s spans")
+            return span_agreement(
+                spans, spans.spans_from_tags(tags), reference_name=f"{method or 'the method'}'s spans"
+            )
     return span_agreement(spans)
 
 

@@ -107,7 +107,9 @@ def add_report_command(sub: Any, add_io: Any, add_columns: Any, answers_help: st
     r.add_argument("--title", help="the report's title (default: 'Annotation audit: FILE')")
     r.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the agreement intervals")
     r.add_argument("--cartel-bootstrap", type=int, default=200, help="bootstrap replicates of the cartel test")
-    r.add_argument("--verdicts-out", metavar="CSV", help="also write the verdicts per annotator with the platform's ids")
+    r.add_argument(
+        "--verdicts-out", metavar="CSV", help="also write the verdicts per annotator with the platform's ids"
+    )
     r.add_argument(
         "--predictions-out",
         metavar="JSON",

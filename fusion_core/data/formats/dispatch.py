@@ -32,11 +32,7 @@ from fusion_core.data.text import format_size
 from fusion_core.errors import UserInputError
 
 
-
-
-def open_source(
-    source: Source, name: str | None, format: str | None, options: ReadOptions
-) -> tuple[Input, FormatInfo]:
+def open_source(source: Source, name: str | None, format: str | None, options: ReadOptions) -> tuple[Input, FormatInfo]:
     """The opened source (size checked) and its format (given, or detected from the name and first bytes)."""
     inp = open_input(source, name, options.max_bytes)
     fmt = format_info(format) if format else detect(Sniff(inp.name, inp.head, _parquet_names(inp)))
@@ -87,7 +83,9 @@ def read_input(
     if fmt.kind == "export":
         return Loaded(fmt, export=read_export(inp, fmt, opts, field))
     if field is not None:
-        raise UserInputError(f"field= (--field) chooses a question of a labelling tool's export, not of a {fmt.name} table.")
+        raise UserInputError(
+            f"field= (--field) chooses a question of a labelling tool's export, not of a {fmt.name} table."
+        )
     assert fmt.read_table is not None
     with stage("read", f"{inp.label} ({format_size(inp.size)})"):
         return Loaded(fmt, table=fmt.read_table(inp, columns, opts))

@@ -72,25 +72,28 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
             per.setdefault((task, user), []).append(e)
     annotations: list[tuple[str, str]] = []
     spans: list[tuple[int, int, int, str]] = []
-    for (task, user), entries in per.items():
+    for (task, user), given in per.items():
         if spans_mode:
             if task not in texts:
                 raise UserInputError(f"{inp.label}: example {task} has spans but no text.")
             k = len(annotations)
             annotations.append((task, user))
-            for e in entries:
+            for e in given:
                 sp = _span(e)
                 if sp is not None:
                     spans += [(k, s, t, lab) for s, t, lab in span_rows(sp, texts[task], f"{inp.label}, id {task}")]
             continue
-        labels = sorted({t for e in entries if isinstance(e, dict) and (t := text_of(e.get("label"))) is not None})
+        found = (text_of(e.get("label")) if isinstance(e, dict) else None for e in given)
+        labels = sorted({t for t in found if t is not None})
         if labels:
             col.add(task, user, "|".join(labels))
         else:
             col.count("empty")
     mapping = [("task", "id"), ("annotator", "user"), ("label", "label")]
     if spans_mode:
-        return col.finish(mapping, ["spans became token sequences (BIO tags)."], SpanTable.build(annotations, spans, texts))
+        return col.finish(
+            mapping, ["spans became token sequences (BIO tags)."], SpanTable.build(annotations, spans, texts)
+        )
     return col.finish(mapping, ["several labels of one person are sorted and joined with |."])
 
 

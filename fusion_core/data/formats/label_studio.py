@@ -39,7 +39,9 @@ def answer_text(kind: str, value: Any) -> str | None:
         return text_of(value)
     raw = value.get(VALUE_KEYS.get(kind, kind))
     if kind == "taxonomy" and isinstance(raw, list):
-        paths = ["/".join(t for p in ([path] if not isinstance(path, list) else path) if (t := text_of(p))) for path in raw]
+        paths = [
+            "/".join(t for p in ([path] if not isinstance(path, list) else path) if (t := text_of(p))) for path in raw
+        ]
         raw = [p for p in paths if p]
     if isinstance(raw, list):
         parts = sorted({t for v in raw if (t := text_of(v)) is not None})

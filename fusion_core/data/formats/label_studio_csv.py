@@ -14,8 +14,7 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
     """Read a Label Studio CSV export (module docstring); cells are text, an empty cell is no answer."""
     frame = read_csv(inp, "csv", None, options).frame()
     records = [
-        {k: v for k, v in row.items() if isinstance(v, str)}
-        for row in frame.astype(object).to_dict(orient="records")
+        {k: v for k, v in row.items() if isinstance(v, str)} for row in frame.astype(object).to_dict(orient="records")
     ]
     return read_records(records, inp, "Label Studio CSV", field)
 

@@ -64,9 +64,7 @@ def _questions(records: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def read_records(
-    records: Sequence[Any], inp: Input, fmt: str, field: str | None, data_key: str = "text"
-) -> ExportRead:
+def read_records(records: Sequence[Any], inp: Input, fmt: str, field: str | None, data_key: str = "text") -> ExportRead:
     """Flat Label Studio records (JSON-min objects or CSV rows) → responses (module docstring)."""
     for i, r in enumerate(records):
         if not isinstance(r, dict) or "annotator" not in r or "id" not in r:
