@@ -322,3 +322,10 @@ def test_report_guesses_columns(tmp_path, capsys):
         "several columns could be the task column ('item', 'item_id'); choose one with --task-col"
         in capsys.readouterr().err
     )
+
+
+def test_docs_list_every_format():
+    data = (ROOT / "docs" / "DATA.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert all(f"`{name}`" in data for name in format_names())
+    assert "## From your labelling tool" in readme
