@@ -107,6 +107,12 @@ def test_fixture_is_detected(name, fmt):
     assert detect(Sniff("upload.bin", data[:65536])).name == fmt or fmt.startswith(("mturk", "label-studio-csv"))
 
 
+def test_detection_when_the_first_task_is_longer_than_the_head():
+    # Label Studio writes "annotations" before "data", so the keys are in the head even when the text is long
+    long_task = b'[{"id": 1, "annotations": [{"completed_by": 1}], "data": {"text": "' + b"x" * 70_000 + b'"}}]'
+    assert detect(Sniff("export.json", long_task[:65536])).name == "label-studio"
+
+
 def test_plain_tables_still_detected():
     assert detect(Sniff("a.csv", b"task,worker,label\n1,a,x\n")).name == "csv"
     assert detect(Sniff("a.json", b'[{"task": "1", "worker": "a", "label": "x"}]')).name == "jsonl"

@@ -171,7 +171,11 @@ def _to_name(tasks: list[Any], control: str) -> str:
 
 def _detect(s: Sniff) -> bool:
     obj = s.first_object
-    return s.first_line.startswith("[") and obj is not None and "annotations" in obj and "data" in obj
+    if not s.text.lstrip(" \t\r\n").startswith("["):
+        return False
+    if obj is None:  # a first task longer than the head: its keys are still in the text
+        return '"annotations"' in s.text and '"completed_by"' in s.text
+    return "annotations" in obj and "data" in obj
 
 
 INFO = register_format(

@@ -118,7 +118,11 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
 
 def _detect(s: Sniff) -> bool:
     obj = s.first_object
-    return s.first_line.startswith("[") and obj is not None and "annotator" in obj and "annotation_id" in obj
+    if not s.text.lstrip(" \t\r\n").startswith("["):
+        return False
+    if obj is None:  # a first record longer than the head
+        return '"annotation_id"' in s.text and '"annotator"' in s.text and '"annotations"' not in s.text
+    return "annotator" in obj and "annotation_id" in obj
 
 
 INFO = register_format(
