@@ -92,6 +92,8 @@ class Collector:
 
     format: str
     rows: list[tuple[str, str, str]] = field(default_factory=list)
+    frame: pd.DataFrame | None = None
+    """Responses given at once as a table (task, worker, label; text or categorical of text), after ``rows``."""
     gold: dict[str, str] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     records: int = 0
@@ -113,6 +115,8 @@ class Collector:
             table = spans.token_table()
         else:
             table = pd.DataFrame(self.rows, columns=["task", "worker", "label"], dtype=object)
+            if self.frame is not None:
+                table = self.frame if table.empty else pd.concat([table, self.frame.astype(object)], ignore_index=True)
             before = len(table)
             table = table.drop_duplicates(subset=["task", "worker"], keep="last").reset_index(drop=True)
             self.count("repeated", before - len(table))

@@ -33,23 +33,34 @@ def questions(columns: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _answers(frame: pd.DataFrame, cols: list[str], question: str, inp: Input) -> pd.Series:
-    """The answer of every row as text (None when there is none)."""
-    if len(cols) == 1:
-        return frame[cols[0]].astype(object).where(frame[cols[0]].notna(), None)
-    values = frame[cols].astype(object).fillna("").apply(lambda s: s.str.strip().str.lower())
-    odd = ~values.isin(TRUE | FALSE).to_numpy()
-    if odd.any():
-        row, c = (int(x[0]) for x in np.nonzero(odd))
+def _flags(values: pd.Series, column: str, inp: Input) -> np.ndarray:
+    """True where a true/false option column is marked (its few distinct values checked once, not per row)."""
+    cat = values.astype("category")
+    norm = pd.Index(cat.cat.categories.astype(str)).str.strip().str.lower()
+    codes = cat.cat.codes.to_numpy()
+    known = np.append(norm.isin(list(TRUE | FALSE)), True)[codes]  # code −1 (empty) is "false"
+    if not known.all():
+        row = int(np.argmin(known))
         raise UserInputError(
-            f"{inp.label}: {cols[c]} on row {row + 2:,} is {show_value(frame[cols[c]].iloc[row])}, but the columns of "
-            f"question {show_value(question)} hold true/false per option."
+            f"{inp.label}: {column} on row {row + 2:,} is {show_value(values.iloc[row])}, but the option columns of "
+            "a question hold true or false."
         )
-    options = np.array([c.split(".", 2)[-1] for c in cols], dtype=object)
-    order = np.argsort(options.astype(str))
-    marked = values.isin(TRUE).to_numpy()[:, order]
-    picked = ["|".join(options[order][m]) or None for m in marked]
-    return pd.Series(picked, index=frame.index, dtype=object)
+    return np.append(norm.isin(list(TRUE)), False)[codes]
+
+
+def _answers(frame: pd.DataFrame, cols: list[str], inp: Input) -> pd.Categorical:
+    """The answer of every row as a categorical of text (missing when there is none): the column itself, or
+    the options marked true (sorted, joined with ``|``), each distinct combination spelt once."""
+    if len(cols) == 1:
+        return pd.Categorical(frame[cols[0]])
+    names = np.array([c.split(".", 2)[-1] for c in cols], dtype=object)
+    order = np.argsort(names.astype(str))
+    marked = np.column_stack([_flags(frame[cols[i]], cols[i], inp) for i in order])
+    combo = marked @ (np.int64(1) << np.arange(len(cols), dtype=np.int64))
+    found, codes = np.unique(combo, return_inverse=True)
+    texts = ["|".join(names[order][[(c >> k) & 1 == 1 for k in range(len(cols))]]) for c in found]
+    codes = np.where(found[codes] == 0, -1, codes)  # nothing marked: no answer
+    return pd.Categorical.from_codes(codes, categories=pd.Index(texts, dtype=object))
 
 
 def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRead:
@@ -60,24 +71,17 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
             raise UserInputError(f"{inp.label} has no {need} column; it is not an MTurk batch results file.")
     qs = questions([str(c) for c in frame.columns])
     question = choose_field(sorted(qs), field, "Answer question", inp)
-    labels = _answers(frame, qs[question], question, inp)
+    labels = _answers(frame, qs[question], inp)
     status = frame["AssignmentStatus"].astype(object).fillna("") if "AssignmentStatus" in frame else None
     rejected = (status.str.lower() == "rejected").to_numpy() if status is not None else np.zeros(len(frame), bool)
     col = Collector("MTurk batch results")
     col.records = len(frame)
     col.count("rejected", int(rejected.sum()))
     ok = ~rejected & frame["HITId"].notna().to_numpy() & frame["WorkerId"].notna().to_numpy()
-    has = labels.notna().to_numpy()
+    has = np.asarray(labels.codes) >= 0
     col.count("empty", int((ok & ~has).sum()))
     keep = ok & has
-    col.rows = list(
-        zip(
-            frame["HITId"].astype(object)[keep],
-            frame["WorkerId"].astype(object)[keep],
-            labels[keep],
-            strict=True,
-        )
-    )
+    col.frame = pd.DataFrame({"task": frame["HITId"][keep], "worker": frame["WorkerId"][keep], "label": labels[keep]})
     mapping = [("task", "HITId"), ("annotator", "WorkerId"), ("label", ", ".join(qs[question]))]
     notes = [f"question read: {show_value(question)}."]
     if len(qs[question]) > 1:

@@ -57,7 +57,7 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
     has = label.notna().to_numpy()
     col.count("empty", int((ok & ~has).sum()))
     keep = ok & has
-    col.rows = list(zip(task[keep], worker[keep], label[keep], strict=True))
+    col.frame = pd.DataFrame({"task": task[keep], "worker": worker[keep], "label": label[keep]})
     golden = f"GOLDEN:{question}"
     if golden in names:
         g = _text(frame, golden)
