@@ -84,6 +84,8 @@ with tab_upload:
                             source="upload",
                             gold=exported.gold,
                             spans=exported.spans,
+                            export_format=exported.format,
+                            export_control=exported.control,
                             description=" ".join(exported.lines()),
                         )
                     )

@@ -42,6 +42,10 @@ def test_label_studio_upload_needs_no_mapping_and_keeps_gold():
     assert at.session_state["fc_pending"] is None  # no column mapping step
     assert ds.responses.n_responses == 11 and ds.gold.to_dict() == {"103": "Neutral"}
     assert "read the Label Studio JSON export" in ds.description
+    at.switch_page("pages/0_Audit.py").run()  # the one-click audit on the export, no mapping step
+    at.button(key="audit_run").click().run(timeout=300)
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(s.value == "Back to your labelling tool" for s in at.subheader)
 
 
 @pytest.mark.slow

@@ -43,6 +43,10 @@ class Dataset:
     graph_view: nx.Graph | None = field(default=None, compare=False)
     spans: SpanTable | None = field(default=None, compare=False)
     """The spans of an NER-style export (for span agreement); the responses are their token sequences."""
+    export_format: str | None = None
+    """The labelling tool's export format the responses came from (results go back with its ids)."""
+    export_control: tuple[str, str, str] | None = None
+    """Label Studio: (from_name, to_name, type) of the question read (for predictions)."""
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -100,6 +104,8 @@ def make_dataset(
     roles: pd.Series | None = None,
     description: str = "",
     spans: SpanTable | None = None,
+    export_format: str | None = None,
+    export_control: tuple[str, str, str] | None = None,
 ) -> Dataset:
     """A :class:`Dataset` with its fingerprints and validation messages computed."""
     return Dataset(
@@ -115,6 +121,8 @@ def make_dataset(
         roles=roles,
         description=description,
         spans=spans,
+        export_format=export_format,
+        export_control=export_control,
         messages=tuple(responses.report.messages()),
         graph_view=graph_view if graph_view is not None else to_networkx(graph, responses),
     )
