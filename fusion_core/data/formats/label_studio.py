@@ -103,7 +103,7 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
     annotations: list[tuple[str, str]] = []
     spans: list[tuple[int, int, int, str]] = []
     texts: dict[str, str] = {}
-    no_annotation = 0
+    no_annotation = gold_spans = 0
     for i, t in enumerate(tasks):
         if not isinstance(t, dict) or "id" not in t:
             raise UserInputError(f"{inp.label}: task {i + 1} is not a Label Studio task (an object with an id).")
@@ -125,7 +125,7 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
             mine = [r for r in results if str(r.get("from_name")) == control]
             if spans_mode:
                 if a.get("ground_truth"):
-                    col.gold[task] = "(spans)"
+                    gold_spans += 1
                     continue
                 text = task_text(t.get("data"), str(mine[0].get("to_name")) if mine else None, task)
                 texts[task] = text
@@ -149,9 +149,8 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
     mapping = [("task", "id"), ("annotator", "completed_by"), ("label", f"result[{control}]")]
     if spans_mode:
         notes.append("spans became token sequences (BIO tags, tokens split at spaces).")
-        if col.gold:
-            notes.append("ground-truth span annotations are left out of the responses.")
-            col.gold.clear()
+        if gold_spans:
+            notes.append(f"{gold_spans:,} ground-truth span annotations are left out of the responses.")
         out = col.finish(mapping, notes, SpanTable.build(annotations, spans, texts))
     else:
         out = col.finish(mapping, notes)
