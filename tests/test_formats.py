@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from fusion_core.cli import build_parser, main
+from fusion_core.data.answers import read_answers
 from fusion_core.data.formats import _REGISTRY as REGISTRY
 from fusion_core.data.formats import (
     FormatInfo,
@@ -335,3 +336,75 @@ def test_docs_list_every_format():
     readme = (ROOT / "README.md").read_text()
     assert all(f"`{name}`" in data for name in format_names())
     assert "## From your labelling tool" in readme
+
+
+# ------------------------------------------------------------------------------------ structural fuzzing
+def _paths(obj, prefix=()):
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _paths(v, (*prefix, i))
+
+
+def _replaced(obj, path, value):
+    if not path:
+        return value
+    out = obj.copy()
+    out[path[0]] = _replaced(obj[path[0]], path[1:], value)
+    return out
+
+
+ODD = [None, 5, -1, 2.5, "x", "", [], {}, [[]], [{}], True, {"start": 3, "end": 1}, [0, 99999, "PER"]]
+
+
+def _json_mutants(data: bytes, jsonl: bool, rng) -> list[bytes]:
+    import json
+
+    docs = [json.loads(x) for x in data.splitlines() if x.strip()] if jsonl else [json.loads(data)]
+    out = []
+    for _ in range(60):
+        d = int(rng.integers(len(docs)))
+        paths = list(_paths(docs[d]))
+        path = paths[int(rng.integers(len(paths)))]
+        new = list(docs)
+        new[d] = _replaced(docs[d], path, ODD[int(rng.integers(len(ODD)))])
+        out.append(("\n".join(json.dumps(x) for x in new) if jsonl else json.dumps(new[0])).encode())
+    return out
+
+
+def _table_mutants(data: bytes, sep: bytes, rng) -> list[bytes]:
+    lines = data.splitlines()
+    out = []
+    for _ in range(40):
+        rows = [line.split(sep) for line in lines]
+        r, c = int(rng.integers(len(rows))), int(rng.integers(len(rows[0])))
+        if c < len(rows[r]):
+            rows[r][c] = [b"", b"maybe", b'"', b'{"choices": 5}', b"[1,2", b"Rejected"][int(rng.integers(6))]
+        out.append(b"\n".join(sep.join(row) for row in rows))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,fmt", sorted(FIXTURES.items()))
+def test_structural_mutants_give_only_user_errors(name, fmt, tmp_path):
+    """Every value of the fixture replaced, one at a time at random, by a value of another type (or a cell by odd
+    text): read, or one UserInputError."""
+    import numpy as np
+
+    rng = np.random.default_rng(23)
+    data = (FIX / name).read_bytes()
+    suffix = Path(name).suffix
+    if suffix in (".json", ".jsonl"):
+        mutants = _json_mutants(data, suffix == ".jsonl", rng)
+    else:
+        mutants = _table_mutants(data, b"\t" if suffix == ".tsv" else b",", rng)
+    for i, m in enumerate(mutants):
+        path = tmp_path / f"m{i}{suffix}"
+        path.write_bytes(m)
+        try:
+            read_answers(path, format=fmt, field=FIELD.get(name))
+        except UserInputError as exc:  # the readers' own messages, not the dispatcher's safety net
+            assert "does not have the structure" not in str(exc), str(exc)

@@ -68,10 +68,17 @@ def _questions(row: dict[str, Any]) -> dict[str, str]:
 def _answers(row: dict[str, Any], q: str, kind: str) -> list[tuple[Any, Any, str]]:
     """(user, value, status) of one record's answers to ``q``."""
     if kind == "v2":
-        users, values = row.get(q + V2) or [], row.get(q + ".responses") or []
-        status = row.get(q + ".responses.status") or ["submitted"] * len(users)
-        return list(zip(users, values, status, strict=False))
-    return [(a.get("user_id"), a.get("value"), str(a.get("status", "submitted"))) for a in row.get(q) or []]
+        users, values = _list(row.get(q + V2)), _list(row.get(q + ".responses"))
+        status = _list(row.get(q + ".responses.status")) or ["submitted"] * len(users)
+        if not len(users) == len(values) == len(status):
+            raise UserInputError(f"record {row.get('id')!r}: {q}.responses, .users and .status differ in length.")
+        return list(zip(users, values, status, strict=True))
+    answers = [a for a in _list(row.get(q)) if isinstance(a, dict)]
+    return [(a.get("user_id"), a.get("value"), str(a.get("status", "submitted"))) for a in answers]
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _label(value: Any) -> str | None:
@@ -119,7 +126,7 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
                 texts[task] = text
                 k = len(annotations)
                 annotations.append((task, worker))
-                for sp in value or []:
+                for sp in _list(value):
                     v = {**sp, "labels": [sp.get("label")]} if isinstance(sp, dict) else sp
                     spans += [(k, s, e, lab) for s, e, lab in span_rows(v, text, f"{inp.label}, record {task}")]
             elif (label := _label(value)) is None:

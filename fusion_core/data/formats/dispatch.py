@@ -55,8 +55,16 @@ def read_export(inp: Input, fmt: FormatInfo, options: ReadOptions, field: str | 
     with stage("read", f"{inp.label} ({format_size(inp.size)}, {fmt.name})"):
         try:
             return fmt.read_export(inp, options, field=field)
+        except UserInputError:
+            raise
         except RecursionError:
             raise UserInputError(f"{inp.label} is nested too deeply to be a {fmt.name} export.") from None
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:  # a value of an unexpected type
+            detail = " ".join(str(exc).split())[:120]
+            raise UserInputError(
+                f"{inp.label} does not have the structure of a {fmt.title} ({type(exc).__name__}: {detail}); export "
+                "it again, or name the format with --input-format."
+            ) from None
 
 
 @dataclass

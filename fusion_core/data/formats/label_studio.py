@@ -83,11 +83,15 @@ def task_text(data: Any, to_name: str | None, task: str) -> str:
     raise UserInputError(f"task {show_value(task)}: cannot tell which data field the spans point into.")
 
 
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _controls(tasks: list[Any]) -> dict[str, str]:
     found: dict[str, str] = {}
     for t in tasks:
-        for a in t.get("annotations") or [] if isinstance(t, dict) else []:
-            for r in (a.get("result") or []) if isinstance(a, dict) else []:
+        for a in _as_list(t.get("annotations")) if isinstance(t, dict) else []:
+            for r in _as_list(a.get("result")) if isinstance(a, dict) else []:
                 if isinstance(r, dict) and r.get("from_name") is not None:
                     found.setdefault(str(r["from_name"]), str(r.get("type", "")).lower())
     return found
@@ -108,7 +112,7 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
         if not isinstance(t, dict) or "id" not in t:
             raise UserInputError(f"{inp.label}: task {i + 1} is not a Label Studio task (an object with an id).")
         task = text_of(t["id"]) or str(i)
-        col.count("drafts", len(t.get("drafts") or []))
+        col.count("drafts", len(_as_list(t.get("drafts"))))
         anns = need_list(t.get("annotations") or [], f"task {show_value(task)}'s annotations", inp)
         no_annotation += not anns
         for a in anns:
@@ -161,8 +165,8 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
 def _to_name(tasks: list[Any], control: str) -> str:
     """The ``to_name`` of a control (the object tag it labels), as the export writes it."""
     for t in tasks:
-        for a in t.get("annotations") or []:
-            for r in a.get("result") or []:
+        for a in _as_list(t.get("annotations")):
+            for r in _as_list(a.get("result")) if isinstance(a, dict) else []:
                 if isinstance(r, dict) and str(r.get("from_name")) == control and r.get("to_name") is not None:
                     return str(r["to_name"])
     return "text"

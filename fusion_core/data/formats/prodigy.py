@@ -58,7 +58,8 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
             col.count("rejected")
             continue
         if kind == "choice":
-            chosen = sorted({t for v in o.get("accept") or [] if (t := text_of(v)) is not None})
+            accepted = o["accept"] if isinstance(o.get("accept"), list) else []
+            chosen = sorted({t for v in accepted if (t := text_of(v)) is not None})
             if chosen:
                 col.add(task, worker, "|".join(chosen))
             else:
@@ -70,7 +71,7 @@ def read(inp: Input, options: ReadOptions, field: str | None = None) -> ExportRe
         texts[task] = text
         k = len(annotations)
         annotations.append((task, worker))
-        for sp in o.get("spans") or []:
+        for sp in o["spans"] if isinstance(o.get("spans"), list) else []:
             value = {**sp, "labels": [sp.get("label")]} if isinstance(sp, dict) else sp
             spans += [(k, s, e, lab) for s, e, lab in span_rows(value, text, f"{inp.label}, answer {n:,}")]
     mapping = [("task", id_key), ("annotator", "_annotator_id")]
