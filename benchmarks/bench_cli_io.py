@@ -35,7 +35,8 @@ import json, sys, time
 t0 = time.perf_counter(); c0 = time.process_time()
 from pathlib import Path
 import fusion_core.cli as cli
-from fusion_core.data.readers import ReadOptions, read_encoded
+from fusion_core.data.formats.dispatch import read_encoded
+from fusion_core.data.readers import ReadOptions
 from fusion_core.data.coding import code_table
 from fusion_core.methods import create
 out = []

@@ -27,9 +27,8 @@ from fusion_core.cli_ratings import (
     fit_rating_params,
     write_fit_rating_outputs,
 )
-from fusion_core.cli_reading import load_answers, reading_options
+from fusion_core.cli_reading import add_format_options, read_answers_args, reading_options
 from fusion_core.data.export import EXPORT_FORMATS, write_csv, write_table
-from fusion_core.data.readers import FORMATS
 from fusion_core.data.responses import Responses
 from fusion_core.data.stages import process_seconds, stage, timed
 from fusion_core.data.text import text_values
@@ -208,8 +207,13 @@ def _fit(args: argparse.Namespace) -> int:
         from fusion_core.cli_dask import fit_dask
 
         return fit_dask(args, params, reading_options(args))
-    resp = load_answers(args, sequence=args.sequence_col, position=args.position_col, confidence=args.confidence_col)
+    answers = read_answers_args(
+        args, sequence=args.sequence_col, position=args.position_col, confidence=args.confidence_col
+    )
+    resp = answers.responses
     fit_kwargs = _side_inputs(args, meta, resp)
+    if answers.gold is not None and "true_labels" not in fit_kwargs:
+        fit_kwargs["true_labels"] = answers.gold  # the export's ground-truth answers, as --gold would give them
     with warnings.catch_warnings(record=True) as caught:  # printed once below, not also by Python
         warnings.simplefilter("always")
         with stage("fit", args.method):
@@ -297,7 +301,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def _add_io_options(f: argparse.ArgumentParser) -> None:
     """``fit`` options for reading the input and writing the outputs (docs/DATA.md)."""
-    f.add_argument("--input-format", choices=list(FORMATS), help="format of the answers file (default: from its name)")
+    add_format_options(f)
     f.add_argument(
         "--format", choices=list(EXPORT_FORMATS), default="csv", help="format of the output tables (default csv)"
     )
@@ -319,6 +323,23 @@ def _add_io_options(f: argparse.ArgumentParser) -> None:
     f.add_argument("--max-mb", type=float, default=1024.0, help="refuse inputs larger than this (MB)")
 
 
+ANSWERS_HELP = (
+    "file of responses: a CSV, TSV, Parquet or JSON-lines table, or a labelling tool's export (Label Studio, MTurk, "
+    "Toloka, Argilla, Prodigy, doccano; see --input-format)"
+)
+
+
+def add_column_options(f: argparse.ArgumentParser) -> None:
+    """``--task-col``, ``--worker-col``, ``--label-col``: by default the column of that name, else the one whose
+    name suggests it (``item_id``, ``annotator``, ``answer`` …), with a note on stderr."""
+    for role, example in (("task", "item_id"), ("worker", "annotator"), ("label", "answer")):
+        f.add_argument(
+            f"--{role}-col",
+            default=None,
+            help=f"the {role} column (default: '{role}', else guessed from common names such as '{example}')",
+        )
+
+
 def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     """The argument parser; ``fit --help`` lists the parameters of ``method`` with their allowed values."""
     p = OneLineParser(prog="fusion-core", description="Annotator reliability without ground truth.")
@@ -335,7 +356,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
         epilog=_fit_epilog(method),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    f.add_argument("answers", help="CSV, TSV, Parquet or JSON-lines file of responses")
+    f.add_argument("answers", help=ANSWERS_HELP)
     f.add_argument("--method", default="ds", help="registered method name (see `fusion-core methods`)")
     f.add_argument("--out", required=True, help="output directory")
     _add_io_options(f)
@@ -346,9 +367,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     )
     add_engine_options(f)
     f.add_argument("--layout", choices=["long", "wide"], default="long")
-    f.add_argument("--task-col", default="task")
-    f.add_argument("--worker-col", default="worker")
-    f.add_argument("--label-col", default="label")
+    add_column_options(f)
     f.add_argument(
         "--label-sep",
         default=None,
@@ -393,7 +412,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=_cmd_simulate)
     add_rating_commands(sub, _add_io_options)
-    add_report_command(sub, _add_io_options)
+    add_report_command(sub, _add_io_options, add_column_options, ANSWERS_HELP)
     add_pairwise_command(sub, _add_io_options)
     add_plan_command(sub, _add_io_options)
     return p

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from fusion_core.data.export import write_table
+from fusion_core.data.guess import guess_columns
 from fusion_core.data.loading import read_table
 from fusion_core.data.text import plain_values, text_values
 from fusion_core.errors import UserInputError
@@ -28,6 +30,11 @@ from fusion_core.methods import create
 def read_multilabel_table(args: argparse.Namespace, reading: dict[str, Any]) -> pd.DataFrame:
     """The answers as a table of text (task, worker, label set[, present]); an empty label cell is the empty set."""
     table = read_table(args.answers, format=args.input_format, **reading)
+    given = {"task": args.task_col, "worker": args.worker_col, "label": args.label_col}
+    cols, note = guess_columns([str(c) for c in table.columns], given)
+    args.task_col, args.worker_col, args.label_col = cols["task"], cols["worker"], cols["label"]
+    if note:
+        print(note, file=sys.stderr)
     wanted = [args.task_col, args.worker_col, args.label_col]
     missing = [c for c in wanted if c not in table.columns]
     if missing:

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli_reading import reading_options
+from fusion_core.cli_reading import load_answers, reading_options
 from fusion_core.data.export import write_table
 from fusion_core.errors import UserInputError
 
@@ -35,7 +35,9 @@ def _table(args: argparse.Namespace) -> Any:
 def _numeric(args: argparse.Namespace) -> Any:
     from fusion_core.data.numeric import NumericResponses
 
-    return NumericResponses.from_frame(_table(args), task=args.task_col, worker=args.worker_col, value=args.value_col)
+    return NumericResponses.from_frame(
+        _table(args), task=args.task_col or "task", worker=args.worker_col or "worker", value=args.value_col
+    )
 
 
 def _write_verdicts(verdicts: Any, out: Path, args: argparse.Namespace) -> None:
@@ -170,16 +172,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
             icc(data, n_bootstrap=args.bootstrap, level=args.level),
         ]
     else:
-        from fusion_core.data.loading import load_responses
-
-        data = load_responses(
-            args.answers,
-            format=args.input_format,
-            task=args.task_col,
-            worker=args.worker_col,
-            label=args.label_col,
-            **reading_options(args),
-        )
+        data = load_answers(args)  # a tool's export, or a table with guessed column names
         levels: Any = args.levels.split(",") if args.levels else ("numeric" if args.metric == "ordinal" else None)
         estimates = [
             krippendorff(data, metric=args.metric, levels=levels, n_bootstrap=args.bootstrap, level=args.level)
@@ -219,9 +212,9 @@ def add_rating_commands(sub: Any, add_io: Any) -> None:
     add_io(a)
     a.add_argument("--metric", choices=METRICS, default="nominal", help="level of measurement of the labels")
     a.add_argument("--levels", help="ordinal metric: the label order, lowest first, comma-separated (default: numbers)")
-    a.add_argument("--task-col", default="task")
-    a.add_argument("--worker-col", default="worker")
-    a.add_argument("--label-col", default="label")
+    a.add_argument("--task-col", default=None, help="default: 'task', else guessed from common names (item_id …)")
+    a.add_argument("--worker-col", default=None, help="default: 'worker', else guessed (annotator, rater …)")
+    a.add_argument("--label-col", default=None, help="default: 'label', else guessed (answer, rating …)")
     a.add_argument("--value-col", default="value", help="interval/ratio metrics: the numeric column")
     a.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates over items (0: no interval)")
     a.add_argument("--level", type=_unit, default=0.95, help="interval level (default 0.95)")

@@ -1,9 +1,12 @@
-"""The command line's reading options (``--missing``, ``--strip-whitespace``, ``--max-mb``) as the loaders' keyword
-arguments: one definition for every sub-command that reads files (``fit``, ``report``, ``agreement``, ``numeric``)."""
+"""The command line's reading options (``--input-format``, ``--field``, ``--missing``, ``--strip-whitespace``,
+``--max-mb``) as the loaders' keyword arguments: one definition for every sub-command that reads files (``fit``,
+``report``, ``agreement``, ``numeric``).  The formats and their help come from the registry
+(:mod:`fusion_core.data.formats`)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 
@@ -16,20 +19,47 @@ def reading_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def load_answers(args: argparse.Namespace, **extra: Any) -> Any:
-    """The answers file as :class:`~fusion_core.data.responses.Responses`, read with the shared input options
-    (format, layout, column names, duplicates policy, reading options); ``extra``: further ``load_responses``
-    keywords of one sub-command (sequence, position, confidence columns)."""
-    from fusion_core.data.loading import load_responses
+def add_format_options(f: argparse.ArgumentParser) -> None:
+    """``--input-format`` (choices and help from the formats registry) and ``--field``."""
+    from fusion_core.data.formats import format_names, formats_help
 
-    return load_responses(
+    f.add_argument(
+        "--input-format",
+        choices=format_names(),
+        metavar="FORMAT",
+        help=f"format of the answers file (default: detected from its name and content) — {formats_help()}",
+    )
+    f.add_argument(
+        "--field",
+        default=None,
+        metavar="NAME",
+        help="a labelling tool's export with several questions: the one to read (e.g. a Label Studio control name)",
+    )
+
+
+def read_answers_args(args: argparse.Namespace, **extra: Any) -> Any:
+    """The answers file as :class:`~fusion_core.data.answers.Answers` (responses, gold and spans of a tool's
+    export, what was read), with the shared input options; prints what was understood on stderr (the export's
+    read report, or the guessed column mapping).  ``extra``: further keywords (sequence, position, confidence)."""
+    from fusion_core.data.answers import read_answers
+
+    answers = read_answers(
         args.answers,
         format=args.input_format,
-        layout=args.layout,
+        layout=getattr(args, "layout", "long"),
         task=args.task_col,
         worker=args.worker_col,
-        label=args.label_col,
-        duplicates=args.duplicates,
+        label=getattr(args, "label_col", None),
+        duplicates=getattr(args, "duplicates", "keep"),
+        field=getattr(args, "field", None),
         **extra,
         **reading_options(args),
     )
+    for line in answers.lines():
+        print(line, file=sys.stderr)
+    return answers
+
+
+def load_answers(args: argparse.Namespace, **extra: Any) -> Any:
+    """The answers file as :class:`~fusion_core.data.responses.Responses` (see :func:`read_answers_args`)."""
+    return read_answers_args(args, **extra).responses

@@ -22,8 +22,10 @@ from fusion_core.diagnostics.audit import (
     needs_care,
     suggested_label_type,
 )
+from fusion_core.diagnostics.span_agreement import span_agreement_for
 from fusion_core.errors import UserInputError
 from fusion_core.report import report_html
+from fusion_core.report.tool_files import label_studio_predictions, predictions_json, verdicts_table
 
 MAX_SHOWN_ITEMS = 1000
 
@@ -215,7 +217,9 @@ if audit.safety is not None:
 st.subheader("Share the audit")
 st.download_button(
     "Download report (HTML)",
-    lambda: report_html(audit).encode("utf-8"),
+    lambda: report_html(
+        audit, spans=span_agreement_for(ds.spans, audit.fit, audit.fit.method) if ds.spans else None
+    ).encode("utf-8"),
     file_name="audit-report.html",
     mime="text/html",
     type="primary",
@@ -232,4 +236,27 @@ st.download_button(
     icon=":material/download:",
     help="The audit's figures as JSON: the same summary.json that `fusion-core report` writes.",
 )
+if ds.export_format is not None:  # an upload from a labelling tool: results back with its ids
+    st.subheader("Back to your labelling tool")
+    download_buttons(
+        f"Verdicts with the {ds.export_format} worker ids",
+        verdicts_table(audit, ds.export_format),
+        "audit-verdicts-for-platform",
+        key="audit_dl_platform",
+    )
+    if ds.export_control is not None:
+        control = ds.export_control
+        st.download_button(
+            "Label Studio predictions (JSON)",
+            lambda: predictions_json(
+                label_studio_predictions(
+                    audit.fit, control, spans=ds.spans, model_version=f"fusion_core {audit.fit.method}"
+                )
+            ),
+            file_name="label-studio-predictions.json",
+            mime="application/json",
+            key="audit_ls_predictions",
+            help="The consensus label and its probability per task, to import as pre-annotations "
+            "(Label Studio API: POST /api/predictions).",
+        )
 st.page_link("pages/9_Glossary.py", label="What do these terms mean? (Glossary)", icon=":material/menu_book:")

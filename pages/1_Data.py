@@ -6,12 +6,14 @@ from fusion_app.cache import agreement_stats
 from fusion_app.shell import download_buttons, md_escape, page_setup, show_error
 from fusion_app.state import current, max_upload_bytes, session, set_dataset
 from fusion_core.data.dataset import make_dataset
+from fusion_core.data.formats import upload_types
 from fusion_core.data.uploads import (
     build_responses,
     context_from_table,
     guess_column,
     guess_layout,
     read_context_upload,
+    read_export_upload,
     read_gold_upload,
     read_graph_upload,
     read_upload,
@@ -26,7 +28,7 @@ ss = session()
 st.title("Data")
 
 NONE = "(none)"
-UPLOAD_TYPES = ["csv", "tsv", "txt", "tab", "parquet", "pq", "jsonl", "ndjson"]
+UPLOAD_TYPES = upload_types()  # every format of the registry (fusion_core/data/formats)
 
 tab_demo, tab_upload, tab_inputs = st.tabs(["Demo datasets", "Upload responses", "Gold, graph, context"])
 MISSING_MARKERS = ["NA", "N/A", "null", "None", "nan", "-", "?"]
@@ -43,8 +45,9 @@ with tab_demo:
 
 with tab_upload:
     st.caption(
-        f"CSV, TSV, Parquet or JSON lines; long (one row per response) or wide (one row per item, one column per "
-        f"annotator). Limit {max_upload_bytes() / 1024 / 1024:,.0f} MB."
+        f"CSV, TSV, Parquet or JSON lines, long (one row per response) or wide (one row per item, one column per "
+        f"annotator); or a labelling tool's export (Label Studio, MTurk, Toloka, Argilla, Prodigy, doccano), read "
+        f"with no mapping step. Limit {max_upload_bytes() / 1024 / 1024:,.0f} MB."
     )
     with st.expander("Reading options: missing values, spaces"):
         st.caption(
@@ -72,6 +75,23 @@ with tab_upload:
             seen["responses"] = token
             ss.pop("fc_upload_error", None)
             try:
+                exported = read_export_upload(up.name, up.getvalue(), max_upload_bytes(), **reading)
+                if exported is not None:  # a tool's export: no mapping step; what was read is the description
+                    set_dataset(
+                        make_dataset(
+                            exported.responses,
+                            name=f"upload: {up.name}",
+                            source="upload",
+                            gold=exported.gold,
+                            spans=exported.spans,
+                            export_format=exported.format,
+                            export_control=exported.control,
+                            description=" ".join(exported.lines()),
+                        )
+                    )
+                    ss["fc_pending"] = None
+                    ss["fc_data_flash"] = f"Loaded {exported.responses.n_responses:,} responses from the export."
+                    st.rerun()
                 table = read_upload(up.name, up.getvalue(), max_upload_bytes(), **reading)
                 table.columns = [str(c) for c in table.columns]
                 guessed, n_like = guess_layout(table)

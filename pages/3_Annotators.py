@@ -10,6 +10,7 @@ from fusion_app.cache import active_key, bootstrap_for, cached_bootstrap, view
 from fusion_app.shell import choose_one, download_buttons, md_escape, results_page, show_table
 from fusion_app.state import session
 from fusion_core.data import export
+from fusion_core.diagnostics.span_agreement import span_agreement_for
 from fusion_core.diagnostics.tables import annotator_table, confusion_table
 from fusion_core.errors import UserInputError
 from fusion_core.methods import info as method_info
@@ -124,6 +125,16 @@ else:
         key="ann_confusion_download",
         help="Long form: annotator, true, reported, probability. Formula-safe for spreadsheets.",
     )
+
+if ds.spans is not None:  # an NER-style export: span agreement against this method's spans
+    spans = view("span_agreement", active_key(method), lambda: span_agreement_for(ds.spans, res, method))
+    st.subheader("Span agreement")
+    st.caption(
+        f"Each annotator's spans against {md_escape(spans.reference)} ({spans.n_reference:,} spans): **exact** = "
+        "same start, end and label; **overlap** = same label and at least one shared character. Chance-corrected "
+        f"agreement over tokens (Krippendorff's α, nominal): **{spans.token_alpha:.3f}**."
+    )
+    show_table(spans.frame(), key="ann_spans")
 
 st.subheader("Annotator table")
 st.caption("One row per annotator, ranked by skill (lower bound).")

@@ -50,7 +50,7 @@ def test_column_options_and_bad_input_exit_codes(tmp_path, capsys):
     src = tmp_path / "a.csv"
     pd.DataFrame({"item": [1, 1, 2, 2], "who": ["a", "b", "a", "b"], "ans": [0, 1, 1, 1]}).to_csv(src, index=False)
     assert main(["fit", str(src), "--out", str(tmp_path / "o")]) == 2
-    assert "missing task column 'task'" in capsys.readouterr().err
+    assert "no column looks like the worker column; the file has 'item', 'who', 'ans'" in capsys.readouterr().err
     assert (
         main(
             [

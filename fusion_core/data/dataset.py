@@ -18,6 +18,7 @@ import pandas as pd
 
 from fusion_core.data.graph import ItemGraph
 from fusion_core.data.responses import Responses
+from fusion_core.data.spans import SpanTable
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +41,12 @@ class Dataset:
     description: str = ""
     messages: tuple[str, ...] = ()
     graph_view: nx.Graph | None = field(default=None, compare=False)
+    spans: SpanTable | None = field(default=None, compare=False)
+    """The spans of an NER-style export (for span agreement); the responses are their token sequences."""
+    export_format: str | None = None
+    """The labelling tool's export format the responses came from (results go back with its ids)."""
+    export_control: tuple[str, str, str] | None = None
+    """Label Studio: (from_name, to_name, type) of the question read (for predictions)."""
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -96,6 +103,9 @@ def make_dataset(
     context: pd.Series | None = None,
     roles: pd.Series | None = None,
     description: str = "",
+    spans: SpanTable | None = None,
+    export_format: str | None = None,
+    export_control: tuple[str, str, str] | None = None,
 ) -> Dataset:
     """A :class:`Dataset` with its fingerprints and validation messages computed."""
     return Dataset(
@@ -110,6 +120,9 @@ def make_dataset(
         context=context,
         roles=roles,
         description=description,
+        spans=spans,
+        export_format=export_format,
+        export_control=export_control,
         messages=tuple(responses.report.messages()),
         graph_view=graph_view if graph_view is not None else to_networkx(graph, responses),
     )

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from fusion_core.data.readers import open_input, read_encoded, read_options
+from fusion_core.data.formats.dispatch import read_encoded
+from fusion_core.data.readers import open_input, read_options
 from fusion_core.data.responses import Responses
 from fusion_core.data.text import parse_numbers, plain_values, show_value, show_values
 from fusion_core.errors import UserInputError

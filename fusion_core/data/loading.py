@@ -1,4 +1,5 @@
-"""Reading user files — CSV, TSV, Parquet, JSON lines; long or wide — into responses, gold labels and context.
+"""Reading user files — CSV, TSV, Parquet, JSON lines, long or wide, and the exports of labelling tools (the
+formats registry, :mod:`fusion_core.data.formats`) — into responses, gold labels and context.
 
 Ids and labels are text exactly as written (reading rules: ``docs/DATA.md``; readers: :mod:`fusion_core.data.readers`).
 Sources may be a path, raw bytes, or a file-like object with a ``.name`` (e.g. a Streamlit upload).  Nothing here
@@ -13,24 +14,15 @@ from typing import Any
 import pandas as pd
 
 from fusion_core.data.coding import code_table
-from fusion_core.data.readers import (
-    DEFAULT_MAX_BYTES,
-    FORMATS,
-    ReadOptions,
-    Source,
-    detect_format,
-    read_encoded,
-    read_options,
-)
+from fusion_core.data.formats.dispatch import encode_frame, read_encoded, read_input
+from fusion_core.data.readers import DEFAULT_MAX_BYTES, ReadOptions, Source, read_options
 from fusion_core.data.responses import Responses
 from fusion_core.data.text import parse_numbers, plain_values, show_value
 from fusion_core.errors import UserInputError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
-    "FORMATS",
     "ReadOptions",
-    "detect_format",
     "load_responses",
     "read_context",
     "read_gold",
@@ -48,7 +40,8 @@ def read_table(
     strip_whitespace: bool = False,
     columns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """Read a table from CSV / TSV / Parquet / JSON lines with every cell as text.
+    """Read a table from any registered format (``format=None``: detected) with every cell as text; a labelling
+    tool's export gives its long table of responses (task, worker, label[, sequence, position]).
 
     Each column is a pandas categorical of ``str`` values (missing cells NaN): empty cells and the ``na_values``
     markers are missing, ``strip_whitespace`` trims both ends of every value and column name, Parquet values are
@@ -75,12 +68,16 @@ def load_responses(
     na_values: Sequence[str] | str | None = None,
     strip_whitespace: bool = False,
     confidence: str | None = None,
+    field: str | None = None,
 ) -> Responses:
     """Read and validate responses.  ``layout='long'`` (one row per response; crowd-kit columns by default) or
     ``'wide'`` (one row per item, one column per annotator, empty cells = no response; ``task`` names the item-id
     column, or the first column is used when ``task`` is not a column).  ``na_values``/``strip_whitespace``: see
     :func:`read_table`.  ``confidence`` names an optional per-response confidence column (long layout only; see
-    :attr:`Responses.weight`)."""
+    :attr:`Responses.weight`).  A labelling tool's export (detected, or ``format=`` one of
+    :func:`~fusion_core.data.formats.format_names`) is read by its reader and the column options do not apply;
+    ``field`` chooses its question when it has several (use :func:`~fusion_core.data.formats.dispatch.read_input`
+    for its gold labels, spans and read report)."""
     if layout not in ("long", "wide"):
         raise UserInputError(f"layout must be 'long' or 'wide', got {show_value(layout)}.")
     if layout == "wide" and confidence is not None:
@@ -94,7 +91,11 @@ def load_responses(
         if layout == "long":
             extra = [c for c in (sequence, position) if c] or ["sequence", "position"]
             wanted = [task, worker, label, *extra, *([confidence] if confidence else [])]
-        table = read_encoded(source, name=name, format=format, columns=wanted, options=opts)
+        got = read_input(source, name=name, format=format, columns=wanted, options=opts, field=field)
+        if got.export is not None:
+            return code_table(encode_frame(got.export.table, got.format.name, opts), duplicates=duplicates)
+        assert got.table is not None
+        table = got.table
         if layout == "long":
             return code_table(
                 table,

@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 
 from fusion_core.data.columns import _is_missing, check_columns, row_numbers
-from fusion_core.data.readers import detect_format
 from fusion_core.data.text import parse_numbers, show_value, text_values
 from fusion_core.errors import UserInputError
 
@@ -72,7 +71,9 @@ def file_columns(source: Any, *, format: str | None = None) -> list[str] | None:
         path = Path(source)
         with path.open("rb") as fh:
             head = fh.read(1 << 16)
-        fmt = format or detect_format(path.name, head)
+        from fusion_core.data.formats import Sniff, detect
+
+        fmt = format or detect(Sniff(path.name, head)).name
         if fmt == "parquet":
             import pyarrow.parquet as pq
 

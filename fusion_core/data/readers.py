@@ -26,23 +26,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fusion_core.data.stages import stage
 from fusion_core.data.text import format_size, show_value, size_over_limit
 from fusion_core.errors import UserInputError
 
-FORMATS = ("csv", "tsv", "parquet", "jsonl")
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
-EXTENSIONS = {
-    ".csv": "csv",
-    ".txt": "csv",
-    ".tsv": "tsv",
-    ".tab": "tsv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "jsonl",
-}
 _HEAD = 1 << 16
 _BLOCK = 1 << 22
 
@@ -167,20 +154,6 @@ def open_input(source: Source, name: str | None, max_bytes: int) -> Input:
     if not data:
         raise UserInputError(f"{label or 'the file'} is empty (0 bytes).")
     return Input(label, len(data), data[:_HEAD], data=data)
-
-
-def detect_format(name: str, head: bytes) -> str:
-    """Format from the file extension, falling back to content sniffing."""
-    ext = Path(name).suffix.lower() if name else ""
-    if ext in EXTENSIONS:
-        return EXTENSIONS[ext]
-    if head[:4] == b"PAR1":
-        return "parquet"
-    start = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if start.startswith((b"{", b"[")):
-        return "jsonl"
-    first_line = start.split(b"\n", 1)[0]
-    return "tsv" if first_line.count(b"\t") > first_line.count(b",") else "csv"
 
 
 def not_utf8(inp: Input, where: str = "") -> UserInputError:
@@ -423,29 +396,3 @@ class Budget:
                 f"{self.label} has more than {self.options.max_cells:,} cells (rows × columns), the most the "
                 f"{format_size(self.options.max_bytes)} limit allows; split the file or raise the limit."
             )
-
-
-# --------------------------------------------------------------------------------------------- dispatch
-def read_encoded(
-    source: Source,
-    *,
-    name: str | None = None,
-    format: str | None = None,
-    columns: Sequence[str] | None = None,
-    options: ReadOptions | None = None,
-) -> EncodedTable:
-    """Read a table as text columns (only ``columns`` when given; the file's names are always listed)."""
-    from fusion_core.data.jsonl import read_jsonl
-    from fusion_core.data.tabular import read_csv, read_parquet
-
-    opts = options or ReadOptions()
-    inp = open_input(source, name, opts.max_bytes)
-    fmt = (format or detect_format(inp.name, inp.head)).lower()
-    if fmt not in FORMATS:
-        raise UserInputError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}.")
-    with stage("read", f"{inp.label} ({format_size(inp.size)})"):
-        if fmt == "parquet":
-            return read_parquet(inp, columns, opts)
-        if fmt == "jsonl":
-            return read_jsonl(inp, columns, opts)
-        return read_csv(inp, fmt, columns, opts)

@@ -7,40 +7,41 @@ Label values containing HTML markup are refused: they would be a display hazard 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
+from fusion_core.data.answers import Answers, read_answers
+from fusion_core.data.formats.dispatch import open_source
 from fusion_core.data.graph import ItemGraph, graph_for_responses, read_graph
+from fusion_core.data.guess import ROLE_GUESSES, guess_column
 from fusion_core.data.loading import read_context, read_gold, read_table
+from fusion_core.data.readers import read_options
 from fusion_core.data.responses import Responses
 from fusion_core.data.text import parse_numbers, plain_values, show_value, size_over_limit
 from fusion_core.errors import UserInputError
 
+__all__ = [
+    "ROLE_GUESSES",
+    "build_responses",
+    "context_from_table",
+    "find_markup",
+    "guess_column",
+    "guess_layout",
+    "read_context_upload",
+    "read_export_upload",
+    "read_gold_upload",
+    "read_graph_upload",
+    "read_upload",
+    "sniff_not_a_table",
+]
+
 _MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?][^>]*>|&[A-Za-z#0-9]+;")
-ROLE_GUESSES = {
-    "task": ("task", "item", "question", "id", "item_id", "task_id", "example", "sentence"),
-    "worker": ("worker", "annotator", "rater", "labeler", "labeller", "user", "worker_id", "annotator_id", "judge"),
-    "label": ("label", "answer", "response", "class", "rating", "judgment", "judgement", "value"),
-    "sequence": ("sequence", "sentence_id", "seq", "doc", "document"),
-    "position": ("position", "pos", "token_index", "index", "offset"),
-    "context": ("context", "score", "feature", "covariate"),
-}
-"""Column names (lower case) that suggest each role, most likely first."""
 
 
 def find_markup(values: Iterable[object]) -> list[str]:
     """Values that contain HTML tags or entities."""
     return [str(v) for v in values if isinstance(v, str) and _MARKUP.search(v)]
-
-
-def guess_column(columns: list[str], role: str, taken: Collection[str] = frozenset()) -> str | None:
-    """The column most likely to play ``role`` (by name, among those not ``taken``), or None."""
-    lower = {str(c).lower(): c for c in columns if c not in taken}
-    for cand in ROLE_GUESSES.get(role, ()):
-        if cand in lower:
-            return lower[cand]
-    return None
 
 
 def _check_size(name: str, data: bytes, limit: int) -> None:
@@ -109,6 +110,28 @@ def read_upload(
             "that file."
         )
     return read_table(data, name=name, max_bytes=limit, na_values=na_values, strip_whitespace=strip_whitespace)
+
+
+def read_export_upload(
+    name: str, data: bytes, limit: int, *, na_values: Sequence[str] = (), strip_whitespace: bool = False
+) -> Answers | None:
+    """An uploaded labelling tool's export (Label Studio, MTurk, Toloka, Argilla, Prodigy, doccano — detected by
+    the formats registry) read with no mapping step: responses, gold, spans and what was read.  None when the
+    upload is a plain table (it then goes through the column mapping)."""
+    _check_size(name, data, limit)
+    opts = read_options(na_values, strip_whitespace, limit)
+    _, fmt = open_source(data, name, None, opts)
+    if fmt.kind != "export":
+        return None
+    answers = read_answers(
+        data, name=name, format=fmt.name, max_bytes=limit, na_values=na_values, strip_whitespace=strip_whitespace
+    )
+    bad = find_markup(answers.responses.classes)
+    if bad:
+        raise UserInputError(
+            f"{len(bad)} label value(s) contain HTML markup, e.g. {bad[0]!r}; labels must be plain text."
+        )
+    return answers
 
 
 def build_responses(

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli_reading import load_answers, reading_options
+from fusion_core.cli_reading import read_answers_args, reading_options
 from fusion_core.errors import UserInputError
 from fusion_core.report.pairwise import pairwise_report
 
@@ -20,6 +20,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from fusion_core.data.loading import read_gold
     from fusion_core.diagnostics.audit import run_audit
     from fusion_core.diagnostics.audit.summary import audit_summary
+    from fusion_core.diagnostics.span_agreement import span_agreement_for
     from fusion_core.report.html import write_report
 
     if not args.max_mb > 0:
@@ -30,8 +31,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UserInputError("--levels gives the order of ordinal labels; add --label-type ordinal.")
     if args.bootstrap < 0 or args.cartel_bootstrap < 1:
         raise UserInputError("--bootstrap must be ≥ 0 and --cartel-bootstrap ≥ 1.")
-    resp = load_answers(args)
-    gold = read_gold(args.gold, **reading_options(args)) if args.gold else None
+    answers = read_answers_args(args)
+    resp = answers.responses
+    gold = read_gold(args.gold, **reading_options(args)) if args.gold else answers.gold
     ds = make_dataset(resp, name=Path(args.answers).name, source="upload", gold=gold)
     audit = run_audit(
         ds,
@@ -41,12 +43,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         levels=_levels(args.levels),
         rating_bootstrap=args.rating_bootstrap,
     )
-    out = write_report(audit, args.out, title=args.title)
+    spans = span_agreement_for(answers.spans, audit.fit, audit.fit.method) if answers.spans is not None else None
+    out = write_report(audit, args.out, title=args.title, spans=spans)
     summary_path = out.with_name(out.stem + ".summary.json")
     try:
         summary_path.write_text(json.dumps(audit_summary(audit), indent=2), encoding="utf-8")
     except OSError as exc:
         raise UserInputError(f"cannot write {summary_path}: {exc.strerror or 'not allowed'}.") from None
+    write_tool_files(args, audit, answers)
     for line in resp.report.messages():
         print(line, file=sys.stderr)
     counts = audit.annotators.counts()
@@ -58,6 +62,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def write_tool_files(args: argparse.Namespace, audit: Any, answers: Any) -> None:
+    """``--verdicts-out`` (verdicts with the platform's worker ids) and ``--predictions-out`` (Label Studio
+    predictions from the audit's fit)."""
+    from fusion_core.data.export import write_csv
+    from fusion_core.report.tool_files import label_studio_predictions, predictions_json, verdicts_table
+
+    try:
+        if args.verdicts_out:
+            write_csv(verdicts_table(audit, answers.format), args.verdicts_out)
+        if args.predictions_out:
+            if answers.control is None:
+                raise UserInputError("--predictions-out writes Label Studio predictions: read a Label Studio export.")
+            body = label_studio_predictions(
+                audit.fit, answers.control, spans=answers.spans, model_version=f"fusion_core {audit.fit.method}"
+            )
+            Path(args.predictions_out).write_bytes(predictions_json(body))
+    except OSError as exc:
+        raise UserInputError(f"cannot write an output file: {exc.strerror or 'not allowed'}.") from None
+
+
 def _levels(text: str | None) -> Any:
     """``--levels``: ``numeric``, or the level order lowest first, comma-separated (None: numeric levels)."""
     if not text:
@@ -67,16 +91,14 @@ def _levels(text: str | None) -> Any:
     return text.split(",")
 
 
-def add_report_command(sub: Any, add_io: Any) -> None:
-    """The ``report`` sub-command (``add_io`` adds the shared reading options)."""
+def add_report_command(sub: Any, add_io: Any, add_columns: Any, answers_help: str) -> None:
+    """The ``report`` sub-command (``add_io`` adds the shared reading options, ``add_columns`` the column options)."""
     r = sub.add_parser("report", help="audit an answers file and write a self-contained HTML report")
-    r.add_argument("answers", help="CSV, TSV, Parquet or JSON-lines file of responses")
+    r.add_argument("answers", help=answers_help)
     r.add_argument("--out", required=True, help="the HTML file to write")
     add_io(r)
     r.add_argument("--layout", choices=["long", "wide"], default="long")
-    r.add_argument("--task-col", default="task")
-    r.add_argument("--worker-col", default="worker")
-    r.add_argument("--label-col", default="label")
+    add_columns(r)
     r.add_argument(
         "--duplicates",
         choices=["keep", "first", "last", "error"],
@@ -95,6 +117,15 @@ def add_report_command(sub: Any, add_io: Any) -> None:
     r.add_argument("--title", help="the report's title (default: 'Annotation audit: FILE')")
     r.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the agreement intervals")
     r.add_argument("--cartel-bootstrap", type=int, default=200, help="bootstrap replicates of the cartel test")
+    r.add_argument(
+        "--verdicts-out", metavar="CSV", help="also write the verdicts per annotator with the platform's ids"
+    )
+    r.add_argument(
+        "--predictions-out",
+        metavar="JSON",
+        help="Label Studio exports: also write the consensus label and its probability per task as Label Studio "
+        "predictions (pre-annotations: POST /api/predictions)",
+    )
     r.set_defaults(func=cmd_report)
 
 

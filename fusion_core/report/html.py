@@ -21,9 +21,11 @@ from plotly.offline import get_plotlyjs
 from fusion_core._version import __version__
 from fusion_core.diagnostics.audit import AuditResult, findings
 from fusion_core.diagnostics.audit.glossary import TERMS
+from fusion_core.diagnostics.span_agreement import SpanAgreement
 from fusion_core.errors import UserInputError
 from fusion_core.plots.audit import audit_figures
 from fusion_core.plots.plan import plan_curve
+from fusion_core.report.spans import span_section
 
 MAX_ROWS = 2000
 """Rows of the item tables in the report at most (the app's CSV downloads have them all)."""
@@ -131,7 +133,9 @@ def _plan_section(a: AuditResult) -> list[str]:
     ]
 
 
-def report_html(audit: AuditResult, *, title: str | None = None, extra: Sequence[str] = ()) -> str:
+def report_html(
+    audit: AuditResult, *, title: str | None = None, extra: Sequence[str] = (), spans: SpanAgreement | None = None
+) -> str:
     """The audit report as one HTML document (module docstring); ``extra``: HTML pieces of a further section
     placed after the summary (the pairwise section, :mod:`fusion_core.report.pairwise`)."""
     figs = audit_figures(audit)
@@ -166,6 +170,7 @@ def report_html(audit: AuditResult, *, title: str | None = None, extra: Sequence
             _method_section(audit),
             *_ratings_section(audit),
             *_plan_section(audit),
+            *span_section(spans),
             f"<h2>Annotators ({len(verdicts):,}, worst first)</h2>",
             _table(verdicts),
             "<h2>Cartel check</h2>",
@@ -183,11 +188,13 @@ def report_html(audit: AuditResult, *, title: str | None = None, extra: Sequence
     )
 
 
-def write_report(audit: AuditResult, path: str | os.PathLike, *, title: str | None = None) -> Path:
+def write_report(
+    audit: AuditResult, path: str | os.PathLike, *, title: str | None = None, spans: SpanAgreement | None = None
+) -> Path:
     """Write :func:`report_html` to ``path`` (UTF-8); a path that cannot be written is a :class:`UserInputError`."""
     out = Path(path)
     try:
-        out.write_text(report_html(audit, title=title), encoding="utf-8")
+        out.write_text(report_html(audit, title=title, spans=spans), encoding="utf-8")
     except OSError as exc:
         raise UserInputError(f"cannot write the report to {out}: {exc.strerror or 'not allowed'}.") from None
     return out

@@ -36,6 +36,7 @@ import pandas as pd
 import pyarrow as pa
 
 from fusion_core.data.columns import Coded
+from fusion_core.data.formats import dask_formats, format_info
 from fusion_core.data.readers import ReadOptions, clean_text, read_options
 from fusion_core.data.responses import ValidationReport
 from fusion_core.data.text import canonical_text, explain_unknown, show_value, show_values, text_values
@@ -45,7 +46,6 @@ from fusion_core.errors import UserInputError
 
 ROLES = ("task", "worker", "label")
 PARTITION_SIZE = 2_000_000
-FORMATS = ("parquet", "csv", "tsv")
 
 
 @dataclass
@@ -142,20 +142,22 @@ class CodedResponses:
 
 # ------------------------------------------------------------------------------------------------ reading
 def _format_of(source: str | os.PathLike[str] | Sequence[str], fmt: str | None) -> str:
+    """The format of a Dask source, among the registry's formats the engine reads (:func:`dask_formats`): given,
+    or from the extension of the (first) path; a path without one is a partitioned Parquet dataset."""
+    names = dask_formats()
     if fmt is not None:
-        if fmt not in FORMATS:
-            raise UserInputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}.")
+        if fmt not in names:
+            raise UserInputError(f"format must be one of {', '.join(names)}, got {fmt!r}.")
         return fmt
     first = str(source[0] if isinstance(source, (list, tuple)) and source else source).lower().rstrip("/")
     for suffix in (".gz", ".bz2", ".xz", ".zst"):
         first = first.removesuffix(suffix)
-    if first.endswith((".parquet", ".pq")) or "." not in first.rsplit("/", 1)[-1]:
-        return "parquet"  # a file, or a directory / prefix of a partitioned dataset
-    if first.endswith(".csv"):
-        return "csv"
-    if first.endswith((".tsv", ".tab")):
-        return "tsv"
-    raise UserInputError(f"cannot tell the format of {first!r}; pass format='parquet', 'csv' or 'tsv'.")
+    if "." not in first.rsplit("/", 1)[-1]:
+        return "parquet"  # a directory / prefix of a partitioned dataset
+    for name in names:
+        if first.endswith(format_info(name).extensions):
+            return name
+    raise UserInputError(f"cannot tell the format of {first!r}; pass format= one of {', '.join(names)}.")
 
 
 def read_frame(
