@@ -142,7 +142,10 @@ def test_chosen_method_table_and_summary():
     sim = dawid_skene(n_items=400, n_workers=15, n_classes=3, responses_per_item=4, seed=5)
     a = AutoSelect().fit(sim.responses)
     table = a.heldout_scores_
-    assert list(table["method"]) == list(DEFAULT_CANDIDATES) == default_candidates()
+    # numeric labels 0, 1, 2 count as ordered levels: the ordinal model joins the default candidates
+    resp = Responses.from_frame(sim.responses)
+    assert list(table["method"]) == [*DEFAULT_CANDIDATES, "ordinal-ds"] == default_candidates(resp)
+    assert default_candidates(resp, "no") == list(DEFAULT_CANDIDATES) == default_candidates()
     assert table["chosen"].sum() == 1 and table.loc[table["chosen"], "method"].item() == a.chosen_method_
     # the best-scoring candidate of the simplest response model among those within 2 SE of the best score (times
     # the share of responses the annotator-balanced weights discount)
@@ -156,7 +159,7 @@ def test_chosen_method_table_and_summary():
     assert sel.chosen == a.chosen_method_ and sel.members == a.members_
     summary = a.result_.summary()
     assert summary["chosen_method"] == a.chosen_method_ and summary["combined_methods"] == list(a.members_)
-    assert {c["method"] for c in summary["candidates"]} == set(DEFAULT_CANDIDATES)
+    assert {c["method"] for c in summary["candidates"]} == {*DEFAULT_CANDIDATES, "ordinal-ds"}
     json.dumps(summary)
 
 

@@ -50,6 +50,7 @@ RESPONSE_MODEL_LEVEL: dict[str, int] = {
     "mm": 3,
     "mm-ds": 3,
     "ordinal-em": 2,
+    "ordinal-ds": 3,  # Dawid–Skene rows pulled towards an ordinal profile
     "ebcc": 4,  # a confusion matrix per annotator and latent subtype
 }
 """How much freedom each candidate's response model has (lower = simpler); unknown methods count as 3."""
