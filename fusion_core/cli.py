@@ -26,7 +26,7 @@ from fusion_core.cli_ratings import (
     write_fit_rating_outputs,
 )
 from fusion_core.cli_reading import load_answers, reading_options
-from fusion_core.data.export import EXPORT_FORMATS, write_csv, write_table
+from fusion_core.data.export import EXPORT_FORMATS, output_dir, write_csv, write_table
 from fusion_core.data.readers import FORMATS
 from fusion_core.data.responses import Responses
 from fusion_core.data.stages import process_seconds, stage, timed
@@ -124,12 +124,7 @@ def write_outputs(
     ``labels`` (task, label), ``posteriors`` (task, P(<label>)…), ``confusion`` (worker, true, reported,
     probability), ``workers`` (worker, skill, responses, the method's per-annotator columns), ``summary.json``.
     """
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserInputError(
-            f"cannot create the output directory {out_dir}: {exc.strerror or 'not allowed'}."
-        ) from None
+    output_dir(out_dir)
     res = est.result_
     tables = {
         "labels": pd.DataFrame(
@@ -194,6 +189,7 @@ def _fit(args: argparse.Namespace) -> int:
     params = fit_rating_params(args, meta, _parse_params(args.param, args.method))
     if not args.max_mb > 0:
         raise UserInputError(f"--max-mb must be a positive number of megabytes; got {args.max_mb:g}.")
+    output_dir(args.out)  # a file or an unwritable place is refused before reading and fitting
     if "multilabel" in meta.needs():  # label sets per answer: their own reader and outputs
         from fusion_core.cli_multilabel import fit_multilabel
 

@@ -1,9 +1,14 @@
 """The command line's reading options (``--missing``, ``--strip-whitespace``, ``--max-mb``) as the loaders' keyword
-arguments: one definition for every sub-command that reads files (``fit``, ``report``, ``agreement``, ``numeric``)."""
+arguments: one definition for every sub-command that reads files (``fit``, ``report``, ``agreement``, ``numeric``);
+and the warnings of a fit printed as one line each (:func:`printed_warnings`)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -33,3 +38,17 @@ def load_answers(args: argparse.Namespace, **extra: Any) -> Any:
         **extra,
         **reading_options(args),
     )
+
+
+@contextmanager
+def printed_warnings(shown: Sequence[str] = ()) -> Iterator[list[str]]:
+    """Warnings raised inside the block, printed once each on stderr as ``warning: <message>`` when it ends (never
+    as Python's two-line warning with a file name); ``shown``: messages already printed.  Yields the list of
+    messages, filled at the end."""
+    messages: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield messages
+    messages.extend(m for m in dict.fromkeys(str(w.message) for w in caught) if m not in shown)
+    for m in messages:
+        print(f"warning: {m}", file=sys.stderr)

@@ -33,6 +33,7 @@ class ValidationReport:
     responses: int = 0
     dropped_missing_label: int = 0
     dropped_missing_id: int = 0
+    dropped_missing_place: int = 0  # rows with their ids but no sequence or position (sequential data)
     duplicate_rows: int = 0  # rows that repeat an earlier (task, worker) pair
     duplicate_policy: str = "keep"
     duplicates_removed: int = 0
@@ -45,6 +46,8 @@ class ValidationReport:
             out.append(f"Dropped {self.dropped_missing_label:,} rows with a missing label.")
         if self.dropped_missing_id:
             out.append(f"Dropped {self.dropped_missing_id:,} rows with a missing task or worker id.")
+        if self.dropped_missing_place:
+            out.append(f"Dropped {self.dropped_missing_place:,} rows with a missing sequence or position.")
         if self.duplicate_rows:
             if self.duplicate_policy == "keep":
                 out.append(
@@ -65,6 +68,7 @@ class ValidationReport:
             "responses": self.responses,
             "dropped_missing_label": self.dropped_missing_label,
             "dropped_missing_id": self.dropped_missing_id,
+            "dropped_missing_place": self.dropped_missing_place,
             "duplicate_rows": self.duplicate_rows,
             "duplicate_policy": self.duplicate_policy,
             "duplicates_removed": self.duplicates_removed,

@@ -51,6 +51,8 @@ class Aggregator(Declared):
     #: whether ``fit(true_labels=…)`` is honoured (clamped); otherwise refused with ``gold_refusal``
     supports_gold: ClassVar[bool] = True
     gold_refusal: ClassVar[str] = ""
+    #: whether per-response confidences (``Responses.weight``) are used; otherwise responses carrying them are refused
+    uses_confidence: ClassVar[bool] = True
 
     def validated_params(self) -> dict[str, Any]:
         """Every parameter checked against its declaration (raises :class:`UserInputError` on the first bad one)."""
@@ -105,6 +107,11 @@ class Aggregator(Declared):
         return codes, resp.label_codes(values, what="gold labels")
 
     def _check_inputs(self, resp: Responses, *, graph: Any, context: Any) -> None:
+        if resp.weight is not None and not self.uses_confidence:
+            raise UserInputError(
+                f"method '{self.method_name}' does not use per-response confidences; fit without the confidence "
+                "column (--confidence-col), or choose a method that weighs them, such as 'ds' or 'mv'."
+            )
         needs = set(self.inputs) - {"plain"}
         if "sequence" in needs and not resp.has_sequences:
             raise UserInputError(

@@ -180,6 +180,7 @@ class MACE(Aggregator):
     True
     """
 
+    uses_confidence = False  # the spam/competence model counts whole responses
     params: ClassVar[dict[str, Param]] = {
         "method": Choice(
             "vb",

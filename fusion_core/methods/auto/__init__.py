@@ -154,6 +154,8 @@ class AutoSelect(Aggregator):
     def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
         resp = canonical_order(responses)
         names = list(self.candidates) if self.candidates is not None else default_candidates()
+        if resp.weight is not None and self.candidates is None:  # those that would refuse the confidences
+            names = [n for n in names if create(n).uses_confidence]
         fit_kwargs: dict[str, Any] = {}
         if gold is not None:
             fit_kwargs["true_labels"] = pd.Series(resp.classes.take(gold[1]), index=resp.items.take(gold[0]))
