@@ -48,7 +48,7 @@ def fit_dask(args: argparse.Namespace, params: dict[str, Any], reading: dict[str
     }
     if args.scratch:
         options["scratch"] = args.scratch
-    if args.partition_size:
+    if args.partition_size is not None:  # 0 or less is refused by the engine, not ignored
         options["partition_size"] = args.partition_size
     result = fit(args.answers, args.method, params=params, **options)
     escape = not args.no_escape_formulas

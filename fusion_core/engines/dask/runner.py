@@ -48,10 +48,12 @@ def scheduler(spec: Any = None) -> Iterator[None]:
         return
     if isinstance(spec, str):
         from distributed import Client
+        from distributed.comm.addressing import get_address_host_port
 
         try:
+            get_address_host_port(spec)  # checked first: a Client that failed on a bad address hangs at exit
             client = Client(spec, set_as_default=False, timeout="30s")
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:  # unreachable, or not an address ('missing port number')
             raise UserInputError(
                 f"could not reach the Dask scheduler at {spec!r} ({exc}); check the address and that the "
                 "scheduler is running."
