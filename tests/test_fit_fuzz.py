@@ -78,3 +78,42 @@ def test_most_generated_inputs_are_fitted_not_refused(kind):
         except UserInputError:
             refused += 1
     assert refused <= 3
+
+
+# ------------------------------------------------------------------------ issue 25: fits that refused wrongly
+def test_methods_that_ignore_confidences_refuse_them():
+    """Item 4: mace ignored a confidence column without a word; it now refuses it, and auto leaves mace out of its
+    default candidates when responses carry confidences (ds weighs them: a response at confidence 0 counts for
+    nothing, so its label cannot win)."""
+    import pandas as pd
+
+    df = pd.DataFrame(
+        {"task": [1, 1, 1, 2, 2, 2], "worker": list("abcabc"), "label": list("xyyyxx"), "c": [1, 0, 0, 1, 1, 1]}
+    )
+    with pytest.raises(UserInputError, match="does not use per-response confidences"):
+        create("mace").fit(df.rename(columns={"c": "confidence"}).pipe(_with_confidence))
+    assert create("mv").fit(_with_confidence(df.rename(columns={"c": "confidence"}))).labels_.tolist() == ["x", "x"]
+    auto = create("auto").fit(_with_confidence(df.rename(columns={"c": "confidence"})))
+    assert "mace" not in set(auto.heldout_scores_.index.astype(str)) | set(auto.heldout_scores_.iloc[:, 0].astype(str))
+
+
+def _with_confidence(df):
+    from fusion_core.data.responses import Responses
+
+    return Responses.from_frame(df, confidence="confidence")
+
+
+def test_context_em_refuses_infinite_or_many_column_context_clearly():
+    """Item 9: an infinite context value or a table as context raised ValueError."""
+    import pandas as pd
+
+    df = pd.DataFrame({"task": [1, 1, 2, 2, 3, 3], "worker": list("ababab"), "label": list("xxyyxy")})
+    with pytest.raises(UserInputError, match="is infinite"):
+        create("context-em").fit(df, context=pd.Series([1.0, np.inf, 2.0], index=[1, 2, 3]))
+    with pytest.raises(UserInputError, match="one value per task"):
+        create("context-em").fit(df, context=pd.DataFrame({"a": [1, 2, 3], "b": [1, 2, 3]}, index=[1, 2, 3]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = create("context-em").fit(df, context=pd.DataFrame({"c": [1.0, 2.0, 3.0]}, index=[1, 2, 3]))
+        series = create("context-em").fit(df, context=pd.Series([1.0, 2.0, 3.0], index=[1, 2, 3]))
+    np.testing.assert_allclose(one.probas_.to_numpy(), series.probas_.to_numpy())
