@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from fusion_core import progress
-from fusion_core.data.responses import Responses, as_responses
+from fusion_core.data.responses import Responses, as_responses, canonical_order
 from fusion_core.errors import AggregationWarning, UserInputError
 from fusion_core.methods.numerics import safe_log
 from fusion_core.methods.params import Declared
@@ -53,6 +53,13 @@ class Aggregator(Declared):
     gold_refusal: ClassVar[str] = ""
     #: whether per-response confidences (``Responses.weight``) are used; otherwise responses carrying them are refused
     uses_confidence: ClassVar[bool] = True
+    #: fit the responses in their canonical order (``canonical_order``), for models whose floating-point sums or
+    #: random draws would otherwise depend on the row order (see :meth:`canonical_rows`)
+    row_order_sensitive: ClassVar[bool] = False
+
+    def canonical_rows(self) -> bool:
+        """Whether ``_fit`` receives the responses sorted by (item, worker, label) codes rather than in row order."""
+        return self.row_order_sensitive
 
     def validated_params(self) -> dict[str, Any]:
         """Every parameter checked against its declaration (raises :class:`UserInputError` on the first bad one)."""
@@ -81,7 +88,9 @@ class Aggregator(Declared):
             warnings.simplefilter("always", AggregationWarning)
             if self.learns_confusion and not self.handles_one_sided:
                 warn_one_sided(resp, self.method_name)
-            fit = self._fit(resp, gold=gold, graph=graph, context=context)
+            rows = canonical_order(resp) if self.canonical_rows() else resp
+            fit = self._fit(rows, gold=gold, graph=graph, context=context)
+            del rows
         seen = set(fit.warnings)
         for w in caught:
             if issubclass(w.category, AggregationWarning):

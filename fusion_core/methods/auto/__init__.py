@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from fusion_core import progress
-from fusion_core.data.responses import Responses
+from fusion_core.data.responses import Responses, canonical_order
 from fusion_core.errors import UserInputError
 from fusion_core.methods.auto.choice import label_free_argmax, plausible, score_table
 from fusion_core.methods.auto.folds import heldout_masks
@@ -65,24 +64,6 @@ def _check_strength(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
         raise UserInputError("'auto' or a number ≥ 0")
     return value
-
-
-def canonical_order(resp: Responses) -> Responses:
-    """The same responses sorted by (task, annotator, label) codes: every candidate then sees the same arrays
-    whatever the row order of the input, so floating-point sums (and near-ties) cannot depend on it."""
-    if resp.weight is None and resp.n_items * resp.n_workers * resp.n_classes < 2**62:
-        # one int64 key, stably sorted: the lexsort's order (ties keep their position), in a third of its time
-        key = (resp.item.astype(np.int64, copy=False) * resp.n_workers + resp.worker) * resp.n_classes + resp.label
-        order = np.argsort(key, kind="stable")
-    else:
-        keys = (
-            (resp.label, resp.worker, resp.item)
-            if resp.weight is None
-            else (resp.weight, resp.label, resp.worker, resp.item)
-        )
-        order = np.lexsort(keys)
-    weight = None if resp.weight is None else resp.weight[order]
-    return replace(resp, item=resp.item[order], worker=resp.worker[order], label=resp.label[order], weight=weight)
 
 
 @register(
