@@ -48,10 +48,12 @@ def scheduler(spec: Any = None) -> Iterator[None]:
         return
     if isinstance(spec, str):
         from distributed import Client
-        from distributed.comm.addressing import get_address_host_port
+        from distributed.comm.addressing import get_address_host_port, parse_address
 
         try:
-            get_address_host_port(spec)  # checked first: a Client that failed on a bad address hangs at exit
+            if parse_address(spec)[0] in ("tcp", "tls", "ws", "wss"):  # host and port checked first: a Client that
+                get_address_host_port(spec)  # failed on a malformed address hangs for a minute at exit
+
             client = Client(spec, set_as_default=False, timeout="30s")
         except (OSError, ValueError, TypeError) as exc:  # unreachable, or not an address ('missing port number')
             raise UserInputError(
