@@ -28,7 +28,7 @@ from fusion_core.cli_ratings import (
     write_fit_rating_outputs,
 )
 from fusion_core.cli_reading import add_format_options, read_answers_args, reading_options
-from fusion_core.data.export import EXPORT_FORMATS, write_csv, write_table
+from fusion_core.data.export import EXPORT_FORMATS, output_dir, write_csv, write_table
 from fusion_core.data.responses import Responses
 from fusion_core.data.stages import process_seconds, stage, timed
 from fusion_core.data.text import text_values
@@ -125,12 +125,7 @@ def write_outputs(
     ``labels`` (task, label), ``posteriors`` (task, P(<label>)…), ``confusion`` (worker, true, reported,
     probability), ``workers`` (worker, skill, responses, the method's per-annotator columns), ``summary.json``.
     """
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserInputError(
-            f"cannot create the output directory {out_dir}: {exc.strerror or 'not allowed'}."
-        ) from None
+    output_dir(out_dir)
     res = est.result_
     tables = {
         "labels": pd.DataFrame(
@@ -195,6 +190,7 @@ def _fit(args: argparse.Namespace) -> int:
     params = fit_rating_params(args, meta, _parse_params(args.param, args.method))
     if not args.max_mb > 0:
         raise UserInputError(f"--max-mb must be a positive number of megabytes; got {args.max_mb:g}.")
+    output_dir(args.out)  # a file or an unwritable place is refused before reading and fitting
     if "multilabel" in meta.needs():  # label sets per answer: their own reader and outputs
         from fusion_core.cli_multilabel import fit_multilabel
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from fusion_core.data.export import write_table
+from fusion_core.data.export import output_dir, write_table, write_text
 from fusion_core.errors import UserInputError
 
 UNSUPPORTED = {
@@ -19,6 +18,7 @@ UNSUPPORTED = {
     "context": "--context",
     "sequence_col": "--sequence-col",
     "position_col": "--position-col",
+    "confidence_col": "--confidence-col",  # the engine's E- and M-steps count whole responses
 }
 
 
@@ -34,8 +34,7 @@ def fit_dask(args: argparse.Namespace, params: dict[str, Any], reading: dict[str
             f"the Dask engine reads long-format responses only and does not take {', '.join(extra)}; "
             "fit without --engine dask for those."
         )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(args.out)
     options: dict[str, Any] = {
         "output": str(out / "posteriors"),
         "scheduler": args.scheduler,
@@ -49,7 +48,7 @@ def fit_dask(args: argparse.Namespace, params: dict[str, Any], reading: dict[str
     }
     if args.scratch:
         options["scratch"] = args.scratch
-    if args.partition_size:
+    if args.partition_size is not None:  # 0 or less is refused by the engine, not ignored
         options["partition_size"] = args.partition_size
     result = fit(args.answers, args.method, params=params, **options)
     escape = not args.no_escape_formulas
@@ -64,7 +63,7 @@ def fit_dask(args: argparse.Namespace, params: dict[str, Any], reading: dict[str
     if confusion is not None:
         write_table(confusion, out, "confusion", format=args.format, escape_formulas=escape)
     summary = result.summary()
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_text(out / "summary.json", json.dumps(summary, indent=2))
     for w in summary.get("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
     print(

@@ -19,7 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from fusion_core.data.export import write_table
+from fusion_core.cli_reading import printed_warnings
+from fusion_core.data.export import output_dir, write_table
 from fusion_core.data.guess import guess_columns
 from fusion_core.data.loading import read_table
 from fusion_core.data.text import plain_values, text_values
@@ -58,10 +59,11 @@ def fit_multilabel(args: argparse.Namespace, params: dict[str, Any], reading: di
     gold = read_gold(args.gold, **reading) if args.gold else None
     if gold is not None:
         gold = gold.fillna("")
-    est.fit(
-        table.rename(columns={args.task_col: "task", args.worker_col: "worker", args.label_col: "label"}),
-        true_labels=gold,
-    )
+    with printed_warnings():
+        est.fit(
+            table.rename(columns={args.task_col: "task", args.worker_col: "worker", args.label_col: "label"}),
+            true_labels=gold,
+        )
     summary = write_multilabel_outputs(
         est, Path(args.out), sep=str(est.sep), format=args.format, escape_formulas=not args.no_escape_formulas
     )
@@ -76,12 +78,7 @@ def write_multilabel_outputs(
     est: Any, out_dir: Path, *, sep: str, format: str = "csv", escape_formulas: bool = True
 ) -> dict[str, Any]:
     """Write labels, posteriors (label marginals), workers, flip rates and summary for a fitted multi-label EM."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserInputError(
-            f"cannot create the output directory {out_dir}: {exc.strerror or 'not allowed'}."
-        ) from None
+    output_dir(out_dir)
     res = est.result_
     names = [str(v) for v in text_values(res.classes)]
     sets = [sep.join(str(v) for v in text_values(list(labels))) for labels in est.labels_.to_numpy()]

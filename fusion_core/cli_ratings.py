@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli_reading import load_answers, reading_options
-from fusion_core.data.export import write_table
+from fusion_core.cli_reading import load_answers, printed_warnings, reading_options
+from fusion_core.data.export import output_dir, write_table, write_text
 from fusion_core.errors import UserInputError
 
 METRICS = ("nominal", "ordinal", "interval", "ratio")
@@ -51,12 +51,12 @@ def cmd_numeric(args: argparse.Namespace) -> int:
     """Fit the numeric truth model and write items (truth with interval), annotators (bias, noise), summary."""
     from fusion_core.methods.numeric import NumericTruth
 
+    out = output_dir(args.out)
     data = _numeric(args)
     reference = [r for r in (args.reference or "").split(",") if r] or None
     est = NumericTruth(noise="student-t" if args.robust else "gaussian", reference=reference, level=args.level)
-    fit = est.fit(data).result_
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    with printed_warnings():
+        fit = est.fit(data).result_
     escape = not args.no_escape_formulas
     items = fit.items_frame().rename_axis("task").reset_index()
     workers = fit.annotators_frame().rename_axis("worker").reset_index()
@@ -72,13 +72,14 @@ def cmd_numeric(args: argparse.Namespace) -> int:
         "log_likelihood": fit.log_likelihood[-1] if fit.log_likelihood else None,
         "warnings": list(fit.warnings),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_text(out / "summary.json", json.dumps(summary, indent=2))
     print(f"numeric ratings ({fit.noise_model} noise): {len(items):,} items, {len(workers):,} annotators -> {out}")
     if args.verdicts:
         from fusion_core.diagnostics.rating_verdicts import numeric_verdicts
 
         noise = "student-t" if args.robust else "gaussian"
-        v = numeric_verdicts(data, noise=noise, reference=reference, n_bootstrap=args.bootstrap, level=args.level)
+        with printed_warnings():
+            v = numeric_verdicts(data, noise=noise, reference=reference, n_bootstrap=args.bootstrap, level=args.level)
         _write_verdicts(v, out, args)
     return 0
 
@@ -173,7 +174,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         ]
     else:
         data = load_answers(args)  # a tool's export, or a table with guessed column names
-        levels: Any = args.levels.split(",") if args.levels else ("numeric" if args.metric == "ordinal" else None)
+        levels: Any = _levels(args.levels) if args.levels else ("numeric" if args.metric == "ordinal" else None)
         estimates = [
             krippendorff(data, metric=args.metric, levels=levels, n_bootstrap=args.bootstrap, level=args.level)
         ]
@@ -184,6 +185,16 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         interval = f" ({round(100 * e.level)}% interval {e.low:.3f} to {e.high:.3f})" if e.n_bootstrap else ""
         print(f"{e.statistic}: {e.value:.3f}{interval} on {e.n_items:,} items{'; ' + e.note if e.note else ''}")
     return 0
+
+
+def _levels(text: str) -> list[str]:
+    """``--levels a,b,c`` as a list (empty entries dropped), refusing an empty or repeated order."""
+    order = [v for v in text.split(",") if v != ""]
+    if len(order) < 2 or len(set(order)) < len(order):
+        raise UserInputError(
+            f"--levels needs at least two distinct labels, lowest first, separated by commas; got {text!r}."
+        )
+    return order
 
 
 def add_rating_commands(sub: Any, add_io: Any) -> None:

@@ -1,12 +1,15 @@
 """The command line's reading options (``--input-format``, ``--field``, ``--missing``, ``--strip-whitespace``,
 ``--max-mb``) as the loaders' keyword arguments: one definition for every sub-command that reads files (``fit``,
-``report``, ``agreement``, ``numeric``).  The formats and their help come from the registry
-(:mod:`fusion_core.data.formats`)."""
+``report``, ``agreement``, ``numeric``; the formats and their help come from the registry,
+:mod:`fusion_core.data.formats`); and the warnings of a fit printed as one line each (:func:`printed_warnings`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -63,3 +66,17 @@ def read_answers_args(args: argparse.Namespace, **extra: Any) -> Any:
 def load_answers(args: argparse.Namespace, **extra: Any) -> Any:
     """The answers file as :class:`~fusion_core.data.responses.Responses` (see :func:`read_answers_args`)."""
     return read_answers_args(args, **extra).responses
+
+
+@contextmanager
+def printed_warnings(shown: Sequence[str] = ()) -> Iterator[list[str]]:
+    """Warnings raised inside the block, printed once each on stderr as ``warning: <message>`` when it ends (never
+    as Python's two-line warning with a file name); ``shown``: messages already printed.  Yields the list of
+    messages, filled at the end."""
+    messages: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield messages
+    messages.extend(m for m in dict.fromkeys(str(w.message) for w in caught) if m not in shown)
+    for m in messages:
+        print(f"warning: {m}", file=sys.stderr)

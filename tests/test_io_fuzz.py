@@ -523,3 +523,153 @@ def test_csv_exports_read_back_exactly_and_never_start_a_formula_long(df):
 def _report():
     yield
     print(f"\nfuzz summary: {json.dumps(STATS)}")
+
+
+# ------------------------------------------------------------------------ issue 25: the inputs that still broke us
+def _refused(fn, *args, match: str = "", **kwargs) -> str:
+    """``fn`` raises a one-line UserInputError (matching ``match``); returns its message."""
+    with pytest.raises(UserInputError) as info:
+        fn(*args, **kwargs)
+    assert_user_error(info.value)
+    assert re.search(match, str(info.value)), str(info.value)
+    return str(info.value)
+
+
+def test_json_array_reads_in_linear_time_like_json_lines():
+    """Item 1: a JSON array's line numbers were recounted from the start for every object (quadratic).  The count
+    is now incremental: the whole array is read with the same rows as the same data in JSON lines, and a bad object
+    deep in the array is still named by its line."""
+    rows = [{"task": str(i // 3), "worker": f"w{i % 3}", "label": "xy"[i % 2]} for i in range(3000)]
+    arr = ("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n").encode()
+    lines = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    a, b = read_table(arr, name="a.jsonl"), read_table(lines, name="a.jsonl")
+    pd.testing.assert_frame_equal(a.astype(str), b.astype(str))
+    bad = arr.replace(b'"label": "y"}\n]', b'"label": [1]}\n]')
+    _refused(read_table, bad, name="a.json", match="line 3,001")
+
+
+def test_deep_nesting_and_all_null_columns_are_user_errors():
+    """Item 2: 1,000 nested lists hit Python's recursion limit; a needed column that is null on every line was
+    absent from the table (KeyError 'task')."""
+    deep = ('{"task": ' + "[" * 1000 + "]" * 1000 + ', "worker": "a", "label": "x"}\n').encode()
+    _refused(load_responses, deep, name="a.jsonl", match="nests lists or objects too deeply")
+    null_task = "".join(json.dumps({"task": None, "worker": f"w{i}", "label": "x"}) + "\n" for i in range(4)).encode()
+    _refused(load_responses, null_task, name="a.jsonl", match="missing task, worker or label")
+    table = read_table(b'{"a": null, "b": 1}\n{"a": null, "b": 2}\n', name="x.jsonl")
+    assert list(table.columns) == ["a", "b"] and table["a"].isna().all() and table["b"].tolist() == ["1", "2"]
+
+
+def test_json_keys_are_bounded_by_the_file_and_parquet_row_bombs_refused(tmp_path):
+    """Item 3: a new key on every line spread 1 MB into a table of lines² cells (33–47 s, 1.27 GB before the
+    refusal); a small Parquet file declaring 89M rows was read up to the limit.  Both are refused from what they
+    declare, before the cells are allocated (peaks: benchmarks/bench_io_memory.py)."""
+    keys = "".join(json.dumps({"task": str(i), "worker": "a", f"k{i}": "v"}) + "\n" for i in range(5000)).encode()
+    t0 = time.perf_counter()
+    _refused(read_table, keys, name="k.jsonl", match="different keys")
+    assert time.perf_counter() - t0 < 10  # refused within the first few thousand lines, not after all of them
+    wide_ok = "".join(json.dumps({"task": str(i), "worker": "a", "label": "x"}) + "\n" for i in range(5000)).encode()
+    assert read_table(wide_ok, name="k.jsonl").shape == (5000, 3)
+    schema = pa.schema([(c, pa.dictionary(pa.int32(), pa.string())) for c in ("task", "worker", "label")])
+    block = pa.DictionaryArray.from_arrays(pa.array(np.zeros(1 << 20, dtype=np.int32)), pa.array(["x"]))
+    path = tmp_path / "bomb.parquet"
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for _ in range(8):  # 8.4M rows in a few kB
+            writer.write_table(pa.table([block, block, block], schema=schema))
+    assert path.stat().st_size < 200_000
+    _refused(load_responses, path, max_bytes=1 << 30, match="cells per byte")
+
+
+def test_csv_with_one_long_field_and_a_wide_header(tmp_path):
+    """Items 3 and 7: a field longer than the 4 MB block is read with one grown block (values exact); a header over
+    64 KiB (5,000 annotator columns, wide layout) was refused as "no header line"."""
+    long_label = "z" * (5 << 20)
+    path = tmp_path / "long.csv"
+    path.write_text(f'task,worker,label\n1,a,x\n1,b,y\n2,a,y\n2,b,"{long_label}"\n')
+    table = read_table(path)
+    assert table["label"].tolist() == ["x", "y", "y", long_label]
+    names = [f"annotator_{i:04d}_" + "n" * 60 for i in range(1000)]  # 5,000 columns: benchmarks, not here
+    rng = np.random.default_rng(0)
+    lines = [",".join(["task", *names])] + [",".join([f"t{t}", *rng.choice(["a", "b"], 1000)]) for t in range(3)]
+    wide = ("\n".join(lines) + "\n").encode()
+    assert len(lines[0]) > 1 << 16
+    table = read_table(wide, name="wide.csv")
+    assert list(table.columns) == ["task", *names] and table.shape == (3, 1001)
+    assert table[names[7]].tolist() == [line.split(",")[8] for line in lines[1:]]
+
+
+def test_dataframe_mixing_1_and_text_1_is_one_class():
+    """Item 5: a column mixing 1 and '1' is canonical text, so equal values are one class (docs/DATA.md)."""
+    from fusion_core.data.responses import Responses
+
+    df = pd.DataFrame({"task": [1, 1, 2, 2], "worker": list("abab"), "label": [1, "1", 2, "2"]})
+    resp = Responses.from_frame(df)
+    assert list(resp.classes) == ["1", "2"] and resp.vote_counts().tolist() == [[2, 0], [0, 2]]
+    mixed_ids = pd.DataFrame({"task": [1, "1", 2, 2], "worker": list("abab"), "label": list("xxyy")})
+    assert list(Responses.from_frame(mixed_ids).items) == ["1", "2"]
+
+
+def test_missing_sequence_position_is_reported_as_such():
+    """Item 11: rows with their ids but no position were counted as "missing task or worker id"."""
+    data = b"task,worker,label,sequence,position\nt1,a,x,s1,0\nt2,a,y,s1,\nt1,b,x,s1,0\nt2,b,y,s1,1\n"
+    resp = load_responses(data, name="s.csv", sequence="sequence", position="position")
+    assert resp.report.dropped_missing_place == 1 and resp.report.dropped_missing_id == 0
+    assert "Dropped 1 rows with a missing sequence or position." in resp.report.messages()
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_command_line_refusals_of_issue_25(tmp_path):
+    """Items 8 and 11 on the command line: exit 2 with one line, never a traceback or a silent nan."""
+    rows = [(f"t{i}", f"w{j}", (1 + 0.1 * ((i + j) % 3))) for i in range(5) for j in range(3)]
+    big = _write(tmp_path, "big.csv", "task,worker,value\n" + "".join(f"{t},{w},{v * 1e307}\n" for t, w, v in rows))
+    tiny = _write(tmp_path, "tiny.csv", "task,worker,value\n" + "".join(f"{t},{w},{v * 1e-310}\n" for t, w, v in rows))
+    ok = _write(tmp_path, "ok.csv", "task,worker,label\nt1,a,x\nt1,b,x\nt2,a,y\nt2,b,y\nt3,a,x\nt3,b,y\n")
+    a_file = _write(tmp_path, "a_file", "")
+    cases = [
+        (["numeric", big, "--out", str(tmp_path / "o")], "as large as"),
+        (["numeric", tiny, "--out", str(tmp_path / "o"), "--robust"], "differ by at most"),
+        (["agreement", big, "--metric", "interval", "--bootstrap", "0"], "as large as"),
+        (["agreement", tiny, "--metric", "interval", "--bootstrap", "0"], "differ by at most"),
+        (["agreement", ok, "--metric", "ordinal", "--levels", "x,x,y"], "two distinct"),
+        (["agreement", ok, "--metric", "ordinal", "--levels", ",,"], "two distinct"),
+        (["numeric", big, "--out", a_file], "is a file"),
+        (["fit", ok, "--method", "mv", "--out", a_file], "is a file"),
+    ]
+    for argv, words in cases:
+        code, err = _run_cli(argv)
+        assert code == 2 and err.startswith("error:") and len(err.strip().splitlines()) == 1, (argv, err)
+        assert words in err, (argv, err)
+
+
+def test_warnings_of_multilabel_and_numeric_fits_are_one_line_each(tmp_path):
+    """Item 11: multilabel-em and numeric --robust printed Python's two-line warnings (file and source line)."""
+    ml = _write(tmp_path, "ml.csv", "task,worker,label\nt1,a,x|y\nt1,b,x\nt2,a,y\nt2,b,\n")
+    code, err = _run_cli(["fit", ml, "--method", "multilabel-em", "--out", str(tmp_path / "m")])
+    assert code == 0 and err.startswith("warning:"), err
+    assert all(line.startswith("warning: ") for line in err.strip().splitlines()), err
+
+
+def test_dask_path_reads_like_the_in_memory_reader(tmp_path):
+    """Item 10: the Dask engine silently dropped short rows; a long row, an unknown scratch protocol or a bad
+    scheduler address ended in tracebacks; --partition-size 0 was ignored."""
+    pytest.importorskip("dask.dataframe")
+    short = _write(tmp_path, "short.csv", "task,worker,label\nt1,a,x\nt1,b\nt2,a,y\nt2,b,y\n")
+    long = _write(tmp_path, "long.csv", "task,worker,label\nt1,a,x\nt1,b,x,z\nt2,a,y\nt2,b,y\n")
+    ok = _write(tmp_path, "ok.csv", "task,worker,label\nt1,a,x\nt1,b,x\nt2,a,y\nt2,b,y\nt3,a,x\nt3,b,y\n")
+    conf = _write(tmp_path, "conf.csv", "task,worker,label,c\nt1,a,x,0.5\nt1,b,x,1\nt2,a,y,1\nt2,b,y,0.2\n")
+    out = ["--out", str(tmp_path / "d"), "--method", "mv", "--engine", "dask", "--scheduler", "synchronous"]
+    cases = [
+        (["fit", short, *out], "Expected 3 columns, got 2"),
+        (["fit", long, *out], "fix that row"),
+        (["fit", ok, *out, "--scratch", "nosuchprotocol://x"], "scratch location"),
+        (["fit", ok, *out[:-2], "--scheduler", "no-port-here"], "could not reach the Dask scheduler"),
+        (["fit", ok, *out, "--partition-size", "0"], "positive number"),
+        (["fit", conf, *out, "--confidence-col", "c"], "--confidence-col"),
+    ]
+    for argv, words in cases:
+        code, err = _run_cli(argv)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and words in err, (argv, err)

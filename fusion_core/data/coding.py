@@ -245,12 +245,15 @@ def _usable(
     """The rows kept: no missing id or label, the duplicate policy applied; the confidence column read."""
     rows = np.arange(len(task.codes)) if confidence is not None else None  # table positions, for messages
     id_missing = (task.codes < 0) | (worker.codes < 0)
-    if sequence is not None:
-        id_missing |= (sequence[0].codes < 0) | (sequence[1].codes < 0)
-    label_missing = (label.codes < 0) & ~id_missing
     report.dropped_missing_id = int(id_missing.sum())
+    if sequence is not None:
+        place_missing = ((sequence[0].codes < 0) | (sequence[1].codes < 0)) & ~id_missing
+        report.dropped_missing_place = int(place_missing.sum())
+        id_missing |= place_missing
+        del place_missing
+    label_missing = (label.codes < 0) & ~id_missing
     report.dropped_missing_label = int(label_missing.sum())
-    if report.dropped_missing_id or report.dropped_missing_label:
+    if report.dropped_missing_id or report.dropped_missing_place or report.dropped_missing_label:
         keep = ~(id_missing | label_missing)
         task, worker, label = task.take(keep), worker.take(keep), label.take(keep)
         if sequence is not None:

@@ -103,14 +103,16 @@ def role_codes(values: pd.Series, *, column: str, options: ReadOptions | None = 
             raise
         codes, uniques = raw.astype(np.int64), pd.Index(found)
     kind = _kind(uniques)
+    merged = False
     if kind == "mixed" or uniques.dtype.kind in "mM":
         uniques, kind = _as_text(uniques, codes, column), "text"
+        merged = uniques.has_duplicates  # 1 and "1": one canonical text, so one value
     if kind != "text":
         return Coded(codes, uniques)
     if uniques.dtype == object:
         uniques = pd.Index(uniques, dtype="str")
     opts = options or ReadOptions()
-    if not opts.strip_whitespace and not opts.na_values and not (uniques == "").any():
+    if not merged and not opts.strip_whitespace and not opts.na_values and not (uniques == "").any():
         return Coded(codes, uniques)
     cleaned = clean_text(pa.array(uniques, pa.large_string()), opts)
     return _refactor(codes, pd.Index(cleaned.to_pandas(), dtype="str"))

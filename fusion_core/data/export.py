@@ -148,6 +148,28 @@ def write_parquet(df: pd.DataFrame, target: Target) -> None:
     pq.write_table(pa.Table.from_arrays(plain, names=table.column_names), sink)
 
 
+def output_dir(path: str | os.PathLike) -> Path:
+    """The output directory ``path``, created if needed; a path that is a file, or a directory that cannot be
+    created, is a :class:`UserInputError` (checked before any fitting, so no work is lost)."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UserInputError(f"the output path {out} is a file, not a directory; give a directory for --out.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserInputError(f"cannot create the output directory {out}: {exc.strerror or 'not allowed'}.") from None
+    return out
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write a small text file (``summary.json``); failures are a :class:`UserInputError` naming the file."""
+    try:
+        with stage("write", path.name):
+            path.write_text(text)
+    except OSError as exc:
+        raise UserInputError(f"cannot write {path}: {exc.strerror or 'not allowed'}.") from None
+
+
 def write_table(
     df: pd.DataFrame, directory: Path, stem: str, *, format: str = "csv", escape_formulas: bool = True
 ) -> Path:

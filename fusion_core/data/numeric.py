@@ -180,6 +180,28 @@ def _numbers(values: pd.Series, rows: np.ndarray, column: str) -> np.ndarray:
             f"value column '{column}' must hold numbers, but {row_numbers(rows[bad])} hold other values "
             f"(e.g. {str(first)!r}); fix or remove them, or treat the answers as categories."
         )
+    return _in_range(num, column)
+
+
+MAX_MAGNITUDE = 1e100
+"""The largest |rating| accepted, and 1/MAX_MAGNITUDE the smallest non-zero spread: squares and variances of the
+ratings (the models' sufficient statistics) then stay far from float64's overflow and underflow."""
+
+
+def _in_range(num: np.ndarray, column: str) -> np.ndarray:
+    """``num``, refusing ratings so large that their squares overflow or so close that their differences vanish."""
+    big = float(np.abs(num).max()) if len(num) else 0.0
+    if big > MAX_MAGNITUDE:
+        raise UserInputError(
+            f"value column '{column}' holds numbers as large as {big:.3g}; ratings must lie within ±{MAX_MAGNITUDE:g} "
+            "(their squares are summed): rescale them, e.g. divide by a power of ten."
+        )
+    spread = float(num.max() - num.min()) if len(num) else 0.0
+    if 0 < spread < 1 / MAX_MAGNITUDE:
+        raise UserInputError(
+            f"the values of column '{column}' differ by at most {spread:.3g}, too little to estimate noise levels "
+            f"(at least {1 / MAX_MAGNITUDE:g} is needed): rescale them, e.g. multiply by a power of ten."
+        )
     return num
 
 

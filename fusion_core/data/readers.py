@@ -97,7 +97,7 @@ class Input:
         return self.name or "the file"
 
     def stream(self) -> pa.NativeFile:
-        return pa.OSFile(str(self.path)) if self.path is not None else pa.BufferReader(self.data)
+        return pa.OSFile(str(self.path), memory_pool=POOL) if self.path is not None else pa.BufferReader(self.data)
 
     def binary(self) -> BinaryIO:
         return open(self.path, "rb") if self.path is not None else io.BytesIO(self.data or b"")

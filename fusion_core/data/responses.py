@@ -33,6 +33,7 @@ class ValidationReport:
     responses: int = 0
     dropped_missing_label: int = 0
     dropped_missing_id: int = 0
+    dropped_missing_place: int = 0  # rows with their ids but no sequence or position (sequential data)
     duplicate_rows: int = 0  # rows that repeat an earlier (task, worker) pair
     duplicate_policy: str = "keep"
     duplicates_removed: int = 0
@@ -45,6 +46,8 @@ class ValidationReport:
             out.append(f"Dropped {self.dropped_missing_label:,} rows with a missing label.")
         if self.dropped_missing_id:
             out.append(f"Dropped {self.dropped_missing_id:,} rows with a missing task or worker id.")
+        if self.dropped_missing_place:
+            out.append(f"Dropped {self.dropped_missing_place:,} rows with a missing sequence or position.")
         if self.duplicate_rows:
             if self.duplicate_policy == "keep":
                 out.append(
@@ -65,6 +68,7 @@ class ValidationReport:
             "responses": self.responses,
             "dropped_missing_label": self.dropped_missing_label,
             "dropped_missing_id": self.dropped_missing_id,
+            "dropped_missing_place": self.dropped_missing_place,
             "duplicate_rows": self.duplicate_rows,
             "duplicate_policy": self.duplicate_policy,
             "duplicates_removed": self.duplicates_removed,
@@ -328,3 +332,22 @@ def as_responses(data: Responses | pd.DataFrame, **kwargs: Any) -> Responses:
     if isinstance(data, Responses):
         return data
     return Responses.from_frame(data, **kwargs)
+
+
+def canonical_order(resp: Responses) -> Responses:
+    """The same responses sorted by (task, annotator, label) codes (then weight): a fit then sees the same arrays
+    whatever the row order of the input, so floating-point sums (and near-ties) cannot depend on it.  Used by
+    ``auto`` and by the methods that declare ``canonical_rows`` (:class:`~fusion_core.methods.base.Aggregator`)."""
+    if resp.weight is None and resp.n_items * resp.n_workers * resp.n_classes < 2**62:
+        # one int64 key, stably sorted: the lexsort's order (ties keep their position), in a third of its time
+        key = (resp.item.astype(np.int64, copy=False) * resp.n_workers + resp.worker) * resp.n_classes + resp.label
+        order = np.argsort(key, kind="stable")
+    else:
+        keys = (
+            (resp.label, resp.worker, resp.item)
+            if resp.weight is None
+            else (resp.weight, resp.label, resp.worker, resp.item)
+        )
+        order = np.lexsort(keys)
+    weight = None if resp.weight is None else resp.weight[order]
+    return replace(resp, item=resp.item[order], worker=resp.worker[order], label=resp.label[order], weight=weight)

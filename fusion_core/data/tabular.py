@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
@@ -76,7 +77,10 @@ def _csv_header(inp: Input, fmt: str) -> tuple[list[str], int]:
             reader.close()
             return names, block
         except pa.ArrowInvalid as exc:
-            if "straddl" in str(exc) and block < inp.size + 1:
+            # a header row longer than the block (thousands of annotator columns) is "straddling" or, when the
+            # block holds no line end at all, an "empty block": read a larger block before giving up
+            grow = "straddl" in str(exc) or ("Empty CSV" in str(exc) and inp.size > block)
+            if grow and block < inp.size + 1:
                 block *= 8
                 continue
             raise _csv_failure(exc, inp, fmt) from None
@@ -94,6 +98,9 @@ def read_csv(inp: Input, fmt: str, columns: Sequence[str] | None, options: ReadO
         raise UserInputError(f"{inp.label} contains only whitespace: no header, no rows.")
     raw_names, block = _csv_header(inp, fmt)
     block = max(block, _BLOCK)
+    longest = _longest_line(inp) if inp.size > block else 0
+    if 2 * longest > block:  # grown at once: a failed read of a row that straddles blocks holds memory in vain
+        block = min(max(block, 4 * longest), inp.size + 1)
     names = check_names(raw_names, inp.label, options)
     keep = [i for i, n in enumerate(names) if columns is None or n in columns]
     threads = True
@@ -103,9 +110,34 @@ def read_csv(inp: Input, fmt: str, columns: Sequence[str] | None, options: ReadO
         except _Straddle:
             if block > inp.size:
                 raise UserInputError(f"could not read {inp.label}: a row is longer than the file.") from None
-            block *= 8
+            block = min(block * 8, inp.size + 1)
         except _Unnumbered:  # the parallel reader does not number rows: read again in order for the message
             threads = False
+
+
+def _longest_line(inp: Input) -> int:
+    """Bytes of the longest physical line (a row with quoted line ends is longer; the straddle retry covers it),
+    from one pass over the file in 4 MB pieces."""
+    longest, carry = 0, 0
+    with inp.binary() as fh:
+        while piece := fh.read(_BLOCK):
+            ends = np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10)
+            if not len(ends):
+                carry += len(piece)
+                continue
+            longest = max(longest, carry + int(ends[0]) + 1, int(np.diff(ends).max(initial=0)))
+            carry = len(piece) - int(ends[-1]) - 1
+    return max(longest, carry)
+
+
+def _next_batch(batches: Any) -> pa.RecordBatch | None:
+    """The next batch of a reader, or of a reversed list of batches (popped, so each is freed once encoded)."""
+    if isinstance(batches, list):
+        return batches.pop() if batches else None
+    try:
+        return batches.read_next_batch()
+    except StopIteration:
+        return None
 
 
 class _Straddle(Exception):
@@ -158,7 +190,9 @@ def _read_csv_blocks(
     pyarrow's errors then: :class:`_Unnumbered` asks for an ordered re-read)."""
     raw_names, names, keep = header
     include = [raw_names[i] for i in keep]
-    distinct = _mostly_distinct(inp, fmt, include, block)
+    # rows longer than the 4 MB block (a block grown to hold them): text columns, which the parser holds once fewer
+    # times than dictionary columns (3× rather than 4× the longest row; benchmarks/bench_io_memory.py)
+    distinct = set(include) if block > _BLOCK else _mostly_distinct(inp, fmt, include, block)
     dictionary = pa.dictionary(pa.int32(), pa.string())
     convert = pcsv.ConvertOptions(
         column_types={n: pa.string() if n in distinct else dictionary for n in include},
@@ -179,7 +213,13 @@ def _read_csv_blocks(
             convert_options=convert,
             memory_pool=POOL,
         )
-        for batch in reader:
+        if block > _BLOCK:  # rows longer than 4 MB: the parser's block goes before the text is encoded
+            batches: Any = list(reader)
+            reader.close()
+            batches.reverse()
+        else:
+            batches = reader
+        while batch := _next_batch(batches):
             for enc, col in zip(encoders, batch.columns):
                 enc.add(budget.rows, col)
             budget.add(batch.num_rows)
@@ -198,6 +238,14 @@ def _read_csv_blocks(
 
 
 # ------------------------------------------------------------------------------------------------ Parquet
+CELLS_PER_BYTE = 32
+"""Most cells a Parquet file may declare per byte of file (at least ``CELLS_FLOOR``): a declared-row bomb is refused
+from its metadata, so memory (4 bytes a cell while reading) is bounded by the file, not only by the size limit.
+Real answer tables reach 0.6 (random ids) to 1.3 (sorted ids) cells per byte, and 9 for a dense item × annotator grid
+with one constant label (zstd or snappy)."""
+CELLS_FLOOR = 1 << 22
+
+
 def _leaf_sizes(meta: pq.FileMetaData, wanted: set[str]) -> int:
     total = 0
     for g in range(meta.num_row_groups):
@@ -230,6 +278,12 @@ def read_parquet(inp: Input, columns: Sequence[str] | None, options: ReadOptions
         raise UserInputError(
             f"{inp.label} declares {meta.num_rows:,} rows × {len(keep)} column(s) = {cells:,} cells, more than the "
             f"{options.max_cells:,} the {format_size(options.max_bytes)} limit allows; split the file or raise the limit."
+        )
+    if cells > max(CELLS_PER_BYTE * inp.size, CELLS_FLOOR):
+        raise UserInputError(
+            f"{inp.label} declares {meta.num_rows:,} rows × {len(keep)} column(s) = {cells:,} cells in a file of only "
+            f"{format_size(inp.size)}, more than {CELLS_PER_BYTE} cells per byte (answer tables reach about 10); it "
+            "was refused before reading, as a decompression bomb would be; if the data is real, save it as CSV."
         )
     raw = [schema.names[i] for i in keep]
     unpacked = _leaf_sizes(meta, set(raw))

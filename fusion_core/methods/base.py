@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from fusion_core import progress
-from fusion_core.data.responses import Responses, as_responses
+from fusion_core.data.responses import Responses, as_responses, canonical_order
 from fusion_core.errors import AggregationWarning, UserInputError
 from fusion_core.methods.numerics import safe_log
 from fusion_core.methods.params import Declared
@@ -51,6 +51,15 @@ class Aggregator(Declared):
     #: whether ``fit(true_labels=…)`` is honoured (clamped); otherwise refused with ``gold_refusal``
     supports_gold: ClassVar[bool] = True
     gold_refusal: ClassVar[str] = ""
+    #: whether per-response confidences (``Responses.weight``) are used; otherwise responses carrying them are refused
+    uses_confidence: ClassVar[bool] = True
+    #: fit the responses in their canonical order (``canonical_order``), for models whose floating-point sums or
+    #: random draws would otherwise depend on the row order (see :meth:`canonical_rows`)
+    row_order_sensitive: ClassVar[bool] = False
+
+    def canonical_rows(self) -> bool:
+        """Whether ``_fit`` receives the responses sorted by (item, worker, label) codes rather than in row order."""
+        return self.row_order_sensitive
 
     def validated_params(self) -> dict[str, Any]:
         """Every parameter checked against its declaration (raises :class:`UserInputError` on the first bad one)."""
@@ -79,7 +88,9 @@ class Aggregator(Declared):
             warnings.simplefilter("always", AggregationWarning)
             if self.learns_confusion and not self.handles_one_sided:
                 warn_one_sided(resp, self.method_name)
-            fit = self._fit(resp, gold=gold, graph=graph, context=context)
+            rows = canonical_order(resp) if self.canonical_rows() else resp
+            fit = self._fit(rows, gold=gold, graph=graph, context=context)
+            del rows
         seen = set(fit.warnings)
         for w in caught:
             if issubclass(w.category, AggregationWarning):
@@ -105,6 +116,11 @@ class Aggregator(Declared):
         return codes, resp.label_codes(values, what="gold labels")
 
     def _check_inputs(self, resp: Responses, *, graph: Any, context: Any) -> None:
+        if resp.weight is not None and not self.uses_confidence:
+            raise UserInputError(
+                f"method '{self.method_name}' does not use per-response confidences; fit without the confidence "
+                "column (--confidence-col), or choose a method that weighs them, such as 'ds' or 'mv'."
+            )
         needs = set(self.inputs) - {"plain"}
         if "sequence" in needs and not resp.has_sequences:
             raise UserInputError(

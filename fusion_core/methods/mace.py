@@ -34,6 +34,7 @@ from fusion_core.methods.numerics import log_normalize, safe_log
 from fusion_core.methods.params import Choice, Float, Int, Param, Seed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, Ranking
+from fusion_core.methods.ties import class_priority
 
 
 class MaceState(NamedTuple):
@@ -180,6 +181,7 @@ class MACE(Aggregator):
     True
     """
 
+    uses_confidence = False  # the spam/competence model counts whole responses
     params: ClassVar[dict[str, Param]] = {
         "method": Choice(
             "vb",
@@ -211,6 +213,10 @@ class MACE(Aggregator):
         "random_state": Seed(0, help="Seed of the random restarts."),
     }
 
+    def canonical_rows(self) -> bool:
+        """Restarts compare final log-likelihoods that can tie to rounding: canonical rows make them exact."""
+        return int(self.n_restarts) > 0
+
     def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
         model = MaceModel(
             responses,
@@ -223,8 +229,8 @@ class MACE(Aggregator):
         starts = [initial_posterior(responses, "mv")]
         if int(self.n_restarts) > 0:
             rng = np.random.default_rng(self.random_state)
-            k = responses.n_classes
-            starts += [rng.dirichlet(np.ones(k), size=responses.n_items) for _ in range(int(self.n_restarts))]
+            k, rank = responses.n_classes, class_priority(responses)  # columns by class priority: rename-proof
+            starts += [rng.dirichlet(np.ones(k), size=responses.n_items)[:, rank] for _ in range(int(self.n_restarts))]
         settings = EMSettings(tol=float(self.tol), max_iter=int(self.max_iter), name="MACE EM")
         run, restarts = best_run([run_em(model, model.start(q), settings) for q in starts])
         state = run.state

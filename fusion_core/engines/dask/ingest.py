@@ -191,12 +191,12 @@ def read_frame(
                     dtype=str,
                     keep_default_na=False,
                     na_values=[""],
+                    engine="pyarrow",  # the in-memory reader's parser: a row with too few or too many fields is refused
                     blocksize=blocksize,
                     storage_options=opts or None,
                 )
         except (OSError, ValueError) as exc:
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UserInputError(f"could not read {path!r} as {fmt.upper()}: {msg}") from None
+            raise unreadable(path, fmt, exc) from None
         source = frame
     if not isinstance(source, dd.DataFrame):
         raise UserInputError(
@@ -210,6 +210,15 @@ def read_frame(
             "Map the columns with task=, worker=, label= or rename them."
         )
     return source[cols].rename(columns={c: r for r, c in zip(ROLES, cols)})
+
+
+def unreadable(path: Any, fmt: str, exc: BaseException) -> UserInputError:
+    """One sentence for a file the CSV/Parquet reader refused (dask wraps pandas' error: its cause is named)."""
+    cause = exc.__cause__ or exc
+    msg = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    return UserInputError(
+        f"could not read {path!r} as {fmt.upper()}: {msg}; fix that row, or quote values that contain the delimiter."
+    )
 
 
 # ------------------------------------------------------------------------------------ per-partition steps
@@ -318,7 +327,10 @@ def ingest(
     frame = read_frame(
         source, columns={"task": task, "worker": worker, "label": label}, format=format, storage_options=storage_options
     ).map_partitions(clean, options)
-    seen = dask.compute(tree_sum([delayed(census, pure=True)(p) for p in frame.to_delayed()]))[0]
+    try:  # the files are read here: a row pandas refuses (too many fields) is the user's to fix
+        seen = dask.compute(tree_sum([delayed(census, pure=True)(p) for p in frame.to_delayed()]))[0]
+    except pd.errors.ParserError as exc:
+        raise unreadable(source, format or "csv", exc) from None
     book, workers, class_index = _codebook(seen, classes, min_workers, as_text)
     store, owned = _scratch(scratch, storage_options)
     kept = seen.rows - seen.missing_id - seen.missing_label
@@ -394,6 +406,15 @@ def class_codes(labels: Coded, classes: Sequence[Any]) -> Coded:
 
 def _scratch(scratch: str | None, storage_options: Mapping[str, Any] | None) -> tuple[Store, bool]:
     if scratch is not None:  # a subdirectory of its own, so fits sharing a scratch location never collide
+        from fsspec.core import url_to_fs
+
+        try:
+            url_to_fs(str(scratch), **dict(storage_options or {}))
+        except (ValueError, ImportError, OSError, TypeError) as exc:
+            raise UserInputError(
+                f"cannot use {str(scratch)!r} as the scratch location ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+                "give a directory or a URL every worker can reach (file://, s3://, gs://, abfs://)."
+            ) from None
         return Store(
             f"{str(scratch).rstrip('/')}/fusion_core-{uuid.uuid4().hex[:12]}", dict(storage_options or {})
         ), False

@@ -48,10 +48,14 @@ def scheduler(spec: Any = None) -> Iterator[None]:
         return
     if isinstance(spec, str):
         from distributed import Client
+        from distributed.comm.addressing import get_address_host_port, parse_address
 
         try:
+            if parse_address(spec)[0] in ("tcp", "tls", "ws", "wss"):  # host and port checked first: a Client that
+                get_address_host_port(spec)  # failed on a malformed address hangs for a minute at exit
+
             client = Client(spec, set_as_default=False, timeout="30s")
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:  # unreachable, or not an address ('missing port number')
             raise UserInputError(
                 f"could not reach the Dask scheduler at {spec!r} ({exc}); check the address and that the "
                 "scheduler is running."

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from fusion_core import progress
-from fusion_core.data.responses import Responses
+from fusion_core.data.responses import Responses, canonical_order
 from fusion_core.errors import UserInputError
 from fusion_core.methods.auto.choice import alternatives, label_free_argmax, plausible, score_table
 from fusion_core.methods.auto.folds import heldout_masks
@@ -102,24 +101,6 @@ def _check_strength(value: Any) -> Any:
     return value
 
 
-def canonical_order(resp: Responses) -> Responses:
-    """The same responses sorted by (task, annotator, label) codes: every candidate then sees the same arrays
-    whatever the row order of the input, so floating-point sums (and near-ties) cannot depend on it."""
-    if resp.weight is None and resp.n_items * resp.n_workers * resp.n_classes < 2**62:
-        # one int64 key, stably sorted: the lexsort's order (ties keep their position), in a third of its time
-        key = (resp.item.astype(np.int64, copy=False) * resp.n_workers + resp.worker) * resp.n_classes + resp.label
-        order = np.argsort(key, kind="stable")
-    else:
-        keys = (
-            (resp.label, resp.worker, resp.item)
-            if resp.weight is None
-            else (resp.weight, resp.label, resp.worker, resp.item)
-        )
-        order = np.lexsort(keys)
-    weight = None if resp.weight is None else resp.weight[order]
-    return replace(resp, item=resp.item[order], worker=resp.worker[order], label=resp.label[order], weight=weight)
-
-
 @register(
     "auto",
     title="Automatic choice (recommended)",
@@ -195,6 +176,8 @@ class AutoSelect(Aggregator):
     def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
         resp = canonical_order(responses)
         names = list(self.candidates) if self.candidates is not None else default_candidates(resp, self.ordered)
+        if resp.weight is not None and self.candidates is None:  # those that would refuse the confidences
+            names = [n for n in names if create(n).uses_confidence]
         fit_kwargs: dict[str, Any] = {}
         if gold is not None:
             fit_kwargs["true_labels"] = pd.Series(resp.classes.take(gold[1]), index=resp.items.take(gold[0]))

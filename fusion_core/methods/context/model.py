@@ -20,6 +20,7 @@ import pandas as pd
 
 from fusion_core.data.coding import sorted_index
 from fusion_core.data.responses import Responses
+from fusion_core.data.text import show_value
 from fusion_core.errors import UserInputError
 
 MAX_CATEGORIES = 300  # a categorical context with more values is refused (spec §5.4)
@@ -62,8 +63,22 @@ def context_column(data: pd.DataFrame | Any, column: str) -> pd.Series:
 
 
 def context_values(resp: Responses, context: Any) -> ContextValues:
-    """Context per item code as float (dates and durations in days; categories by the discrete metric)."""
-    ctx = pd.Series(context)
+    """Context per item code as float (dates and durations in days; categories by the discrete metric).  A
+    one-column DataFrame is its column; infinite values are refused."""
+    if isinstance(context, pd.DataFrame):
+        if context.shape[1] != 1:
+            raise UserInputError(
+                f"the context must be one value per task: a Series indexed by task, or a one-column table; got a "
+                f"table with {context.shape[1]} columns {[str(c) for c in context.columns][:5]}."
+            )
+        context = context.iloc[:, 0]
+    try:
+        ctx = pd.Series(context)
+    except (TypeError, ValueError) as exc:
+        raise UserInputError(
+            f"the context must be a Series of one value per task (indexed by task); got {type(context).__name__} "
+            f"({str(exc).splitlines()[0] if str(exc) else 'not convertible'})."
+        ) from None
     if ctx.index.has_duplicates:
         g = ctx.groupby(level=0)
         nun = g.nunique(dropna=False)
@@ -86,6 +101,12 @@ def context_values(resp: Responses, context: Any) -> ContextValues:
             kind, categories = "categorical", _categories(ctx)
             vals = pd.Series(categories.get_indexer(ctx.to_numpy()).astype(float), index=ctx.index)
             vals[ctx.isna().to_numpy()] = np.nan
+    infinite = np.isinf(vals.to_numpy(dtype=float))
+    if infinite.any():
+        task = vals.index[int(np.argmax(infinite))]
+        raise UserInputError(
+            f"the context of task {show_value(task)} is infinite; give a finite number per task (or leave it empty)."
+        )
     x = np.full(resp.n_items, np.nan)
     codes = resp.item_codes(vals.index, what="context tasks", strict=False)
     ok = codes >= 0

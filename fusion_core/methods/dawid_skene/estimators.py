@@ -22,6 +22,7 @@ from fusion_core.methods.params import Bool, Float, Int, Object, Param, Seed
 from fusion_core.methods.priors import COLLAPSE_RATIO, collapse_message, prior_collapsed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import Fit
+from fusion_core.methods.ties import class_priority
 
 EM_PARAMS = {
     "smoothing": Float(
@@ -71,13 +72,19 @@ class DawidSkeneBase(Aggregator):
             responses, float(self.smoothing), bool(self.estimate_priors), self.one_coin, gold, keep_joint=keep_joint
         )
 
+    def canonical_rows(self) -> bool:
+        """Restarts compare final log-likelihoods that can tie to rounding: canonical rows make them exact."""
+        return int(self.n_restarts) > 0
+
     def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
         q0 = initial_posterior(responses, self.init)
         starts = [q0]
         if int(self.n_restarts) > 0:  # random posteriors (Dirichlet(1) rows), seeded
             rng = np.random.default_rng(self.random_state)
+            rank = class_priority(responses)  # draw columns by class priority, not code: renaming labels is harmless
             starts += [
-                rng.dirichlet(np.ones(responses.n_classes), size=responses.n_items) for _ in range(int(self.n_restarts))
+                rng.dirichlet(np.ones(responses.n_classes), size=responses.n_items)[:, rank]
+                for _ in range(int(self.n_restarts))
             ]
         settings = EMSettings(
             tol=float(self.tol),

@@ -186,6 +186,8 @@ class MomentMatching(Aggregator):
     (8, 3, 3)
     """
 
+    row_order_sensitive = True  # sums over responses in row order decided near-ties (issue 25 item 6)
+
     params: ClassVar[dict[str, Param]] = MM_PARAMS
 
     def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
@@ -226,6 +228,8 @@ class MomentMatchingDawidSkene(Aggregator):
     >>> est.converged_
     True
     """
+
+    row_order_sensitive = True  # sums over responses in row order decided near-ties (issue 25 item 6)
 
     params: ClassVar[dict[str, Param]] = {
         **MM_PARAMS,

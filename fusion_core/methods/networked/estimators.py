@@ -68,6 +68,8 @@ class NetworkedBase(Aggregator):
     (``true_labels=``) are clamped: gold items keep their label in ICM and their class in the posteriors.
     ``result_.details``: ``edge_agreement_chance``, ``icm_sweeps`` (per E-step), ``average_degree``."""
 
+    row_order_sensitive = True  # sums over responses in row order decided near-ties (issue 25 item 6)
+
     use_mm: ClassVar[bool] = True
     delta: Any
     icm_mode: str

@@ -51,6 +51,10 @@ def with_levels(resp: Responses, levels: Any) -> Responses:
         new = classes.take(np.argsort([float(str(c)) for c in classes], kind="stable"))
     else:
         declared = pd.Index(list(levels))
+        if declared.astype(str).has_duplicates or len(declared) < 2:
+            raise UserInputError(
+                f"levels must be at least two distinct values, lowest first; got {[str(v) for v in declared]}."
+            )
         pos = declared.get_indexer(classes)
         if (pos < 0).any():  # "3" vs 3: match on text
             pos = np.where(pos < 0, pd.Index(declared.astype(str)).get_indexer(classes.astype(str)), pos)

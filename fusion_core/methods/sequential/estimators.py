@@ -80,6 +80,8 @@ class SequentialBase(Aggregator):
     emission used.  Gold labels (``true_labels=``) are clamped: forward–backward and Viterbi condition on them.
     """
 
+    row_order_sensitive = True  # sums over responses in row order decided near-ties (issue 25 item 6)
+
     refine: ClassVar[bool] = True
     default_start: ClassVar[str] = "mm"
     emission: str = "independent"  # declared as a parameter by the methods that refine
