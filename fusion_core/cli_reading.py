@@ -1,5 +1,6 @@
 """The command line's reading options (``--missing``, ``--strip-whitespace``, ``--max-mb``) as the loaders' keyword
-arguments: one definition for every sub-command that reads files (``fit``, ``report``, ``agreement``, ``numeric``)."""
+arguments: one definition for every sub-command that reads files (``fit``, ``report``, ``agreement``, ``numeric``);
+``--time-col`` (when each response was given) for the sub-commands that read categorical answers."""
 
 from __future__ import annotations
 
@@ -16,6 +17,16 @@ def reading_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def add_time_option(parser: argparse.ArgumentParser) -> None:
+    """``--time-col``: the optional column with when each response was given (docs/DATA.md, *Time*)."""
+    parser.add_argument(
+        "--time-col",
+        default=None,
+        help="when each response was given: ISO 8601 date/timestamp, epoch seconds or a batch/round number; "
+        "adds reliability over time (who got better or worse, and when)",
+    )
+
+
 def load_answers(args: argparse.Namespace, **extra: Any) -> Any:
     """The answers file as :class:`~fusion_core.data.responses.Responses`, read with the shared input options
     (format, layout, column names, duplicates policy, reading options); ``extra``: further ``load_responses``
@@ -30,6 +41,7 @@ def load_answers(args: argparse.Namespace, **extra: Any) -> Any:
         worker=args.worker_col,
         label=args.label_col,
         duplicates=args.duplicates,
+        time=getattr(args, "time_col", None),
         **extra,
         **reading_options(args),
     )

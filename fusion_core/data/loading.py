@@ -75,16 +75,20 @@ def load_responses(
     na_values: Sequence[str] | str | None = None,
     strip_whitespace: bool = False,
     confidence: str | None = None,
+    time: str | None = None,
 ) -> Responses:
     """Read and validate responses.  ``layout='long'`` (one row per response; crowd-kit columns by default) or
     ``'wide'`` (one row per item, one column per annotator, empty cells = no response; ``task`` names the item-id
     column, or the first column is used when ``task`` is not a column).  ``na_values``/``strip_whitespace``: see
     :func:`read_table`.  ``confidence`` names an optional per-response confidence column (long layout only; see
-    :attr:`Responses.weight`)."""
+    :attr:`Responses.weight`); ``time`` an optional column with when each response was given — a timestamp or a
+    batch/round number (long layout only; :mod:`fusion_core.data.times`)."""
     if layout not in ("long", "wide"):
         raise UserInputError(f"layout must be 'long' or 'wide', got {show_value(layout)}.")
     if layout == "wide" and confidence is not None:
         raise UserInputError("a confidence column needs the long layout (one row per response); use layout='long'.")
+    if layout == "wide" and time is not None:
+        raise UserInputError("a time column needs the long layout (one row per response); use layout='long'.")
     opts = read_options(na_values, strip_whitespace, max_bytes)
     clean: dict[str, Any] = {}
     if isinstance(source, pd.DataFrame):
@@ -93,7 +97,7 @@ def load_responses(
         wanted = None
         if layout == "long":
             extra = [c for c in (sequence, position) if c] or ["sequence", "position"]
-            wanted = [task, worker, label, *extra, *([confidence] if confidence else [])]
+            wanted = [task, worker, label, *extra, *([confidence] if confidence else []), *([time] if time else [])]
         table = read_encoded(source, name=name, format=format, columns=wanted, options=opts)
         if layout == "long":
             return code_table(
@@ -106,6 +110,7 @@ def load_responses(
                 classes=classes,
                 duplicates=duplicates,
                 confidence=confidence,
+                time=time,
             )
         df = table.frame()
     if layout == "wide":
@@ -121,6 +126,7 @@ def load_responses(
         classes=classes,
         duplicates=duplicates,
         confidence=confidence,
+        time=time,
         **clean,
     )
 

@@ -25,6 +25,7 @@ ROLE_GUESSES = {
     "sequence": ("sequence", "sentence_id", "seq", "doc", "document"),
     "position": ("position", "pos", "token_index", "index", "offset"),
     "context": ("context", "score", "feature", "covariate"),
+    "time": ("time", "timestamp", "created_at", "submitted_at", "datetime", "date", "batch", "round"),
 }
 """Column names (lower case) that suggest each role, most likely first."""
 
@@ -121,8 +122,10 @@ def build_responses(
     sequence: str | None = None,
     position: str | None = None,
     duplicates: str = "keep",
+    time: str | None = None,
 ) -> Responses:
-    """Code a mapped upload (``layout`` "long" or "wide"); refuses labels with HTML markup."""
+    """Code a mapped upload (``layout`` "long" or "wide"; ``time``: the optional time column, long only); refuses
+    labels with HTML markup."""
     if layout == "wide":
         resp = Responses.from_wide(table, task=task)
     else:
@@ -138,6 +141,7 @@ def build_responses(
             sequence=sequence or None,
             position=position or None,
             duplicates=duplicates,
+            time=time or None,
         )
     bad = find_markup(resp.classes)
     if bad:
