@@ -28,7 +28,6 @@ from fusion_core.data.columns import (
 from fusion_core.data.readers import EncodedTable, read_options
 from fusion_core.data.responses import DUPLICATE_POLICIES, Responses, ValidationReport
 from fusion_core.data.stages import stage
-from fusion_core.data.times import TimeColumn, parse_times
 from fusion_core.data.text import (
     explain_unknown,
     parse_numbers,
@@ -37,6 +36,7 @@ from fusion_core.data.text import (
     sorted_index,
     text_values,
 )
+from fusion_core.data.times import TimeColumn, parse_times
 from fusion_core.errors import UserInputError
 
 __all__ = [
@@ -254,9 +254,7 @@ def _usable(
     sequence: tuple[Coded, Coded, str, str] | None,
     confidence: tuple[Coded, str] | None,
     time: tuple[Coded, str] | None = None,
-) -> tuple[
-    Coded, Coded, Coded, tuple[Coded, Coded, str, str] | None, np.ndarray | None, TimeColumn | None
-]:
+) -> tuple[Coded, Coded, Coded, tuple[Coded, Coded, str, str] | None, np.ndarray | None, TimeColumn | None]:
     """The rows kept: no missing id or label, the duplicate policy applied; the confidence and time columns read."""
     extra = confidence is not None or time is not None
     rows = np.arange(len(task.codes)) if extra else None  # table positions, for messages
