@@ -1,22 +1,22 @@
-"""A single change in an annotator's accuracy: the likelihood-ratio scan and its calibration (docs/AUDIT.md, *Over
-time*).
+"""A single change in an annotator's accuracy: the scan and its calibration (docs/AUDIT.md, *Over time*).
 
-Each annotator's responses, in time order, carry agreement scores ``x_r ∈ [0, 1]`` (the probability, under the
-others' posterior, that response r is right).  For a split after the k-th response the (fractional) Bernoulli
-log-likelihood ratio of "two accuracies" against "one accuracy" is
+Each annotator's responses, in time order, carry scores ``u_r`` (:func:`fusion_core.diagnostics.drift.efficient_scores`:
+the efficient score of its accuracy given the others' posterior).  For a split after the k-th of n responses the
+standardised cumulative sum
 
-    LR(k) = 2 [k h(S_k / k) + (n − k) h((S − S_k)/(n − k)) − n h(S / n)],   h(p) = p log p + (1 − p) log(1 − p),
+    Z²(k) = (S_k − k S/n)² / (σ̂² k (n − k) / n),     S_k = u_1 + … + u_k,
 
-the binary-segmentation statistic of a mean shift (Hinkley 1970; the Bernoulli form of Worsley 1983).  The scan
-takes its maximum over the splits that leave ``min_segment`` responses on each side and fall between two different
-times.  Calibration, for the family of annotators tested:
+is the score (Rao) statistic of "two accuracies" against "one" (Horváth & Hušková; the Gaussian mean-shift
+likelihood ratio, Hinkley 1970).  The scan takes its maximum over the splits that leave ``min_segment`` responses on
+each side and fall between two different times.  Calibration, for the family of annotators tested:
 
 * *screen* — Siegmund's (1985) approximation of the maximum of the standardised bridge over [t0, t1]:
-  ``P(max √LR > b) ≈ 2 [b φ(b) · ½ log(t1(1 − t0) / (t0(1 − t1))) + 1 − Φ(b)]`` (the scan is an Ornstein–
+  ``P(max Z > b) ≈ 2 [b φ(b) · ½ log(t1(1 − t0) / (t0(1 − t1))) + 1 − Φ(b)]`` (the scan is an Ornstein–
   Uhlenbeck process on the log-odds time scale; the continuous maximum bounds the discrete one);
 * *permutation* — every annotator whose screening p-value is below 20 times the Bonferroni threshold gets an exact
-  permutation p-value ``(1 + #{max LR* ≥ max LR}) / (B + 1)`` with B large enough to resolve the threshold
-  (shuffling the scores over the same time order is exact under "no change": the scores are then exchangeable).
+  permutation p-value ``(1 + #{max Z²* ≥ max Z²}) / (B + 1)`` with B large enough to resolve the threshold
+  (shuffling the scores over the same time order is exact under "no change": the scores are then exchangeable),
+  stopped early once it cannot reach the threshold (Besag & Clifford 1991).
 
 All annotators are scanned at once (cumulative sums over the responses sorted by annotator, then time); the
 permutations are one ``rng.permuted`` per chunk.  Deterministic given the seed.
@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
 SCREEN_FACTOR = 20.0
 """Annotators whose screening p-value is below this many Bonferroni thresholds get a permutation p-value."""
@@ -50,23 +50,9 @@ class Scan:
     n_permutations: int
 
 
-def _h(p: np.ndarray) -> np.ndarray:
-    """p log p + (1 − p) log(1 − p), with 0 log 0 = 0."""
-    return special.xlogy(p, p) + special.xlogy(1.0 - p, 1.0 - p)
-
-
-def _lr(s1: np.ndarray, n1: np.ndarray, s: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """LR(k) for before-sums ``s1`` over ``n1`` responses of totals ``s`` over ``n`` (broadcasting)."""
-    n2 = n - n1
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p1 = np.clip(s1 / n1, 0.0, 1.0)
-        p2 = np.clip((s - s1) / n2, 0.0, 1.0)
-        p = np.clip(s / n, 0.0, 1.0)
-        out = 2.0 * (n1 * _h(p1) + n2 * _h(p2) - n * _h(p))
-    return np.maximum(np.nan_to_num(out, nan=0.0), 0.0)
-
-
-def _z2(s1: np.ndarray, n1: np.ndarray, s: np.ndarray, n: np.ndarray, var: np.ndarray | float) -> np.ndarray:
+def _z2(
+    s1: np.ndarray, n1: np.ndarray, s: np.ndarray | float, n: np.ndarray | float, var: np.ndarray | float
+) -> np.ndarray:
     """Squared standardised CUSUM ``(S_k − k S/n)² / (σ² k (n − k)/n)`` (broadcasting)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         out = (s1 - n1 * s / n) ** 2 / (var * n1 * (n - n1) / n)
@@ -74,7 +60,7 @@ def _z2(s1: np.ndarray, n1: np.ndarray, s: np.ndarray, n: np.ndarray, var: np.nd
 
 
 def siegmund_p(statistic: np.ndarray, first: np.ndarray, last: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Screening p-value of a maximum LR over splits ``first``…``last`` of ``n`` responses (module docstring)."""
+    """Screening p-value of a maximum Z² over splits ``first``…``last`` of ``n`` responses (module docstring)."""
     b = np.sqrt(np.maximum(statistic, 0.0))
     t0, t1 = first / np.maximum(n, 1), last / np.maximum(n, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -136,7 +122,15 @@ def scan(
     b_perm = int(n_permutations or min(max(int(np.ceil(SCREEN_FACTOR * m / alpha)), 999), 19_999))
     for j in np.flatnonzero(tested & (p <= SCREEN_FACTOR * threshold)):
         rows = slice(starts[j], starts[j] + n[j])
-        p[j] = _permutation_p(xs[rows], allowed[rows], statistic[j], b_perm, rng, float(var[j]), threshold)
+        p[j] = _permutation_p(
+            xs[rows],
+            allowed[rows],
+            observed=statistic[j],
+            b=b_perm,
+            rng=rng,
+            var=float(var[j]),
+            threshold=threshold,
+        )
         permuted[j] = True
     return Scan(n, tested, statistic, split, p, permuted, b_perm)
 
@@ -144,6 +138,7 @@ def scan(
 def _permutation_p(
     x: np.ndarray,
     allowed: np.ndarray,
+    *,
     observed: float,
     b: int,
     rng: np.random.Generator,

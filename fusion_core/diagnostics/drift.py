@@ -140,7 +140,7 @@ class DriftReport:
                 "responses before": self.n_before,
                 "responses after": self.n_after,
                 "p-value": self.p_value,
-                "likelihood ratio": self.statistic,
+                "scan statistic (max Z²)": self.statistic,
             },
             index=pd.Index(self.workers, name="annotator"),
         )
@@ -236,10 +236,10 @@ class DriftReport:
         ok = np.flatnonzero(self.crowd_n >= self.rule.min_window)
         if len(ok) >= 2:
             a, b = ok[0], ok[-1]
-            unit = "batch" if self.batches else "window"
+            unit, units = ("batch", "batches") if self.batches else ("window", "windows")
             out.append(
                 f"The crowd's accuracy was {self.crowd_accuracy[a]:.2f} in the first {unit} and "
-                f"{self.crowd_accuracy[b]:.2f} in the last ({len(self.crowd_n)} {unit}es; agreement "
+                f"{self.crowd_accuracy[b]:.2f} in the last ({len(self.crowd_n)} {units}; agreement "
                 f"{self.crowd_agreement[a]:.2f} → {self.crowd_agreement[b]:.2f})."
             )
         return out
@@ -353,7 +353,7 @@ def _keep(new: Scan, old: Scan, rows: np.ndarray) -> Scan:
 
 
 def _segments(
-    resp: Responses, t_all: np.ndarray, worker: np.ndarray, t: np.ndarray, split: np.ndarray, changed: np.ndarray
+    resp: Responses, t_all: np.ndarray, worker: np.ndarray, t: np.ndarray, *, split: np.ndarray, changed: np.ndarray
 ) -> np.ndarray:
     """A segment code per response: the annotator's own, or ``n_workers + i`` after the change of the i-th changed
     annotator (its responses from the first one after the scan's split on)."""
@@ -409,7 +409,7 @@ def drift_report(
         # the clearest change first: it alone re-scores the others (a changed annotator drags the others' agreement
         # with the crowd along, and that must not count as their change)
         changed[new[np.lexsort((-sc.statistic[new], sc.p_value[new]))[0]]] = True
-        segment = _segments(resp, t_all, worker, t, sc.split, changed)
+        segment = _segments(resp, t_all, worker, t, split=sc.split, changed=changed)
     assert found is not None
     sc = found
     win_all, start, end, batches = _windows(t_all, rule, resp.time.kind)
@@ -513,4 +513,12 @@ def drift_report(
     )
 
 
-__all__ = ["DEFAULT_DRIFT", "DriftReport", "DriftRule", "drift_report", "leave_out_scores"]
+def drift_for_audit(resp: Responses, posterior: np.ndarray, random_state: int | None = 0) -> DriftReport | None:
+    """The audit's reliability over time (:func:`drift_report` with the default rule), or None without a time
+    column."""
+    if resp.time is None:
+        return None
+    return drift_report(resp, posterior, random_state=random_state)
+
+
+__all__ = ["DEFAULT_DRIFT", "DriftReport", "DriftRule", "drift_for_audit", "drift_report", "leave_out_scores"]

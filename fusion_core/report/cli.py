@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli_reading import load_answers, reading_options
+from fusion_core.cli_reading import add_time_option, load_answers, reading_options
 from fusion_core.errors import UserInputError
 
 
@@ -67,6 +67,7 @@ def add_report_command(sub: Any, add_io: Any) -> None:
     r.add_argument("--task-col", default="task")
     r.add_argument("--worker-col", default="worker")
     r.add_argument("--label-col", default="label")
+    add_time_option(r)
     r.add_argument(
         "--duplicates",
         choices=["keep", "first", "last", "error"],

@@ -22,6 +22,7 @@ from fusion_core.diagnostics.audit import AuditResult, findings
 from fusion_core.diagnostics.audit.glossary import TERMS
 from fusion_core.errors import UserInputError
 from fusion_core.plots.audit import audit_figures
+from fusion_core.report.drift import drift_section
 
 MAX_ROWS = 2000
 """Rows of the item tables in the report at most (the app's CSV downloads have them all)."""
@@ -135,6 +136,7 @@ def report_html(audit: AuditResult, *, title: str | None = None) -> str:
             *body,
             _method_section(audit),
             *_ratings_section(audit),
+            *drift_section(audit),
             f"<h2>Annotators ({len(verdicts):,}, worst first)</h2>",
             _table(verdicts),
             "<h2>Cartel check</h2>",

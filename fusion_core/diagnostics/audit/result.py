@@ -12,6 +12,7 @@ from fusion_core.diagnostics.audit.evidence import AccuracyEvidence
 from fusion_core.diagnostics.audit.items import LabelQuality, ReviewItems
 from fusion_core.diagnostics.audit.rules import SEVERITY, VERDICTS, VerdictRule
 from fusion_core.diagnostics.cartels import CartelReport
+from fusion_core.diagnostics.drift import DriftReport
 from fusion_core.diagnostics.rating_verdicts import RatingVerdicts
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
 from fusion_core.methods.results import FitResult
@@ -99,7 +100,8 @@ class AuditResult:
     labels, the items to look at again, agreement with intervals and the cartel check.  For ordered levels or
     numbers (``label_type`` ``ordinal`` / ``numeric``), ``ratings`` holds the rating verdicts (harsh, lenient,
     noisy … from bias and noise with bootstrap intervals, :mod:`.ratings`); the categorical parts then read the
-    levels as categories."""
+    levels as categories.  With a time column, ``drift`` holds reliability over time (who got better or worse, and
+    when; :mod:`fusion_core.diagnostics.drift`)."""
 
     dataset: str
     description: str
@@ -121,6 +123,7 @@ class AuditResult:
     label_type: str = "nominal"
     ratings: RatingVerdicts | None = None
     wall: float | None = None
+    drift: DriftReport | None = None
 
     @property
     def seconds(self) -> float:

@@ -30,6 +30,7 @@ from fusion_core.diagnostics.audit.result import (
 )
 from fusion_core.diagnostics.audit.rules import DEFAULT_RULE, VerdictRule, decide
 from fusion_core.diagnostics.cartels import detect_cartels
+from fusion_core.diagnostics.drift import drift_for_audit
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
 from fusion_core.errors import UserInputError
 from fusion_core.methods import create, info
@@ -343,4 +344,5 @@ def run_audit(
         warnings=tuple(dict.fromkeys([*fit.warnings, *notes])),
         label_type=label_type,
         ratings=ratings,
+        drift=drift_for_audit(resp, fit.posterior, random_state),
     )
