@@ -13,7 +13,7 @@ from apptest import go, start_app
 
 
 def test_time_column_upload_and_audit_over_time():
-    sim = drift_crowd(n_items=600, n_workers=8, responses_per_item=5, timestamps=True, seed=1)
+    sim = drift_crowd(n_items=600, n_workers=8, responses_per_item=5, n_classes=3, timestamps=True, seed=1)
     at = go(start_app(), "pages/1_Data.py")
     data = sim.responses.to_csv(index=False).encode()
     at.file_uploader(key="upload_responses").set_value(("crowd.csv", data, "text/csv")).run()

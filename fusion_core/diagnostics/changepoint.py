@@ -80,8 +80,10 @@ def scan(
     alpha: float,
     rng: np.random.Generator,
     n_permutations: int | None = None,
+    settled: np.ndarray | None = None,
 ) -> Scan:
-    """Scan every annotator's time-ordered ``score`` for one change in its mean (module docstring)."""
+    """Scan every annotator's time-ordered ``score`` for one change in its mean (module docstring); annotators
+    ``settled`` (a mask) get no permutation p-value (the caller keeps an earlier one)."""
     order = np.lexsort((time, worker))
     ws, ts, xs = worker[order], time[order], score[order].astype(float)
     n = np.bincount(ws, minlength=n_workers)
@@ -120,7 +122,10 @@ def scan(
     permuted = np.zeros(n_workers, dtype=bool)
     threshold = alpha / max(m, 1)
     b_perm = int(n_permutations or min(max(int(np.ceil(SCREEN_FACTOR * m / alpha)), 999), 19_999))
-    for j in np.flatnonzero(tested & (p <= SCREEN_FACTOR * threshold)):
+    screened = tested & (p <= SCREEN_FACTOR * threshold)
+    if settled is not None:
+        screened &= ~settled
+    for j in np.flatnonzero(screened):
         rows = slice(starts[j], starts[j] + n[j])
         p[j] = _permutation_p(
             xs[rows],
