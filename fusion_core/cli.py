@@ -27,7 +27,7 @@ from fusion_core.cli_ratings import (
     fit_rating_params,
     write_fit_rating_outputs,
 )
-from fusion_core.cli_reading import add_format_options, read_answers_args, reading_options
+from fusion_core.cli_reading import add_format_options, add_time_option, read_answers_args, reading_options
 from fusion_core.data.export import EXPORT_FORMATS, output_dir, write_csv, write_table
 from fusion_core.data.responses import Responses
 from fusion_core.data.stages import process_seconds, stage, timed
@@ -140,6 +140,10 @@ def write_outputs(
             write_table(table, out_dir, stem, format=format, escape_formulas=escape_formulas)
     summary = res.summary()
     summary["validation"] = est.responses_.report.to_dict()
+    if est.responses_.time is not None:  # --time-col: reliability over time (who changed, when)
+        from fusion_core.diagnostics.drift import drift_report
+
+        summary["drift"] = drift_report(est.responses_, res.posterior).to_dict()
     try:
         with stage("write", "summary.json"):
             (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -374,6 +378,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
         "--confidence-col", default=None, help="per-response confidence in [0, 1] (e.g. an LLM judge's probability)"
     )
     add_fit_rating_options(f)
+    add_time_option(f)
     f.add_argument("--sequence-col", default=None, help="sequence id column (sequential data)")
     f.add_argument("--position-col", default=None, help="position column (sequential data)")
     f.add_argument(

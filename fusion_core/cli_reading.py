@@ -1,7 +1,8 @@
 """The command line's reading options (``--input-format``, ``--field``, ``--missing``, ``--strip-whitespace``,
 ``--max-mb``) as the loaders' keyword arguments: one definition for every sub-command that reads files (``fit``,
 ``report``, ``agreement``, ``numeric``; the formats and their help come from the registry,
-:mod:`fusion_core.data.formats`); and the warnings of a fit printed as one line each (:func:`printed_warnings`)."""
+:mod:`fusion_core.data.formats`); and the warnings of a fit printed as one line each (:func:`printed_warnings`);
+``--time-col`` (when each response was given) for the sub-commands that read categorical answers."""
 
 from __future__ import annotations
 
@@ -20,6 +21,16 @@ def reading_options(args: argparse.Namespace) -> dict[str, Any]:
         "na_values": tuple(args.missing or ()),
         "strip_whitespace": args.strip_whitespace,
     }
+
+
+def add_time_option(parser: argparse.ArgumentParser) -> None:
+    """``--time-col``: the optional column with when each response was given (docs/DATA.md, *Time*)."""
+    parser.add_argument(
+        "--time-col",
+        default=None,
+        help="when each response was given: ISO 8601 date/timestamp, epoch seconds or a batch/round number; "
+        "adds reliability over time (who got better or worse, and when)",
+    )
 
 
 def add_format_options(f: argparse.ArgumentParser) -> None:
@@ -55,6 +66,7 @@ def read_answers_args(args: argparse.Namespace, **extra: Any) -> Any:
         label=getattr(args, "label_col", None),
         duplicates=getattr(args, "duplicates", "keep"),
         field=getattr(args, "field", None),
+        time=getattr(args, "time_col", None),
         **extra,
         **reading_options(args),
     )

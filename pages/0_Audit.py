@@ -24,6 +24,7 @@ from fusion_core.diagnostics.audit import (
 )
 from fusion_core.diagnostics.span_agreement import span_agreement_for
 from fusion_core.errors import UserInputError
+from fusion_core.plots.drift import annotator_over_time
 from fusion_core.report import report_html
 from fusion_core.report.tool_files import label_studio_predictions, predictions_json, verdicts_table
 
@@ -151,6 +152,19 @@ for f in findings(audit):
     if f.chart in figs:
         chart_col.plotly_chart(figs[f.chart], key=f"audit_chart_{f.chart}")
 
+if audit.drift is not None:  # a time column: reliability over time, per annotator, with the downloads
+    drift = audit.drift
+    st.subheader("Reliability over time, per annotator")
+    who = st.selectbox(
+        "Annotator (those whose accuracy changed first)",
+        list(dict.fromkeys([*drift.changes().index, *drift.workers])),
+        format_func=str,
+        key="audit_drift_annotator",
+    )
+    st.plotly_chart(annotator_over_time(drift, who), key="audit_drift_chart")
+    download_buttons("Change test per annotator", drift.annotators(), "audit-drift-annotators", key="audit_dl_drift")
+    download_buttons("Accuracy per annotator and window", drift.windows(), "audit-drift-windows", key="audit_dl_dw")
+    download_buttons("The crowd per window", drift.crowd(), "audit-drift-crowd", key="audit_dl_dc")
 
 if audit.ratings is not None:
     rv = audit.ratings

@@ -150,7 +150,8 @@ with tab_upload:
                 worker_col = pick("worker", "Annotator column")
             with c3:
                 label_col = pick("label", "Label column")
-            with st.expander("Optional: sequences, context, duplicates"):
+            with st.expander("Optional: time, sequences, context, duplicates"):
+                time_col = pick("time", "Time column (date, timestamp or batch number)", optional=True)
                 seq_col = pick("sequence", "Sequence id column", optional=True)
                 pos_col = pick("position", "Position column", optional=True)
                 ctx_col = pick("context", "Context column (numeric, one value per item)", optional=True)
@@ -158,7 +159,7 @@ with tab_upload:
                     "Repeated (task, annotator) pairs", ["keep", "first", "last", "error"], key="map_dup"
                 )
         else:
-            worker_col = label_col = seq_col = pos_col = ctx_col = None
+            worker_col = label_col = seq_col = pos_col = ctx_col = time_col = None
             dup = "keep"
         if st.button("Use these columns", type="primary", key="use_columns"):
             try:
@@ -171,6 +172,7 @@ with tab_upload:
                     sequence=seq_col,
                     position=pos_col,
                     duplicates=dup,
+                    time=time_col,
                 )
                 context = context_from_table(table, task_col, ctx_col, resp) if task_col and ctx_col else None
                 new = make_dataset(resp, name=f"upload: {pending['name']}", source="upload", context=context)

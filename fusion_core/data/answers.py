@@ -50,6 +50,7 @@ def read_answers(
     sequence: str | None = None,
     position: str | None = None,
     confidence: str | None = None,
+    time: str | None = None,
     duplicates: str = "keep",
     field: str | None = None,
     max_bytes: int | None = None,
@@ -59,7 +60,8 @@ def read_answers(
     """Read an answers file of any registered format.  A tool's export is read by its reader (the column options
     do not apply); a plain long table maps ``task``/``worker``/``label`` given as None to the column of that
     name, else to the one column whose name suggests the role (``item_id``, ``annotator``, ``answer`` …; see
-    :func:`~fusion_core.data.guess.guess_columns`)."""
+    :func:`~fusion_core.data.guess.guess_columns`); ``time``: an optional column with when each response was given
+    (plain long tables; :mod:`fusion_core.data.times`)."""
     if layout not in ("long", "wide"):
         raise UserInputError(f"layout must be 'long' or 'wide', got {layout!r}.")
     opts = read_options(na_values, strip_whitespace, max_bytes)
@@ -77,6 +79,8 @@ def read_answers(
     table = got.table
     assert table is not None
     if layout == "wide":
+        if time is not None:
+            raise UserInputError("a time column needs the long layout (one row per response); use layout='long'.")
         frame = table.frame()
         item = task if task is not None and task in frame.columns else frame.columns[0]
         return Answers(Responses.from_wide(frame, task=item), got.format.name)
@@ -90,6 +94,7 @@ def read_answers(
         position=position,
         duplicates=duplicates,
         confidence=confidence,
+        time=time,
     )
     return Answers(resp, got.format.name, notes=(note,) if note else ())
 

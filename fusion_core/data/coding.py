@@ -36,6 +36,7 @@ from fusion_core.data.text import (
     sorted_index,
     text_values,
 )
+from fusion_core.data.times import TimeColumn, parse_times
 from fusion_core.errors import UserInputError
 
 __all__ = [
@@ -64,12 +65,14 @@ def code_long(
     na_values: Sequence[str] | str | None = None,
     strip_whitespace: bool = False,
     confidence: str | None = None,
+    time: str | None = None,
 ) -> Responses:
     """Validate and code a long-format table (crowd-kit columns by default).
 
     ``sequence``/``position`` default to the columns of those names when both are present.  ``na_values`` and
     ``strip_whitespace`` apply to text cells as when reading a file.  ``confidence`` names an optional column with
-    each response's confidence in [0, 1] (kept as :attr:`Responses.weight`).
+    each response's confidence in [0, 1] (kept as :attr:`Responses.weight`); ``time`` an optional column with when
+    each response was given (:mod:`fusion_core.data.times`; kept as :attr:`Responses.time`).
     """
     if not isinstance(df, pd.DataFrame):
         raise UserInputError(f"expected a table (pandas DataFrame) of responses, got {type(df).__name__}.")
@@ -84,6 +87,8 @@ def code_long(
         wanted.update(sequence=sequence, position=str(position))
     if confidence is not None:
         wanted["confidence"] = confidence
+    if time is not None:
+        wanted["time"] = time
     check_columns(wanted, list(df.columns))
     if df.columns.duplicated().any():
         dup = df.columns[df.columns.duplicated()][0]
@@ -105,6 +110,7 @@ def code_long(
         min_workers=min_workers,
         sequence=seq,
         confidence=(cols["confidence"], str(confidence)) if confidence is not None else None,
+        time=(cols["time"], str(time)) if time is not None else None,
     )
 
 
@@ -120,6 +126,7 @@ def code_table(
     duplicates: str = "keep",
     min_workers: int = 2,
     confidence: str | None = None,
+    time: str | None = None,
 ) -> Responses:
     """Code a long-format table read by :mod:`fusion_core.data.readers` (its columns are already codes into
     cleaned text values; they are handed over, not copied, and removed from ``table``)."""
@@ -134,6 +141,8 @@ def code_table(
         wanted.update(sequence=sequence, position=str(position))
     if confidence is not None:
         wanted["confidence"] = confidence
+    if time is not None:
+        wanted["time"] = time
     check_columns(wanted, table.names)
     if table.n_rows == 0:
         raise UserInputError(f"{table.name} has a header but no rows.")
@@ -150,6 +159,7 @@ def code_table(
         min_workers=min_workers,
         sequence=seq,
         confidence=(cols["confidence"], str(confidence)) if confidence is not None else None,
+        time=(cols["time"], str(time)) if time is not None else None,
     )
 
 
@@ -213,12 +223,13 @@ def assemble(
     min_workers: int = 2,
     sequence: tuple[Coded, Coded, str, str] | None = None,
     confidence: tuple[Coded, str] | None = None,
+    time: tuple[Coded, str] | None = None,
 ) -> Responses:
     """Responses from coded columns: drop rows with a missing id or label, apply the duplicate policy, order the
-    items, annotators and classes naturally, check the sequences and read the confidence column."""
+    items, annotators and classes naturally, check the sequences and read the confidence and time columns."""
     with stage("validate", f"{len(task.codes):,} rows"):
-        task, worker, label, sequence, weight = _usable(
-            task, worker, label, report=report, sequence=sequence, confidence=confidence
+        task, worker, label, sequence, weight, times = _usable(
+            task, worker, label, report=report, sequence=sequence, confidence=confidence, time=time
         )
     columns = [task, worker, label]
     del task, worker, label  # owned by _coded from here, which frees each as soon as it is recoded
@@ -230,6 +241,7 @@ def assemble(
             min_workers=min_workers,
             sequence=sequence,
             weight=weight,
+            time=times,
         )
 
 
@@ -241,9 +253,11 @@ def _usable(
     report: ValidationReport,
     sequence: tuple[Coded, Coded, str, str] | None,
     confidence: tuple[Coded, str] | None,
-) -> tuple[Coded, Coded, Coded, tuple[Coded, Coded, str, str] | None, np.ndarray | None]:
-    """The rows kept: no missing id or label, the duplicate policy applied; the confidence column read."""
-    rows = np.arange(len(task.codes)) if confidence is not None else None  # table positions, for messages
+    time: tuple[Coded, str] | None = None,
+) -> tuple[Coded, Coded, Coded, tuple[Coded, Coded, str, str] | None, np.ndarray | None, TimeColumn | None]:
+    """The rows kept: no missing id or label, the duplicate policy applied; the confidence and time columns read."""
+    extra = confidence is not None or time is not None
+    rows = np.arange(len(task.codes)) if extra else None  # table positions, for messages
     id_missing = (task.codes < 0) | (worker.codes < 0)
     report.dropped_missing_id = int(id_missing.sum())
     if sequence is not None:
@@ -258,19 +272,25 @@ def _usable(
         task, worker, label = task.take(keep), worker.take(keep), label.take(keep)
         if sequence is not None:
             sequence = (sequence[0].take(keep), sequence[1].take(keep), sequence[2], sequence[3])
-        if confidence is not None and rows is not None:
-            confidence, rows = (confidence[0].take(keep), confidence[1]), rows[keep]
+        if confidence is not None:
+            confidence = (confidence[0].take(keep), confidence[1])
+        if time is not None:
+            time = (time[0].take(keep), time[1])
+        if rows is not None:
+            rows = rows[keep]
     del id_missing, label_missing
     if len(task.codes) == 0:
         raise UserInputError("no usable responses: every row has a missing task, worker or label.")
     weight = confidence_values(confidence[0], rows, confidence[1]) if confidence is not None else None
+    times = parse_times(time[0].codes, time[0].values, rows, time[1]) if time is not None else None
     kept = _drop_duplicates(task, worker, report)
     if kept is not None:
         task, worker, label = task.take(kept), worker.take(kept), label.take(kept)
         if sequence is not None:
             sequence = (sequence[0].take(kept), sequence[1].take(kept), sequence[2], sequence[3])
         weight = None if weight is None else weight[kept]
-    return task, worker, label, sequence, weight
+        times = None if times is None else times.take(kept)
+    return task, worker, label, sequence, weight, times
 
 
 def _coded(
@@ -281,6 +301,7 @@ def _coded(
     min_workers: int,
     sequence: tuple[Coded, Coded, str, str] | None,
     weight: np.ndarray | None,
+    time: TimeColumn | None = None,
 ) -> Responses:
     """Items, annotators and classes in their natural order (codes remapped), sequences checked; ``columns`` (task,
     worker, label) are emptied as they are recoded."""
@@ -318,6 +339,7 @@ def _coded(
         position=pos,
         sequences=seq_index,
         weight=weight,
+        time=time,
     )
 
 

@@ -159,6 +159,8 @@ def fingerprint(responses: Responses, graph: ItemGraph | None = None, context: p
         context,
     ):
         _hash_update(h, part)
+    if responses.time is not None:  # only then: fingerprints of data without times stay as they were
+        _hash_update(h, responses.time.values)
     if graph is not None:
         for arr in (graph.source, graph.target, graph.weight):
             _hash_update(h, np.asarray(arr))

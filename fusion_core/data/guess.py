@@ -22,6 +22,7 @@ ROLE_GUESSES = {
     "sequence": ("sequence", "sentence_id", "seq", "doc", "document"),
     "position": ("position", "pos", "token_index", "index", "offset"),
     "context": ("context", "score", "feature", "covariate"),
+    "time": ("time", "timestamp", "created_at", "submitted_at", "datetime", "date", "batch", "round"),
 }  # fmt: skip
 """Column names (lower case) that suggest each role, most likely first."""
 

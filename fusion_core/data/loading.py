@@ -69,6 +69,7 @@ def load_responses(
     strip_whitespace: bool = False,
     confidence: str | None = None,
     field: str | None = None,
+    time: str | None = None,
 ) -> Responses:
     """Read and validate responses.  ``layout='long'`` (one row per response; crowd-kit columns by default) or
     ``'wide'`` (one row per item, one column per annotator, empty cells = no response; ``task`` names the item-id
@@ -77,11 +78,14 @@ def load_responses(
     :attr:`Responses.weight`).  A labelling tool's export (detected, or ``format=`` one of
     :func:`~fusion_core.data.formats.format_names`) is read by its reader and the column options do not apply;
     ``field`` chooses its question when it has several (use :func:`~fusion_core.data.formats.dispatch.read_input`
-    for its gold labels, spans and read report)."""
+    for its gold labels, spans and read report); ``time`` an optional column with when each response was given —
+    a timestamp or a batch/round number (long layout only; :mod:`fusion_core.data.times`)."""
     if layout not in ("long", "wide"):
         raise UserInputError(f"layout must be 'long' or 'wide', got {show_value(layout)}.")
     if layout == "wide" and confidence is not None:
         raise UserInputError("a confidence column needs the long layout (one row per response); use layout='long'.")
+    if layout == "wide" and time is not None:
+        raise UserInputError("a time column needs the long layout (one row per response); use layout='long'.")
     opts = read_options(na_values, strip_whitespace, max_bytes)
     clean: dict[str, Any] = {}
     if isinstance(source, pd.DataFrame):
@@ -90,7 +94,7 @@ def load_responses(
         wanted = None
         if layout == "long":
             extra = [c for c in (sequence, position) if c] or ["sequence", "position"]
-            wanted = [task, worker, label, *extra, *([confidence] if confidence else [])]
+            wanted = [task, worker, label, *extra, *([confidence] if confidence else []), *([time] if time else [])]
         got = read_input(source, name=name, format=format, columns=wanted, options=opts, field=field)
         if got.export is not None:
             return code_table(encode_frame(got.export.table, got.format.name, opts), duplicates=duplicates)
@@ -107,6 +111,7 @@ def load_responses(
                 classes=classes,
                 duplicates=duplicates,
                 confidence=confidence,
+                time=time,
             )
         df = table.frame()
     if layout == "wide":
@@ -122,6 +127,7 @@ def load_responses(
         classes=classes,
         duplicates=duplicates,
         confidence=confidence,
+        time=time,
         **clean,
     )
 

@@ -19,6 +19,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from fusion_core.data.text import difference_hint, explain_unknown, show_values, text_values
+from fusion_core.data.times import TimeColumn
 from fusion_core.errors import UserInputError
 
 DUPLICATE_POLICIES = ("keep", "first", "last", "error")
@@ -92,6 +93,9 @@ class Responses:
         vote adds ``c`` instead of 1, and every model built on :attr:`counts` (Dawid–Skene, ``ordinal-em``)
         multiplies the response's log-likelihood term by ``c`` (a tempered, weighted likelihood; ``c = 0``
         drops the response).  Agreement statistics ignore it.
+    time : optional :class:`~fusion_core.data.times.TimeColumn`: when each response was given (a timestamp or a
+        batch/round number), read with ``time="col"``; only reliability over time
+        (:mod:`fusion_core.diagnostics.drift`) reads it.
     report : what validation did.
     """
 
@@ -106,6 +110,7 @@ class Responses:
     position: np.ndarray | None = None
     sequences: pd.Index | None = None
     weight: np.ndarray | None = None
+    time: TimeColumn | None = None
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -202,6 +207,8 @@ class Responses:
         )
         if self.weight is not None:
             df["confidence"] = self.weight
+        if self.time is not None:
+            df["time"] = self.time.display().to_numpy()
         if self.sequence is not None and self.sequences is not None and self.position is not None:
             df["sequence"] = self.sequences.take(self.sequence[self.item])
             df["position"] = self.position[self.item]
@@ -242,8 +249,15 @@ class Responses:
         mask = np.asarray(mask, dtype=bool)
         rep = replace(self.report, responses=int(mask.sum()), notes=list(self.report.notes))
         weight = None if self.weight is None else self.weight[mask]
+        time = None if self.time is None else self.time.take(mask)
         return replace(
-            self, item=self.item[mask], worker=self.worker[mask], label=self.label[mask], report=rep, weight=weight
+            self,
+            item=self.item[mask],
+            worker=self.worker[mask],
+            label=self.label[mask],
+            report=rep,
+            weight=weight,
+            time=time,
         )
 
     def with_items_resampled(self, item_draw: np.ndarray) -> Responses:
@@ -266,6 +280,7 @@ class Responses:
             classes=self.classes,
             report=ValidationReport(rows_read=len(src), responses=len(src)),
             weight=None if self.weight is None else self.weight[src],
+            time=None if self.time is None else self.time.take(src),
         )
 
     def one_vs_rest(self, label: Any) -> Responses:

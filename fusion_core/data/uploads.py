@@ -144,8 +144,10 @@ def build_responses(
     sequence: str | None = None,
     position: str | None = None,
     duplicates: str = "keep",
+    time: str | None = None,
 ) -> Responses:
-    """Code a mapped upload (``layout`` "long" or "wide"); refuses labels with HTML markup."""
+    """Code a mapped upload (``layout`` "long" or "wide"; ``time``: the optional time column, long only); refuses
+    labels with HTML markup."""
     if layout == "wide":
         resp = Responses.from_wide(table, task=task)
     else:
@@ -161,6 +163,7 @@ def build_responses(
             sequence=sequence or None,
             position=position or None,
             duplicates=duplicates,
+            time=time or None,
         )
     bad = find_markup(resp.classes)
     if bad:

@@ -12,6 +12,7 @@ from fusion_core.diagnostics.audit import VERDICTS, AuditResult
 from fusion_core.diagnostics.audit.rules import ADVERSARIAL, COLLUDING, NOISY, RELIABLE, SPAMMER, TOO_FEW
 from fusion_core.plots._common import base_layout, color_for, empty_figure, esc, esc_all
 from fusion_core.plots.cartels import loadings_scatter
+from fusion_core.plots.drift import crowd_over_time
 from fusion_core.plots.ratings import bias_noise_scatter
 
 VERDICT_COLORS = {
@@ -198,4 +199,6 @@ def audit_figures(audit: AuditResult) -> dict[str, go.Figure]:
         figs["cartel"] = loadings_scatter(rep)
     if audit.ratings is not None:
         figs["ratings"] = bias_noise_scatter(audit.ratings)
+    if audit.drift is not None:
+        figs["drift"] = crowd_over_time(audit.drift)
     return figs

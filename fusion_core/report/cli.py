@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli_reading import read_answers_args, reading_options
+from fusion_core.cli_reading import add_time_option, read_answers_args, reading_options
 from fusion_core.errors import UserInputError
 from fusion_core.report.pairwise import pairwise_report
 
@@ -99,6 +99,7 @@ def add_report_command(sub: Any, add_io: Any, add_columns: Any, answers_help: st
     add_io(r)
     r.add_argument("--layout", choices=["long", "wide"], default="long")
     add_columns(r)
+    add_time_option(r)
     r.add_argument(
         "--duplicates",
         choices=["keep", "first", "last", "error"],

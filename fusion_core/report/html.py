@@ -25,6 +25,7 @@ from fusion_core.diagnostics.span_agreement import SpanAgreement
 from fusion_core.errors import UserInputError
 from fusion_core.plots.audit import audit_figures
 from fusion_core.plots.plan import plan_curve
+from fusion_core.report.drift import drift_section
 from fusion_core.report.spans import span_section
 
 MAX_ROWS = 2000
@@ -171,6 +172,7 @@ def report_html(
             *_ratings_section(audit),
             *_plan_section(audit),
             *span_section(spans),
+            *drift_section(audit),
             f"<h2>Annotators ({len(verdicts):,}, worst first)</h2>",
             _table(verdicts),
             "<h2>Cartel check</h2>",

@@ -13,6 +13,7 @@ from fusion_core.diagnostics.audit.items import LabelQuality, ReviewItems
 from fusion_core.diagnostics.audit.rules import SEVERITY, VERDICTS, VerdictRule
 from fusion_core.diagnostics.audit.safety import LabelSafety
 from fusion_core.diagnostics.cartels import CartelReport
+from fusion_core.diagnostics.drift import DriftReport
 from fusion_core.diagnostics.plan import RelabelPlan
 from fusion_core.diagnostics.rating_verdicts import RatingVerdicts
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
@@ -101,7 +102,8 @@ class AuditResult:
     labels, the items to look at again, agreement with intervals and the cartel check.  For ordered levels or
     numbers (``label_type`` ``ordinal`` / ``numeric``), ``ratings`` holds the rating verdicts (harsh, lenient,
     noisy … from bias and noise with bootstrap intervals, :mod:`.ratings`); the categorical parts then read the
-    levels as categories."""
+    levels as categories.  With a time column, ``drift`` holds reliability over time (who got better or worse, and
+    when; :mod:`fusion_core.diagnostics.drift`)."""
 
     dataset: str
     description: str
@@ -125,6 +127,7 @@ class AuditResult:
     wall: float | None = None
     safety: LabelSafety | None = None
     plan: RelabelPlan | None = None  # which labels to buy next (fusion_core.diagnostics.plan.audit_plan)
+    drift: DriftReport | None = None
 
     @property
     def seconds(self) -> float:

@@ -31,6 +31,7 @@ from fusion_core.diagnostics.audit.result import (
 from fusion_core.diagnostics.audit.rules import DEFAULT_RULE, VerdictRule, decide
 from fusion_core.diagnostics.audit.safety import label_safety
 from fusion_core.diagnostics.cartels import detect_cartels
+from fusion_core.diagnostics.drift import drift_for_audit
 from fusion_core.diagnostics.plan import audit_plan
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
 from fusion_core.errors import UserInputError
@@ -348,4 +349,5 @@ def run_audit(
         ratings=ratings,
         safety=safety,
         plan=audit_plan(resp, fit),
+        drift=drift_for_audit(resp, fit.posterior, random_state),
     )

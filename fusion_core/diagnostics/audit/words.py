@@ -238,6 +238,12 @@ def needs_care(audit: AuditResult, question: str) -> bool:
     return False
 
 
+def _drift(a: AuditResult) -> Finding:
+    """With a time column: whose accuracy changed over time, when, by how much (:mod:`fusion_core.diagnostics.drift`)."""
+    assert a.drift is not None
+    return Finding("Whose reliability changed over time?", " ".join(a.drift.sentences()), "drift")
+
+
 def findings(audit: AuditResult) -> list[Finding]:
     """The audit's answers, in the order a manager asks the questions (the ratings question only when the labels
     were declared ordinal or numeric)."""
@@ -246,6 +252,7 @@ def findings(audit: AuditResult) -> list[Finding]:
         *rated,
         _trust(audit),
         _bad(audit),
+        *([_drift(audit)] if audit.drift is not None else []),
         _cartel(audit),
         _labels(audit),
         *([_dependence(audit)] if audit.safety is not None else []),
