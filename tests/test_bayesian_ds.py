@@ -7,11 +7,11 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.special import digamma
+from scipy.special import digamma, polygamma
 
 from fusion_core.data.responses import Responses
 from fusion_core.methods import create
-from fusion_core.methods.bayesian_ds import BayesianDSModel, BDSState, dirichlet_fixed_point, inverse_digamma
+from fusion_core.methods.bayesian_ds import BayesianDSModel, BDSState, dirichlet_ml, trigamma
 from fusion_core.metrics import accuracy
 from fusion_core.simulate import dawid_skene
 
@@ -55,13 +55,13 @@ def test_beats_plain_ds_on_sparse_crowds_many_seeds():
     assert (gains > 0).mean() >= 0.9 and gains.mean() >= 0.02
 
 
-def test_inverse_digamma_and_dirichlet_fixed_point():
-    x = np.array([0.05, 0.7, 3.0, 250.0])
-    assert inverse_digamma(digamma(x)) == pytest.approx(x, rel=1e-8)
+def test_trigamma_and_dirichlet_ml():
+    x = np.array([1e-3, 0.05, 0.7, 3.0, 9.5, 250.0, 1e4])
+    assert trigamma(x) == pytest.approx(polygamma(1, x), rel=1e-10)
     rng = np.random.default_rng(0)
     alpha = np.array([[8.0, 2.0, 1.0], [1.0, 5.0, 3.0]])
     mean_log = np.stack([np.log(rng.dirichlet(a, size=20000)).mean(axis=0) for a in alpha])
-    assert dirichlet_fixed_point(mean_log, np.ones((2, 3))) == pytest.approx(alpha, rel=0.05)
+    assert dirichlet_ml(mean_log, np.ones((2, 3))) == pytest.approx(alpha, rel=0.05)
 
 
 def test_one_e_step_by_hand():
