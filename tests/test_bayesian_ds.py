@@ -85,3 +85,34 @@ def test_elbo_never_decreases_and_sparse_annotators_borrow_more():
     share = b.result_.column("crowd_share").values
     n = b.responses_.responses_per_worker
     assert share[n <= 3].mean() > share[n >= 50].mean()
+
+
+def _many_classes(n_classes: int, n_items: int, seed: int):
+    """Every one of 4 annotators labels every item; accuracy U(0.6, 0.9); many classes, ~1 response per row."""
+    return dawid_skene(n_items=n_items, n_workers=4, n_classes=n_classes, responses_per_item=4, seed=seed)
+
+
+def _converges_and_recovers(n_classes: int, n_items: int, seed: int, max_iter: int, reference: str) -> None:
+    sim = _many_classes(n_classes, n_items, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ConvergenceWarning
+        b = create("bds", max_iter=max_iter).fit(sim.responses)
+    assert b.result_.converged
+    trace = np.asarray(b.loss_history_)
+    assert np.all(np.diff(trace) >= -1e-8 * np.abs(trace[1:]))  # SQUAREM's safeguard keeps the ELBO monotone
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = create(reference).fit(sim.responses)
+    assert accuracy(b.labels_, sim.truth) >= accuracy(ref.labels_, sim.truth)
+
+
+def test_many_classes_converge_and_recover_labels_as_well_as_majority_vote():
+    """Issue 21 item 6: on a 30-class crowd with ~1 response per confusion row, bds converges (was: crawled to
+    max_iter) with a monotone ELBO and labels at least as well as majority vote (here ds is 3 items better)."""
+    _converges_and_recovers(30, 120, seed=0, max_iter=400, reference="mv")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_two_hundred_classes_converge_and_recover_labels_as_well_as_ds(seed):
+    _converges_and_recovers(200, 300, seed=seed, max_iter=500, reference="ds")

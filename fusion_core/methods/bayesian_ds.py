@@ -43,7 +43,8 @@ from fusion_core.methods.params import Choice, Float, Int, Param
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit
 
-HYPER_RANGE = (1e-2, 1e4)  # α₀ entries are kept in this range (guards the fixed point on degenerate data)
+HYPER_RANGE = (1e-2, 1e4)  # α₀ entries are kept in this range (guards the Newton steps on degenerate data)
+HYPER_NEWTON = 3  # Newton steps on α₀ per M-step (warm-started)
 
 
 class BDSState(NamedTuple):
@@ -164,7 +165,7 @@ class BayesianDSModel:
         if self.empirical_bayes:
             active = self.resp.responses_per_worker > 0
             mean_log = elog.mean(axis=0) if active.all() else elog[active].mean(axis=0)
-            hyper = dirichlet_ml(mean_log, hyper, n_iter=3)  # warm start; each step raises the ELBO
+            hyper = dirichlet_ml(mean_log, hyper, n_iter=HYPER_NEWTON)  # warm start; each step raises the ELBO
         return BDSState(conf, self.prior_class + post.sum(axis=0), hyper, elog)
 
     def flat(self, state: BDSState) -> np.ndarray:
