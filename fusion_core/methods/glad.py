@@ -21,7 +21,7 @@ Defaults = crowd-kit's ``GLAD`` target (crowd-kit 1.4.2, ``aggregation/classific
 soft majority vote).  Unlike crowd-kit, EM runs until the MAP objective settles: crowd-kit stops at the first
 iteration where its per-cell expected complete-data log-likelihood ``Q/(N·K)`` does not rise by ``tol``, which on
 sparse or one-sided data happens after two EM iterations (youtube_lf, labelme, face), before its own optimum
-(``docs/PEER_MODELS.md``, ``benchmarks/glad_vs_crowdkit.py``).
+(run on, crowd-kit reaches our labels: youtube_lf 0.548; ``docs/PEER_MODELS.md``, ``benchmarks/glad_vs_crowdkit.py``).
 """
 
 from __future__ import annotations
