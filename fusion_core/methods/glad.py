@@ -15,6 +15,13 @@ block-coordinate Fisher scoring (all α given b, then all b given α: each block
 problems), which needs a handful of passes over the responses where L-BFGS on the joint vector (W + N
 parameters) spent most of its time in the optimiser itself (measured: 37 s on relevance).  The objective is the log-likelihood plus the
 Gaussian log priors (MAP).
+
+Defaults = crowd-kit's ``GLAD`` target (crowd-kit 1.4.2, ``aggregation/classification/glad.py``): priors
+α ~ N(1, 1) and b = log β ~ N(1, 1), **fixed equal class priors**, and the first E-step from α = 1, b = 1 (a
+soft majority vote).  Unlike crowd-kit, EM runs until the MAP objective settles: crowd-kit stops at the first
+iteration where its per-cell expected complete-data log-likelihood ``Q/(N·K)`` does not rise by ``tol``, which on
+sparse or one-sided data happens after two EM iterations (youtube_lf, labelme, face), before its own optimum
+(run on, crowd-kit reaches our labels: youtube_lf 0.548; ``docs/PEER_MODELS.md``, ``benchmarks/glad_vs_crowdkit.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from scipy.special import expit
 
 from fusion_core.data.responses import Responses
 from fusion_core.errors import AggregationWarning, UserInputError
-from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior
+from fusion_core.methods.base import Aggregator, Gold, clamp_gold
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.numerics import log_normalize, safe_log
 from fusion_core.methods.params import Bool, Float, Int, Param
@@ -57,8 +64,8 @@ class GladModel:
 
     resp: Responses
     ability_prior: float = 1.0
-    log_beta_prior: float = 0.0
-    estimate_priors: bool = True
+    log_beta_prior: float = 1.0
+    estimate_priors: bool = False
     m_step_iter: int = 1
     gold: Gold | None = None
 
@@ -152,7 +159,11 @@ class GladModel:
             np.full(k, 1.0 / k),
         )
 
-    def start(self, posterior: np.ndarray) -> GladState:
+    def start(self, posterior: np.ndarray | None = None) -> GladState:
+        """The prior means (crowd-kit's start: the first E-step is a soft majority vote with P(correct) =
+        σ(μ_α e^{μ_b})), or one M-step from ``posterior``."""
+        if posterior is None:
+            return self.neutral()
         return self.m_step((clamp_gold(np.array(posterior, dtype=float), self.gold), self.neutral()))
 
     def permute(self, state: GladState, source: np.ndarray) -> GladState:
@@ -189,10 +200,15 @@ class GLAD(Aggregator):
     """
 
     params: ClassVar[dict[str, Param]] = {
-        "estimate_priors": Bool(True, help="Estimate class priors (with the collapse guard); off = equal priors."),
+        "estimate_priors": Bool(
+            False, help="Estimate class priors (with the collapse guard); off = equal priors, as crowd-kit."
+        ),
         "ability_prior": Float(1.0, low=-10.0, high=10.0, help="Mean of the N(μ, 1) prior on abilities."),
         "log_beta_prior": Float(
-            0.0, low=-10.0, high=10.0, help="Mean of the N(μ, 1) prior on log inverse difficulty (0: difficulty 1)."
+            1.0,
+            low=-10.0,
+            high=10.0,
+            help="Mean of the N(μ, 1) prior on log inverse difficulty b = log β (1, as crowd-kit: difficulty 1/e).",
         ),
         "m_step_iter": Int(1, low=1, high=1000, advanced=True, help="Fisher-scoring sweeps (α, then b) per M-step."),
         "tol": Float(1e-6, low=0.0, high=1.0, help="Stop when the relative change of the objective is below tol."),
@@ -213,7 +229,7 @@ class GLAD(Aggregator):
         x = st.ability[responses.worker] * np.exp(st.log_beta[responses.item])
         n = np.maximum(responses.responses_per_worker, 1)
         acc = np.bincount(responses.worker, weights=expit(x), minlength=responses.n_workers) / n
-        acc = np.where(responses.responses_per_worker > 0, acc, expit(self.ability_prior))
+        acc = np.where(responses.responses_per_worker > 0, acc, expit(self.ability_prior * np.exp(self.log_beta_prior)))
         k = responses.n_classes
         conf = np.repeat(((1 - acc) / (k - 1))[:, None, None], k, axis=1).repeat(k, axis=2)
         conf[:, np.arange(k), np.arange(k)] = acc[:, None]
@@ -242,7 +258,7 @@ class GLAD(Aggregator):
         model = GladModel(
             responses, float(self.ability_prior), float(self.log_beta_prior), estimate, int(self.m_step_iter), gold
         )
-        return run_em(model, model.start(initial_posterior(responses, "mv")), settings)
+        return run_em(model, model.start(), settings)
 
     def response_log_likelihood(self, responses: Responses) -> np.ndarray:
         """``log P(response | true class k)`` with the fitted ability and the item's own difficulty."""
