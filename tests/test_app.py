@@ -195,6 +195,7 @@ def test_each_demo_then_every_enabled_method(demo):
     assert at.session_state["fc_fit_count"] == count, "page switches must not refit"
 
 
+@pytest.mark.slow  # every method on every page: the default suite fits every method in test_common.py
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_every_method_on_uploaded_data(n_classes):
     sim = dawid_skene(n_items=120, n_workers=8, n_classes=n_classes, responses_per_item=5, spammers=1, seed=5)
@@ -212,7 +213,8 @@ def test_every_method_on_uploaded_data(n_classes):
     # auto's held-out score table is shown on the Fit page, the chosen method marked
     heldout = _frame(at, "method", "score", "se", "prior_strength")
     assert heldout["chosen"].sum() == 1 and heldout["score"].notna().any()
-    assert heldout.loc[heldout["chosen"], "score"].iloc[0] == heldout["score"].max()
+    chosen = heldout.loc[heldout["chosen"]].iloc[0]  # the best, or a simpler model within 2 SE of it
+    assert chosen["score"] == heldout["score"].max() or chosen["difference"] <= 2 * chosen["se"]
     for page in RESULT_PAGES:
         _visit(at, page)
         if page != "pages/6_Compare.py":
