@@ -219,6 +219,13 @@ def _table(
 
 
 # ------------------------------------------------------------------------------------------ ordinal
+BOOTSTRAP_EM_STEPS = 1
+"""EM steps of each ordinal bootstrap replicate, from the full-data fit with the crowd's scale held fixed: a
+k-step bootstrap (Andrews 2002, Econometrica 70:119).  On 150 simulated annotators (3,000 items, 20 replicates)
+one step gave the same 150 verdicts as refits to convergence, interval ends within 0.01 level (median; 95th
+percentile 0.06) and intervals ≈ 10 % narrower, in 1/6 of the time (docs/AUDIT.md)."""
+
+
 def _ordinal_state(res: FitResult, scale: OrdinalScale, model: OrdinalModel) -> OrdinalState:
     """The fitted parameters as an EM state (gap logits recovered from the level positions and cut points)."""
     points = np.empty(2 * len(scale.positions) - 1)
@@ -243,7 +250,8 @@ def ordinal_verdicts(
     rule: VerdictRule = ORDINAL_RULE,
 ) -> RatingVerdicts:
     """Fit ``ordinal-em`` (``levels`` as in :class:`~fusion_core.methods.ordinal.OrdinalEM`) and give each
-    annotator a verdict from the bias and noise intervals of ``n_bootstrap`` item-resampled refits.
+    annotator a verdict from the bias and noise intervals of ``n_bootstrap`` item-resampled replicates
+    (:data:`BOOTSTRAP_EM_STEPS` EM steps each from the full fit, the scale held fixed).
 
     Examples
     --------
@@ -265,12 +273,12 @@ def ordinal_verdicts(
     rng = np.random.default_rng(random_state)
     w = resp.n_workers
     b_s, s_s = np.full((n_bootstrap, w), np.nan), np.full((n_bootstrap, w), np.nan)
-    settings = EMSettings(tol=1e-6, max_iter=200, name="ordinal verdict bootstrap", warn=False)
+    settings = EMSettings(tol=0.0, max_iter=BOOTSTRAP_EM_STEPS + 1, name="ordinal verdict bootstrap", warn=False)
     with threadpool_limits(limits=1, user_api="blas"), warnings.catch_warnings():
         warnings.simplefilter("ignore", AggregationWarning)
         for r in range(n_bootstrap):  # replicates, not responses
             boot = resp.with_items_resampled(rng.integers(0, resp.n_items, size=resp.n_items))
-            run = run_em(OrdinalModel(boot, model.estimate_scale, model.regularization), start, settings)
+            run = run_em(OrdinalModel(boot, False, model.regularization), start, settings)  # scale fixed
             seen = np.bincount(boot.worker, minlength=w) > 0
             b_s[r, seen] = run.state.bias[seen]
             s_s[r, seen] = np.exp(run.state.log_noise[seen])
