@@ -9,16 +9,14 @@ from fusion_app.audit import Throttle, audit_now, cached_audit, duration, figure
 from fusion_app.shell import csv_bytes, download_buttons, md_escape, no_data_notice, page_setup, show_error
 from fusion_app.state import session
 from fusion_core.diagnostics.audit import (
-    ADVERSARIAL,
     AUDIT_LABEL_TYPES,
-    COLLUDING,
-    SPAMMER,
     VERDICTS,
     AuditProgress,
     accuracy_tile,
     audit_ratings,
     audit_summary,
     findings,
+    flagged_tile,
     needs_care,
     suggested_label_type,
 )
@@ -116,16 +114,17 @@ if audit.warnings:
     with st.expander(f"Notes from the audit ({len(audit.warnings)})"):
         for note in audit.warnings:
             st.caption(md_escape(note))
-counts = audit.annotators.counts()
-flagged = int(counts[[ADVERSARIAL, COLLUDING, SPAMMER]].sum())
+categorical = audit.ratings is None or st.toggle(
+    "Also show the categorical verdicts (the levels read as unrelated categories)", key="audit_categorical"
+)
 m = st.columns(4)
-m[0].metric("annotators flagged", f"{flagged} of {audit.n_workers:,}")
+m[0].metric(*flagged_tile(audit))
 m[1].metric(*accuracy_tile(audit))
 m[2].metric("items to look at again", f"{int(audit.review.flagged.sum()):,}")
 m[3].metric("Krippendorff's α", "n/a" if audit.alpha is None else f"{audit.alpha.value:.2f}")
 
 figs = figures_for(audit)
-for f in findings(audit):
+for f in findings(audit, categorical=categorical):
     st.subheader(f.question)
     text_col, chart_col = st.columns([2, 3])
     answer = md_escape(f.answer)
@@ -175,10 +174,11 @@ if audit.ratings is not None:
         rated = rated.join(audit.annotators.roles.rename("simulated role"))
     st.dataframe(rated, key="audit_rating_table")
     download_buttons("Rating verdicts", rated, "audit-rating-verdicts", key="audit_dl_ratings")
-    st.caption(
-        "The verdicts below read the levels as unrelated categories (accuracy against the estimated label); "
-        "for ratings, the rating verdicts above are the ones to act on."
-    )
+    if categorical:
+        st.caption(
+            "The verdicts below read the levels as unrelated categories (accuracy against the estimated label); "
+            "for ratings, the rating verdicts above are the ones to act on."
+        )
 
 
 @st.fragment
@@ -201,7 +201,8 @@ def verdict_table() -> None:
     download_buttons("Verdict table", table, "audit-annotators", key="audit_dl_annotators")
 
 
-verdict_table()
+if categorical:
+    verdict_table()
 
 review = audit.review.frame()
 st.subheader(f"Items that need another look ({len(review):,})")

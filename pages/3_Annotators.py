@@ -1,4 +1,4 @@
-"""Annotators page: every annotator's skill against their responses (chance line, interval bars), the ranking
+"""Annotators page: every annotator's accuracy against their responses (chance line, interval bars), the ranking
 eigenvector (``result.spectral``), the
 reliability curves along a context (``result.context``), confusion heatmaps (rows = true, columns = reported),
 and the downloadable annotator table (:func:`fusion_core.diagnostics.tables.annotator_table`)."""
@@ -46,27 +46,34 @@ with st.expander("Uncertainty: bootstrap intervals (resampling items, or whole s
 boot = cached_bootstrap(method, n_boot, level)
 intervals = boot.skills if boot is not None else None
 
+rank_level = boot.level if boot is not None else 0.9
 akey = (active_key(method), boot is not None and (boot.n_bootstrap, boot.level))
 table = view(
     "annotator_table",
     akey,
-    lambda: annotator_table(res, ds.responses, intervals=intervals, roles=ds.roles, lower_bound=True),
+    lambda: annotator_table(res, ds.responses, intervals=intervals, roles=ds.roles, lower_bound=True, level=rank_level),
 )
 st.plotly_chart(
-    view("skill_scatter", akey, lambda: skill_scatter(res, pd.Series(table["responses"]), intervals)),
+    view(
+        "skill_scatter",
+        akey,
+        lambda: skill_scatter(
+            res,
+            pd.Series(table["responses"]),
+            None if boot is None else table[["accuracy low", "accuracy high"]].set_axis(["low", "high"], axis=1),
+        ),
+    ),
     key="ann_skill",
 )
 chance = 1 / len(res.classes)
 st.caption(
-    f"**Skill** = the annotator's expected accuracy: the estimated chance that their label is the true one. "
+    f"**Accuracy** = the annotator's expected accuracy: the estimated chance that their label is the true one "
+    "(the Audit page's *skill above chance* corrects it for guessing). "
     f"The dashed line is random guessing (1 / {len(res.classes)} labels = {chance:.2f}); red points are within "
-    "0.1 of it or below. Annotators with few responses are uncertain: the table ranks by **skill (lower bound)** — "
-    + (
-        "the lower end of the bootstrap interval."
-        if boot is not None
-        else "the lower end of a 90% interval that widens with fewer responses (compute bootstrap intervals above "
-        "for intervals from the model)."
-    )
+    "0.1 of it or below. Annotators with few responses are uncertain: the table ranks by **accuracy (lower "
+    f"bound)**, the lower end of a {rank_level:.0%} interval in which each accuracy is shrunk towards the crowd's "
+    "(**accuracy (shrunk)**: a Beta prior worth a few responses, so 10 perfect answers do not make a perfect "
+    "annotator)" + (", widened to cover the bootstrap interval." if boot is not None else ".")
 )
 if boot is not None:
     st.caption(
@@ -86,7 +93,7 @@ if res.context is not None:
         "labelled nothing nearby, so the curve there is interpolation)."
     )
     c1, c2 = st.columns([3, 1])
-    by_skill = list(table.sort_values("skill", ascending=False).index)
+    by_skill = list(table.sort_values("accuracy", ascending=False).index)
     chosen = c1.multiselect("Annotators", by_skill, default=by_skill[:6], key="ann_ctx_workers")
     label = None
     if res.context.detection is not None and res.context.detection.ndim == 3:
@@ -100,11 +107,11 @@ if res.context is not None:
 
 st.subheader("Confusion matrices")
 if res.confusion is None:
-    st.info(f"{md_escape(method)} does not estimate confusion matrices; see the skill ranking above.")
+    st.info(f"{md_escape(method)} does not estimate confusion matrices; see the accuracy ranking above.")
 else:
     c1, c2, c3 = st.columns([2, 1, 1])
     search = c1.text_input("Search annotators", key="ann_search", placeholder="annotator id contains…")
-    order = c2.radio("Sort by skill (lower bound)", ["best first", "worst first"], horizontal=True, key="ann_sort")
+    order = c2.radio("Sort by accuracy (lower bound)", ["best first", "worst first"], horizontal=True, key="ann_sort")
     panels = c3.slider("Panels", 1, 24, 8, key="ann_panels")
     shown = table if order == "best first" else table.iloc[::-1]
     if search:
@@ -137,6 +144,6 @@ if ds.spans is not None:  # an NER-style export: span agreement against this met
     show_table(spans.frame(), key="ann_spans")
 
 st.subheader("Annotator table")
-st.caption("One row per annotator, ranked by skill (lower bound).")
+st.caption("One row per annotator, ranked by accuracy (lower bound).")
 show_table(table, key="ann_table")
 download_buttons("Download annotator table", table, f"annotators_{method}", key="ann_download")

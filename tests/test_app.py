@@ -96,7 +96,15 @@ def _result(at: AppTest, method: str):
 def _assert_per_annotator(table, result) -> None:
     """The annotator table has one row per annotator and only per-annotator columns (typed fields)."""
     assert sorted(table.index.astype(str)) == sorted(result.workers.astype(str))
-    allowed = {"skill", "skill (lower bound)", "responses", "skill low", "skill high", "simulated role"}
+    allowed = {
+        "accuracy",
+        "accuracy (lower bound)",
+        "accuracy (shrunk)",
+        "responses",
+        "accuracy low",
+        "accuracy high",
+        "simulated role",
+    }
     allowed |= {c.title for c in result.annotator_columns} | {f"{c.title} ({c.key})" for c in result.annotator_columns}
     assert set(map(str, table.columns)) <= allowed, set(table.columns) - allowed
     assert not [c for c in table.columns if re.search(r"eigen|ranking", str(c), re.IGNORECASE)]
@@ -181,7 +189,7 @@ def test_each_demo_then_every_enabled_method(demo):
                     expected = _result(at, m).labels.astype(str)
                     assert (shown.to_numpy() == expected.reindex(shown.index.astype(str)).to_numpy()).all(), m
                 else:
-                    _assert_per_annotator(_frame(at, "skill", "responses"), _result(at, m))
+                    _assert_per_annotator(_frame(at, "accuracy", "responses"), _result(at, m))
     _visit(at, "pages/5_Items.py")
     assert len(_frame(at, "label", "confidence", "entropy")) == ds.responses.n_items
     if demo == "sequence":
@@ -223,7 +231,7 @@ def test_every_method_on_uploaded_data(n_classes):
                 at.selectbox(key=key).set_value(m).run()
                 assert not at.exception, (page, m, [e.value for e in at.exception])
                 if page == "pages/3_Annotators.py":
-                    _assert_per_annotator(_frame(at, "skill", "responses"), _result(at, m))
+                    _assert_per_annotator(_frame(at, "accuracy", "responses"), _result(at, m))
     _visit(at, "pages/6_Compare.py")
     assert len(_frame(at, "mean confidence")) == len(enabled)
 
@@ -272,9 +280,11 @@ def test_uploaded_data_with_context_column_and_fit():
     at.select_slider(key="ann_nboot").set_value(20).run()
     at.button(key="ann_boot").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    table = _frame(at, "skill", "responses")
-    assert {"skill low", "skill high"} <= set(table.columns)
-    assert (table["skill low"] <= table["skill"] + 1e-9).all() and (table["skill"] <= table["skill high"] + 1e-9).all()
+    table = _frame(at, "accuracy", "responses")
+    assert {"accuracy low", "accuracy high"} <= set(table.columns)
+    assert (table["accuracy low"] <= table["accuracy"] + 1e-9).all() and (
+        table["accuracy"] <= table["accuracy high"] + 1e-9
+    ).all()
 
 
 def test_fit_cache_and_page_switches_do_not_refit():
@@ -301,12 +311,12 @@ def test_annotator_bootstrap_error_bars_and_downloads():
     at.select_slider(key="ann_nboot").set_value(20).run()
     at.button(key="ann_boot").click().run()
     assert not at.exception
-    table = _frame(at, "skill", "responses")
-    assert {"skill", "skill low", "skill high", "simulated role"} <= set(table.columns)
-    assert (table["skill low"] <= table["skill"] + 1e-9).all()
+    table = _frame(at, "accuracy", "responses")
+    assert {"accuracy", "accuracy low", "accuracy high", "simulated role"} <= set(table.columns)
+    assert (table["accuracy low"] <= table["accuracy"] + 1e-9).all()
     spam = table[table["simulated role"] == "spammer"]
     honest = table[table["simulated role"] == "honest"]
-    assert spam["skill"].max() < honest["skill"].median()
+    assert spam["accuracy"].max() < honest["accuracy"].median()
     assert at.get("download_button")
 
 

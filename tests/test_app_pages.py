@@ -107,15 +107,15 @@ def test_skill_chart_shows_every_annotator_with_a_chance_line_and_evidence_aware
     chance = [s for s in fig.layout.shapes if s.y0 == s.y1]
     assert chance and chance[0].y0 == pytest.approx(0.5)
     assert any("expected accuracy" in t for t in _texts(at))  # "skill" is defined on the page
-    table = next(d.value for d in at.dataframe if "skill (lower bound)" in d.value.columns)
+    table = next(d.value for d in at.dataframe if "accuracy (lower bound)" in d.value.columns)
     assert len(table) == n_workers
-    low = table["skill (lower bound)"].astype(float).to_numpy()
+    low = table["accuracy (lower bound)"].astype(float).to_numpy()
     assert np.all(np.diff(low) <= 1e-12)  # ranked by the evidence-aware bound
     few = table[table["responses"].astype(int) < 10]
     many = table[table["responses"].astype(int) >= 50]
     if len(few) and len(many):  # a barely-measured annotator never outranks a well-measured one of equal skill
-        best_few = few["skill"].astype(float).idxmax()
-        rivals = many[many["skill"].astype(float) <= float(few.loc[best_few, "skill"])]
+        best_few = few["accuracy"].astype(float).idxmax()
+        rivals = many[many["accuracy"].astype(float) <= float(few.loc[best_few, "accuracy"])]
         if len(rivals):
             assert table.index.get_loc(best_few) > table.index.get_loc(rivals.index[0])
     _no_none_cells(at, "Annotators")

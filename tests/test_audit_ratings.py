@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fusion_core.data.responses import Responses
-from fusion_core.diagnostics.audit import findings, run_audit, suggested_label_type
+from fusion_core.diagnostics.audit import findings, flagged_tile, run_audit, suggested_label_type
 from fusion_core.errors import UserInputError
 from fusion_core.plots.audit import audit_figures
 from fusion_core.simulate.ratings import ordinal_crowd
@@ -33,6 +33,17 @@ def test_ordinal_crowd_harsh_lenient_noisy_get_their_verdicts_through_the_audit(
     first = findings(audit)[0]
     assert first.chart == "ratings" and "lenient" in first.answer and "harsh" in first.answer
     assert "ratings" in audit_figures(audit)
+    # one verdict set leads (issue 26 item 3): no categorical trust/spammer findings unless asked
+    questions = [f.question for f in findings(audit)]
+    assert "Whom can I trust?" not in questions and "Who is spamming, sabotaging or colluding?" not in questions
+    asked = [f.question for f in findings(audit, categorical=True)]
+    assert {"Whom can I trust?", "Who is spamming, sabotaging or colluding?"} <= set(asked)
+    label, value = flagged_tile(audit)
+    rated = audit.ratings.table["verdict"]
+    assert (
+        "rating" in label and value == f"{int((~rated.isin(['reliable', 'not enough ratings to tell'])).sum())} of 12"
+    )
+    assert flagged_tile(audit, categorical=True)[0] == "annotators flagged"
     # the nominal audit of the same data has no rating verdicts and no ratings question
     nominal = _quick(sim.responses)
     assert nominal.ratings is None and all(f.chart != "ratings" for f in findings(nominal))
@@ -89,6 +100,9 @@ def test_audit_page_with_ordinal_labels():
     audit = at.session_state["fc_audit"][1]
     assert audit.label_type == "ordinal" and audit.ratings is not None
     assert at.subheader[0].value == "Who rates too leniently, too harshly or too noisily?"
+    assert at.metric[0].label == "annotators flagged (rating verdicts)"  # the headline uses the rating verdicts
+    assert "Every annotator, worst first" not in [h.value for h in at.subheader]  # categorical ones only if asked
+    assert "Whom can I trust?" not in [h.value for h in at.subheader]
     table = next(d.value for d in at.dataframe if "bias_low" in map(str, d.value.columns))
     assert len(table) == 10
     got = table["verdict"].reindex(roles.index.astype(str))
@@ -97,6 +111,9 @@ def test_audit_page_with_ordinal_labels():
     titles = [str(c.proto.spec) for c in at.get("plotly_chart")]
     assert any("Bias and noise per annotator" in t for t in titles)
     assert at.radio(key="audit_label_type").value == "ordinal"
+    at.toggle(key="audit_categorical").set_value(True).run()
+    assert "Every annotator, worst first" in [h.value for h in at.subheader]
+    assert at.metric[0].label == "annotators flagged (rating verdicts)"
     # a rerun keeps the rated audit
     at.run()
     assert at.session_state["fc_audit"][1].ratings is not None and not at.exception

@@ -46,14 +46,17 @@ def test_annotator_table_holds_only_per_annotator_quantities(crowd, name):
     table = annotator_table(res, resp)
     assert len(table) == resp.n_workers and table.index.is_unique
     assert set(table.index) == set(resp.workers.astype(str))
-    expected = ["skill", "responses", *[c.title for c in res.annotator_columns]]
-    assert list(table.columns) == expected
+    titles = [
+        c.title if c.title not in ("accuracy", "responses") else f"{c.title} ({c.key})" for c in res.annotator_columns
+    ]
+    assert list(table.columns) == ["accuracy", "responses", *titles]
     assert not [c for c in table.columns if NOT_PER_ANNOTATOR.search(str(c))]
     for col in res.annotator_columns:  # each column is the method's values, annotator by annotator
         by_worker = pd.Series(np.asarray(col.values), index=res.workers.astype(str))
-        np.testing.assert_array_equal(table[col.title].to_numpy(), by_worker.reindex(table.index).to_numpy())
-    np.testing.assert_allclose(table["skill"], res.skills.set_axis(res.workers.astype(str)).reindex(table.index))
-    assert table["skill"].is_monotonic_decreasing
+        header = col.title if col.title != "accuracy" else f"{col.title} ({col.key})"
+        np.testing.assert_array_equal(table[header].to_numpy(), by_worker.reindex(table.index).to_numpy())
+    np.testing.assert_allclose(table["accuracy"], res.skills.set_axis(res.workers.astype(str)).reindex(table.index))
+    assert table["accuracy"].is_monotonic_decreasing
     counts = pd.Series(resp.responses_per_worker, index=resp.workers.astype(str))
     np.testing.assert_array_equal(table["responses"], counts.reindex(table.index))
 
@@ -68,27 +71,27 @@ def test_same_length_arrays_never_become_annotator_columns(ds_fit, crowd):
         annotator_columns=(AnnotatorColumn("balanced_accuracy", "balanced accuracy", np.linspace(0.5, 1, w)),),
     )
     table = annotator_table(res, resp)
-    assert list(table.columns) == ["skill", "responses", "balanced accuracy"]
+    assert list(table.columns) == ["accuracy", "responses", "balanced accuracy"]
 
 
 def test_annotator_table_intervals_roles_and_title_clash(ds_fit, crowd):
     sim, resp = crowd
     res = replace(
         ds_fit.result_,
-        annotator_columns=(AnnotatorColumn("skill_raw", "skill", np.zeros(resp.n_workers), "a clashing title"),),
+        annotator_columns=(AnnotatorColumn("skill_raw", "accuracy", np.zeros(resp.n_workers), "a clashing title"),),
     )
     skills = res.skills
     intervals = pd.DataFrame({"low": skills - 0.1, "high": skills + 0.2}, index=skills.index)
     table = annotator_table(res, resp, intervals=intervals, roles=sim.extras["role"])
     assert list(table.columns) == [
-        "skill",
+        "accuracy",
         "responses",
-        "skill (skill_raw)",
-        "skill low",
-        "skill high",
+        "accuracy (skill_raw)",
+        "accuracy low",
+        "accuracy high",
         "simulated role",
     ]
-    np.testing.assert_allclose(table["skill high"] - table["skill"], 0.2)
+    np.testing.assert_allclose(table["accuracy high"] - table["accuracy"], 0.2)
     spammer = sim.extras["role"][sim.extras["role"] == "spammer"].index.astype(str)
     assert (table.loc[spammer, "simulated role"] == "spammer").all()
 
@@ -150,8 +153,49 @@ def test_skill_lower_bound_penalises_little_evidence():
 
 def test_annotator_table_lower_bound_column_and_order(ds_fit, crowd):
     table = annotator_table(ds_fit, crowd[1], lower_bound=True)
-    assert list(table.columns[:3]) == ["skill", "skill (lower bound)", "responses"]
-    assert table["skill (lower bound)"].is_monotonic_decreasing
+    assert list(table.columns[:4]) == ["accuracy", "accuracy (lower bound)", "accuracy (shrunk)", "responses"]
+    assert table["accuracy (lower bound)"].is_monotonic_decreasing
+
+
+def test_shrunk_accuracy_matches_the_beta_posterior_by_hand():
+    from scipy.stats import beta
+
+    from fusion_core.diagnostics.tables import MIN_PRIOR, shrunk_accuracy
+
+    acc, n = np.array([1.0, 0.8, 0.7]), np.array([10, 400, 600])
+    out = shrunk_accuracy(acc, n)
+    m = (10 + 0.8 * 400 + 0.7 * 600) / 1010  # response-weighted crowd accuracy
+    assert out.crowd_mean == pytest.approx(m)
+    s = out.prior_strength
+    assert MIN_PRIOR <= s <= 20
+    a0, b0 = max(s * m, 0.5), max(s * (1 - m), 0.5)
+    assert out.estimate[0] == pytest.approx((a0 + 10) / (a0 + b0 + 10))
+    assert out.low[0] == pytest.approx(beta.ppf(0.05, a0 + 10, b0))
+    assert out.low[0] < 0.95 and out.high[0] > out.low[0]  # 10 perfect answers: never 1–1
+    assert out.low[0] < out.low[1]  # below 400 answers at 0.8
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_few_responses_never_rank_near_one_on_an_imperfect_crowd(seed):
+    """Issue 26: on simulated crowds where no annotator is perfect, no annotator with < 30 responses gets a
+    ranking lower bound ≥ 0.99 (sparse zipf crowd: many annotators with a handful of responses, DS often fits
+    them at accuracy 1)."""
+    sim = dawid_skene(n_items=1500, n_workers=120, n_classes=2, accuracy=(0.7, 0.98), worker_activity="zipf", seed=seed)
+    resp = Responses.from_frame(sim.responses)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = DawidSkene().fit(resp)
+    table = annotator_table(fit, resp, lower_bound=True)
+    few = table[table["responses"] < 30]
+    assert len(few) > 20 and (few["accuracy"] > 0.99).any()  # the case the issue describes occurs
+    assert (few["accuracy (lower bound)"] < 0.99).all()
+    assert (table["accuracy (lower bound)"] <= table["accuracy (shrunk)"]).all()
+    # a bootstrap that sees the same few perfect answers in every refit gives 1–1: the ranking still does not
+    skills = fit.result_.skills
+    collapsed = pd.DataFrame({"low": skills, "high": skills}, index=skills.index)
+    table = annotator_table(fit, resp, intervals=collapsed, lower_bound=True)
+    few = table[table["responses"] < 30]
+    assert (few["accuracy (lower bound)"] < 0.99).all() and (few["accuracy low"] < few["accuracy high"]).all()
 
 
 def test_plain_words_rewrites_internal_wording():

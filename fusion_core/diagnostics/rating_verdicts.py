@@ -39,9 +39,22 @@ from threadpoolctl import threadpool_limits
 from fusion_core.data.numeric import NumericResponses, as_numeric_responses
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.errors import AggregationWarning, UserInputError
+from fusion_core.methods.dawid_skene import expected_counts
 from fusion_core.methods.em import EMSettings, run_em
 from fusion_core.methods.numeric import NumericTruth
-from fusion_core.methods.ordinal import LENIENT_BIAS, NOISY_NOISE, OrdinalEM, OrdinalModel, OrdinalState, with_levels
+from fusion_core.methods.numerics import PROB_FLOOR
+from fusion_core.methods.ordinal import (
+    LENIENT_BIAS,
+    NOISE_CENTER,
+    NOISY_NOISE,
+    OrdinalEM,
+    OrdinalModel,
+    OrdinalState,
+    probit_gradient,
+    scale_points,
+    with_levels,
+)
+from fusion_core.methods.ordinal.scale import cut_z, interval_prob, parameter_bounds
 from fusion_core.methods.results import FitResult, OrdinalScale
 
 VERDICTS = ("reliable", "lenient", "harsh", "noisy", "near chance", "not enough ratings to tell")
@@ -219,6 +232,87 @@ def _table(
 
 
 # ------------------------------------------------------------------------------------------ ordinal
+BOOTSTRAP_EM_STEPS = 1
+"""EM steps of each ordinal bootstrap replicate, from the full-data fit with the crowd's scale held fixed: a
+k-step bootstrap (Andrews 2002, Econometrica 70:119).  On 150 simulated annotators (3,000 items, 20 replicates)
+one step gave the same 150 verdicts as refits to convergence, interval ends within 0.01 level (median; 95th
+percentile 0.06) and intervals ≈ 10 % narrower, in 1/6 of the time (docs/AUDIT.md)."""
+
+
+class _BootstrapOrdinal(OrdinalModel):
+    """``ordinal-em`` for one bootstrap replicate: the crowd's scale held at the full fit's.  The M-step then
+    separates by annotator, and :func:`newton_m_step` solves all the 2-parameter problems at once."""
+
+    def m_step(self, stats: tuple[np.ndarray, OrdinalState]) -> OrdinalState:
+        posterior, previous = stats
+        counts = expected_counts(self.resp, posterior)
+        bias, log_noise = newton_m_step(counts, previous, self.regularization)
+        prior = posterior.sum(axis=0) + 1e-12
+        return OrdinalState(bias, log_noise, previous.scale, prior / prior.sum())
+
+
+def _annotator_objective(
+    b: np.ndarray, log_s: np.ndarray, counts: np.ndarray, points: np.ndarray, lam: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per annotator: ``m_step_objective``'s terms with the scale fixed (values, ∂/∂b, ∂/∂log s)."""
+    s = np.exp(log_s)
+    z = cut_z(b, s, points)
+    p = interval_prob(z)
+    inside = p > PROB_FLOOR
+    log_p = np.log(np.where(inside, p, PROB_FLOOR))
+    a = np.where(inside, counts / np.where(inside, p, 1.0), 0.0)
+    dev = log_s - NOISE_CENTER
+    f = -(counts * log_p).sum(axis=(1, 2)) + 0.5 * lam * (b**2 + dev**2)
+    g_b, g_s, _ = probit_gradient(a, z, s, None)
+    return f, -g_b + lam * b, -g_s + lam * dev
+
+
+def newton_m_step(
+    counts: np.ndarray, previous: OrdinalState, regularization: float, *, max_iter: int = 20, tol: float = 1e-4
+) -> tuple[np.ndarray, np.ndarray]:
+    """``ordinal-em``'s M-step with the scale fixed, as W independent 2-parameter problems (bias, log noise) solved
+    together by damped Newton steps (Levenberg–Marquardt): 2 × 2 Hessians from forward differences of the
+    analytic gradient (one evaluation per coordinate for all annotators), step halving per annotator until its
+    objective falls, the box of ``parameter_bounds``; an annotator leaves the batch once its step is below
+    ``tol``.  Reaches the joint L-BFGS-B's optimum or a lower objective, in a fraction of its time."""
+    w, k = counts.shape[0], counts.shape[1]
+    lo, hi = parameter_bounds(w, k, False)
+    b = np.clip(previous.bias, lo[:w], hi[:w])
+    ls = np.clip(previous.log_noise, lo[w:], hi[w:])
+    points = scale_points(previous.scale)
+    lam, h = regularization, 1e-6
+    f, gb, gs = _annotator_objective(b, ls, counts, points, lam)
+    idx = np.arange(w)  # annotators still moving
+    for _ in range(max_iter):
+        c, bi, si, fi, gbi, gsi = counts[idx], b[idx], ls[idx], f[idx], gb[idx], gs[idx]
+        _, gb1, gs1 = _annotator_objective(bi + h, si, c, points, lam)
+        _, gb2, gs2 = _annotator_objective(bi, si + h, c, points, lam)
+        hbb, hss, hbs = (gb1 - gbi) / h, (gs2 - gsi) / h, 0.5 * ((gs1 - gsi) + (gb2 - gbi)) / h
+        half_tr = 0.5 * (hbb + hss)
+        eig_min = half_tr - np.sqrt(np.maximum(half_tr**2 - (hbb * hss - hbs**2), 0.0))
+        shift = np.maximum(-eig_min, 0.0) + 1e-3 * (np.abs(hbb) + np.abs(hss)) + 1e-8  # positive definite
+        hbb, hss = hbb + shift, hss + shift
+        det = hbb * hss - hbs**2
+        step_b, step_s = -(hss * gbi - hbs * gsi) / det, -(hbb * gsi - hbs * gbi) / det
+        t = np.ones(len(idx))
+        for _ in range(40):  # halve the step of the annotators whose objective did not fall
+            nb = np.clip(bi + t * step_b, lo[idx], hi[idx])
+            ns = np.clip(si + t * step_s, lo[w + idx], hi[w + idx])
+            nf, ngb, ngs = _annotator_objective(nb, ns, c, points, lam)
+            worse = nf > fi + 1e-12 * np.abs(fi)
+            if not worse.any():
+                break
+            t = np.where(worse, 0.5 * t, t)
+        keep = ~worse
+        moved = np.maximum(np.abs(nb - bi), np.abs(ns - si)) * keep
+        take = idx[keep]
+        b[take], ls[take], f[take], gb[take], gs[take] = nb[keep], ns[keep], nf[keep], ngb[keep], ngs[keep]
+        idx = idx[moved >= tol]
+        if not len(idx):
+            break
+    return b, ls
+
+
 def _ordinal_state(res: FitResult, scale: OrdinalScale, model: OrdinalModel) -> OrdinalState:
     """The fitted parameters as an EM state (gap logits recovered from the level positions and cut points)."""
     points = np.empty(2 * len(scale.positions) - 1)
@@ -243,7 +337,8 @@ def ordinal_verdicts(
     rule: VerdictRule = ORDINAL_RULE,
 ) -> RatingVerdicts:
     """Fit ``ordinal-em`` (``levels`` as in :class:`~fusion_core.methods.ordinal.OrdinalEM`) and give each
-    annotator a verdict from the bias and noise intervals of ``n_bootstrap`` item-resampled refits.
+    annotator a verdict from the bias and noise intervals of ``n_bootstrap`` item-resampled replicates
+    (:data:`BOOTSTRAP_EM_STEPS` EM steps each from the full fit, the scale held fixed).
 
     Examples
     --------
@@ -265,12 +360,12 @@ def ordinal_verdicts(
     rng = np.random.default_rng(random_state)
     w = resp.n_workers
     b_s, s_s = np.full((n_bootstrap, w), np.nan), np.full((n_bootstrap, w), np.nan)
-    settings = EMSettings(tol=1e-6, max_iter=200, name="ordinal verdict bootstrap", warn=False)
+    settings = EMSettings(tol=0.0, max_iter=BOOTSTRAP_EM_STEPS + 1, name="ordinal verdict bootstrap", warn=False)
     with threadpool_limits(limits=1, user_api="blas"), warnings.catch_warnings():
         warnings.simplefilter("ignore", AggregationWarning)
         for r in range(n_bootstrap):  # replicates, not responses
             boot = resp.with_items_resampled(rng.integers(0, resp.n_items, size=resp.n_items))
-            run = run_em(OrdinalModel(boot, model.estimate_scale, model.regularization), start, settings)
+            run = run_em(_BootstrapOrdinal(boot, False, model.regularization), start, settings)
             seen = np.bincount(boot.worker, minlength=w) > 0
             b_s[r, seen] = run.state.bias[seen]
             s_s[r, seen] = np.exp(run.state.log_noise[seen])

@@ -1,6 +1,7 @@
 """The tables a user reads and downloads, built from typed result fields only (shared by the CLI and the app).
 
-* :func:`annotator_table` — one row per annotator: skill, number of responses, the method's per-annotator
+* :func:`annotator_table` — one row per annotator: accuracy (shrunk towards the crowd, :func:`shrunk_accuracy`,
+  for the ranking), number of responses, the method's per-annotator
   columns (:class:`~fusion_core.methods.results.AnnotatorColumn`, headed by their plain-words titles), bootstrap
   intervals when given, the simulated role for demos.  Nothing else: a quantity that is not per annotator (an
   eigenvalue spectrum, a ranking order) cannot enter it.
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -67,9 +69,9 @@ def _counts(counts: np.ndarray, coded: pd.Index, wanted: pd.Index) -> np.ndarray
 
 
 def skill_lower_bound(skill: np.ndarray, n: np.ndarray, level: float = 0.9) -> np.ndarray:
-    """Evidence-aware skill: the lower end of a Wilson score interval at ``level`` (two-sided) for an accuracy
-    ``skill`` measured on ``n`` responses (an approximation: the skill is a model estimate, not a count of correct
-    answers).  Ranks 10 responses at 0.9 below 500 responses at 0.85."""
+    """The lower end of a Wilson score interval at ``level`` (two-sided) for an accuracy ``skill`` measured on
+    ``n`` responses (an approximation: the accuracy is a model estimate, not a count of correct answers).
+    Ranks 10 responses at 0.9 below 500 responses at 0.85; the ranking itself uses :func:`shrunk_accuracy`."""
     from scipy.stats import norm
 
     z = float(norm.ppf(0.5 + level / 2))
@@ -80,6 +82,60 @@ def skill_lower_bound(skill: np.ndarray, n: np.ndarray, level: float = 0.9) -> n
     return (centre - spread) / (1 + z * z / n)
 
 
+MIN_PRIOR = 2.0
+"""Fewest pseudo-responses of the crowd prior (and ½ on each side): 10 perfect responses never give 1–1."""
+MAX_PRIOR = 20.0
+"""Most pseudo-responses of the crowd prior: a crowd of equals cannot drown an annotator's own evidence."""
+
+
+@dataclass(frozen=True)
+class ShrunkAccuracy:
+    """Accuracy shrunk towards the crowd: posterior mean and central interval of
+    ``Beta(s·m + a·n, s·(1 − m) + (1 − a)·n)``, with crowd mean ``m`` and ``s`` pseudo-responses."""
+
+    estimate: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    crowd_mean: float
+    prior_strength: float
+
+
+def shrunk_accuracy(accuracy: np.ndarray, n: np.ndarray, level: float = 0.9) -> ShrunkAccuracy:
+    """Empirical-Bayes accuracy (Beta–binomial; Casella 1985, "An introduction to empirical Bayes data
+    analysis"): the prior is a Beta centred on the crowd's response-weighted accuracy ``m`` whose strength ``s``
+    (pseudo-responses) is the method-of-moments value ``m(1 − m)/τ² − 1``, τ² the spread of accuracies beyond
+    binomial noise, clipped to [:data:`MIN_PRIOR`, :data:`MAX_PRIOR`]; each side gets at least ½ pseudo-response.
+    ``accuracy`` × ``n`` counts as the correct responses (the accuracy is a model estimate).  Annotators with few
+    responses move towards the crowd and get wide intervals; well-measured ones keep their own accuracy."""
+    from scipy.stats import beta
+
+    a = np.clip(np.nan_to_num(np.asarray(accuracy, dtype=float), nan=0.0), 0.0, 1.0)
+    n = np.maximum(np.asarray(n, dtype=float), 0.0)
+    total = float(n.sum())
+    m = float((a * n).sum() / total) if total > 0 else float(a.mean()) if a.size else 0.5
+    m = min(max(m, 1e-3), 1 - 1e-3)
+    seen = n > 0
+    if seen.sum() >= 2:
+        w = n[seen] / n[seen].sum()
+        spread = float((w * (a[seen] - m) ** 2).sum())
+        noise = float((w * m * (1 - m) / n[seen]).sum())
+        tau2 = spread - noise
+        s = m * (1 - m) / tau2 - 1 if tau2 > 0 else MAX_PRIOR
+    else:
+        s = MAX_PRIOR
+    s = min(max(s, MIN_PRIOR), MAX_PRIOR)
+    alpha = max(s * m, 0.5) + a * n
+    beta_ = max(s * (1 - m), 0.5) + (1 - a) * n
+    tail = (1 - level) / 2
+    return ShrunkAccuracy(
+        estimate=alpha / (alpha + beta_),
+        low=beta.ppf(tail, alpha, beta_),
+        high=beta.ppf(1 - tail, alpha, beta_),
+        crowd_mean=m,
+        prior_strength=s,
+    )
+
+
 def annotator_table(
     result: Any,
     responses: Responses,
@@ -87,20 +143,23 @@ def annotator_table(
     intervals: pd.DataFrame | None = None,
     roles: pd.Series | None = None,
     lower_bound: bool = False,
+    level: float = 0.9,
 ) -> pd.DataFrame:
-    """One row per annotator (index ``annotator``, ids as text), best skill first.
+    """One row per annotator (index ``annotator``, ids as text), best accuracy first.
 
-    Columns: ``skill`` (``FitResult.worker_skill``), ``responses``, one column per
-    :class:`~fusion_core.methods.results.AnnotatorColumn` headed by its ``title``, ``skill low`` / ``skill high``
-    from ``intervals`` (a frame by annotator with ``low`` and ``high``, e.g. ``BootstrapResult.skills``) and
-    ``simulated role`` from ``roles`` (Series by annotator).  ``lower_bound``: add ``skill (lower bound)`` — the
-    bootstrap ``low`` when ``intervals`` are given, else :func:`skill_lower_bound` — and sort by it, so annotators
-    with few responses do not outrank well-measured ones.
+    Columns: ``accuracy`` (``FitResult.worker_skill``: for most methods the expected accuracy), ``responses``,
+    one column per :class:`~fusion_core.methods.results.AnnotatorColumn` headed by its ``title``, ``accuracy low``
+    / ``accuracy high`` from ``intervals`` (a frame by annotator with ``low`` and ``high``, e.g.
+    ``BootstrapResult.skills``) and ``simulated role`` from ``roles`` (Series by annotator).  ``lower_bound``:
+    add ``accuracy (shrunk)`` and ``accuracy (lower bound)`` from :func:`shrunk_accuracy` at ``level`` and sort
+    by the lower bound, so annotators with few responses do not outrank well-measured ones; with ``intervals``
+    the interval shown is the union of the bootstrap interval and the shrunk one (a bootstrap of 10 responses
+    can be 1–1: the refits see the same few answers), and the lower bound is its lower end.
     """
     res = as_result(result)
     df = pd.DataFrame(
         {
-            "skill": np.asarray(res.worker_skill, dtype=float),
+            "accuracy": np.asarray(res.worker_skill, dtype=float),
             "responses": _counts(responses.responses_per_worker, responses.workers, res.workers),
         },
         index=pd.Index(res.workers, name="annotator"),
@@ -108,17 +167,22 @@ def annotator_table(
     for col in res.annotator_columns:
         header = col.title if col.title not in df.columns else f"{col.title} ({col.key})"
         df[header] = np.asarray(col.values)
+    shrunk = shrunk_accuracy(df["accuracy"].to_numpy(), df["responses"].to_numpy(), level) if lower_bound else None
     if intervals is not None:
-        df["skill low"] = intervals["low"].reindex(res.workers).to_numpy(dtype=float)
-        df["skill high"] = intervals["high"].reindex(res.workers).to_numpy(dtype=float)
+        low = intervals["low"].reindex(res.workers).to_numpy(dtype=float)
+        high = intervals["high"].reindex(res.workers).to_numpy(dtype=float)
+        if shrunk is not None:
+            low, high = np.fmin(low, shrunk.low), np.fmax(high, shrunk.high)
+        df["accuracy low"], df["accuracy high"] = low, high
     if roles is not None:
         df["simulated role"] = roles.reindex(res.workers).to_numpy()
     df.index = pd.Index(df.index.astype(str), name="annotator")
-    if lower_bound:
-        low = df["skill low"].to_numpy() if intervals is not None else skill_lower_bound(df["skill"], df["responses"])
-        df.insert(1, "skill (lower bound)", low)
-        return df.sort_values(["skill (lower bound)", "skill"], ascending=False, kind="stable")
-    return df.sort_values("skill", ascending=False, kind="stable")
+    if shrunk is not None:
+        low = df["accuracy low"].to_numpy() if intervals is not None else shrunk.low
+        df.insert(1, "accuracy (lower bound)", low)
+        df.insert(2, "accuracy (shrunk)", shrunk.estimate)
+        return df.sort_values(["accuracy (lower bound)", "accuracy"], ascending=False, kind="stable")
+    return df.sort_values("accuracy", ascending=False, kind="stable")
 
 
 def item_table(result: Any, responses: Responses, *, gold: pd.Series | None = None) -> pd.DataFrame:

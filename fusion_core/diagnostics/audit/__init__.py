@@ -42,7 +42,7 @@ from fusion_core.diagnostics.audit.rules import (
 from fusion_core.diagnostics.audit.runner import describe_method, run_audit
 from fusion_core.diagnostics.audit.safety import AccuracyRange, LabelSafety, VoteDeparture, label_safety
 from fusion_core.diagnostics.audit.summary import audit_summary
-from fusion_core.diagnostics.audit.words import Finding, accuracy_tile, findings, needs_care
+from fusion_core.diagnostics.audit.words import Finding, accuracy_tile, findings, flagged_tile, needs_care
 
 __all__ = [
     "ACCEPTABLE",
@@ -77,6 +77,7 @@ __all__ = [
     "decide",
     "describe_method",
     "findings",
+    "flagged_tile",
     "label_safety",
     "needs_care",
     "rating_verdicts_for",

@@ -35,8 +35,12 @@ TERMS = {
     "Someone who always answers 'no' on data that is 90 % 'no' is right 90 % of the time by chance.",
     "Skill above chance": "(accuracy − chance accuracy) / (1 − chance accuracy): 0 for guessing, 1 for always "
     "right, below 0 for worse than guessing. The audit's verdicts are decided on it.",
-    "Skill (other pages)": "On the Annotators page, a method's own per-annotator score — for most methods the "
-    "expected accuracy; each method's help says what it is.",
+    "Accuracy (Annotators page)": "A method's own estimate of each annotator's expected accuracy (for most "
+    "methods; each method's help says what it is). Not corrected for chance: for that, see skill above chance.",
+    "Accuracy (shrunk) and its lower bound": "The Annotators page ranks by the lower end of an interval in which "
+    "each accuracy is pulled towards the crowd's average by a few pseudo-responses (an empirical-Bayes Beta "
+    "prior): 10 perfect answers suggest a good annotator, not a perfect one, and rank below hundreds of "
+    "answers at a slightly lower accuracy.",
     "Interval": f"The range the true value lies in with the stated probability (the audit uses {100 * _r.level:.0f} %). "
     "Few responses give wide intervals: the audit then says so instead of guessing.",
     "Bootstrap": "Repeating a computation on resampled data (items drawn with replacement) to see how much the "

@@ -205,9 +205,11 @@ def _ratings(a: AuditResult) -> Finding:
         if who:
             parts.append(f"{word}: {_names(who)}")
     reliable = int((v.table["verdict"] == "reliable").sum())
+    few = int((v.table["verdict"] == "not enough ratings to tell").sum())
     text = (
         f"Read as {a.label_type} ratings, {reliable} of {len(v.table)} annotators rate reliably (bias and noise "
-        f"within the thresholds, {round(100 * v.level)}% bootstrap intervals, in {unit}). "
+        f"within the thresholds, {round(100 * v.level)}% bootstrap intervals, in {unit}); {few} gave too few "
+        "ratings to tell. "
         + ("; ".join(parts) + "." if parts else "Nobody rates clearly too leniently, harshly or noisily.")
     )
     return Finding("Who rates too leniently, too harshly or too noisily?", text, "ratings")
@@ -244,14 +246,27 @@ def _drift(a: AuditResult) -> Finding:
     return Finding("Whose reliability changed over time?", " ".join(a.drift.sentences()), "drift")
 
 
-def findings(audit: AuditResult) -> list[Finding]:
-    """The audit's answers, in the order a manager asks the questions (the ratings question only when the labels
-    were declared ordinal or numeric)."""
-    rated = [_ratings(audit)] if audit.ratings is not None else []
+def flagged_tile(audit: AuditResult, *, categorical: bool = False) -> tuple[str, str]:
+    """(label, value) of the headline "annotators flagged" tile: for ordered levels or numbers the rating
+    verdicts (anything but reliable or not enough ratings), unless ``categorical`` asks for the categorical ones
+    (near chance, worse than chance, colluding)."""
+    if audit.ratings is not None and not categorical:
+        verdict = audit.ratings.table["verdict"]
+        n = int((~verdict.isin(("reliable", "not enough ratings to tell"))).sum())
+        return "annotators flagged (rating verdicts)", f"{n} of {len(verdict):,}"
+    counts = audit.annotators.counts()
+    return "annotators flagged", f"{int(counts[[ADVERSARIAL, COLLUDING, SPAMMER]].sum())} of {audit.n_workers:,}"
+
+
+def findings(audit: AuditResult, *, categorical: bool = False) -> list[Finding]:
+    """The audit's answers, in the order a manager asks the questions.  For labels declared ordinal or numeric
+    the rating verdicts answer who to trust and who to correct; the categorical verdicts (the levels read as
+    unrelated categories) join them only when ``categorical`` asks: the two sets judge different things and
+    disagree (issue 26)."""
+    rated = audit.ratings is not None
     return [
-        *rated,
-        _trust(audit),
-        _bad(audit),
+        *([_ratings(audit)] if rated else []),
+        *([_trust(audit), _bad(audit)] if categorical or not rated else []),
         *([_drift(audit)] if audit.drift is not None else []),
         _cartel(audit),
         _labels(audit),

@@ -1,0 +1,146 @@
+"""The audit's verdicts against each annotator's gold accuracy (issue 26 item 2; docs/AUDIT.md "Verdicts against
+gold").
+
+Truth bands from gold (never seen by the audit), per annotator on its responses to gold items: accuracy with its
+Beta(1 + right, 1 + wrong) interval at 90 %, chance accuracy Σ_k π_k r_jk with the *gold* class shares π, and
+skill above chance κ = (a − c)/(1 − c) with the interval mapped through the same formula:
+
+* ``worse than chance`` — κ's interval wholly below 0;
+* ``near chance`` — κ's interval contains 0, or κ < 0.15 (the rule's band);
+* ``noisy`` — κ in [0.15, 0.5);  ``reliable`` — κ ≥ 0.5;
+* ``few gold`` — fewer than 10 responses on gold items (left out of the summary).
+
+Prints, per crowd and pooled, the confusion table (rows: gold band, columns: verdict), the flag precision and
+recall ("bad" = near chance or worse than chance; "flagged" = near chance, worse than chance or colluding), and
+the acceptance check of issue 26: annotators with gold accuracy above the crowd's median called near chance.
+
+    python benchmarks/verdicts_vs_gold.py                      # public sets + simulated crowds
+    python benchmarks/verdicts_vs_gold.py --sets rte temp --sim-seeds 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+from _common import categorical_datasets, load
+from scipy import stats
+
+from fusion_core.diagnostics.audit import run_audit
+from fusion_core.diagnostics.audit.rules import ADVERSARIAL, COLLUDING, SPAMMER, VERDICTS
+from fusion_core.simulate import dawid_skene
+
+BANDS = ("worse than chance", "near chance", "noisy", "reliable", "few gold")
+FLAGS = (SPAMMER, ADVERSARIAL, COLLUDING)
+
+
+def gold_bands(answers: pd.DataFrame, truth: pd.Series, level: float = 0.9, min_gold: int = 10) -> pd.DataFrame:
+    """Per annotator: gold responses, gold accuracy, κ and its interval, and the band (module docstring)."""
+    df = answers.assign(task=answers["task"].astype(str), label=answers["label"].astype(str))
+    gold = pd.Series(truth.astype(str).to_numpy(), index=truth.index.astype(str))
+    df = df[df["task"].isin(gold.index)].assign(truth=lambda d: gold.reindex(d["task"]).to_numpy())
+    df = df.assign(right=(df["label"] == df["truth"]).astype(float))
+    pi = gold.value_counts(normalize=True)
+    shares = pd.crosstab(df["worker"], df["label"], normalize="index")
+    chance = shares.mul(pi.reindex(shares.columns).fillna(0.0), axis=1).sum(axis=1)
+    g = df.groupby("worker")["right"].agg(["sum", "count"])
+    a_post, b_post = 1 + g["sum"], 1 + g["count"] - g["sum"]
+    acc = g["sum"] / g["count"]
+    c = chance.reindex(g.index)
+    scale = 1 / (1 - c).clip(lower=1e-9)
+    kappa = (acc - c) * scale
+    low = (stats.beta.ppf((1 - level) / 2, a_post, b_post) - c) * scale
+    high = (stats.beta.ppf((1 + level) / 2, a_post, b_post) - c) * scale
+    band = np.select(
+        [g["count"] < min_gold, high < 0, (low <= 0) | (kappa < 0.15), kappa < 0.5],
+        ["few gold", "worse than chance", "near chance", "noisy"],
+        "reliable",
+    )
+    out = pd.DataFrame({"gold responses": g["count"], "gold accuracy": acc, "gold skill": kappa, "band": band})
+    out.index = out.index.astype(str)
+    return out
+
+
+def compare(answers: pd.DataFrame, truth: pd.Series, cartel_bootstrap: int) -> tuple[pd.DataFrame, float]:
+    """One row per annotator: the audit's verdict beside its gold band; and the audit's seconds."""
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        audit = run_audit(answers, cartel_bootstrap=cartel_bootstrap, random_state=0)
+    seconds = time.perf_counter() - t0
+    verdicts = audit.annotators.frame()["verdict"]
+    verdicts.index = verdicts.index.astype(str)
+    rows = gold_bands(answers, truth).join(verdicts, how="inner")
+    judged = rows["band"] != "few gold"
+    rows["above median"] = judged & (rows["gold accuracy"] > rows.loc[judged, "gold accuracy"].median())
+    return rows, seconds
+
+
+def summary(rows: pd.DataFrame) -> str:
+    """The confusion table and the flag figures of ``rows`` (gold band × verdict)."""
+    table = pd.crosstab(rows["band"], rows["verdict"]).reindex(index=list(BANDS), columns=list(VERDICTS), fill_value=0)
+    table = table.loc[table.sum(axis=1) > 0]
+    judged = rows[rows["band"] != "few gold"]
+    bad = judged["band"].isin(["near chance", "worse than chance"])
+    flagged = judged["verdict"].isin(FLAGS)
+    wrong = judged[judged["above median"] & (judged["verdict"] == SPAMMER)]
+    lines = [
+        table.to_string(),
+        f"flagged {int(flagged.sum())}, of them truly bad {int((flagged & bad).sum())} "
+        f"(precision {(flagged & bad).sum() / max(flagged.sum(), 1):.2f}); bad {int(bad.sum())}, "
+        f"flagged {int((flagged & bad).sum())} (recall {(flagged & bad).sum() / max(bad.sum(), 1):.2f}); "
+        f"above the crowd's median gold accuracy yet called near chance: {len(wrong)}",
+    ]
+    return "\n".join(lines)
+
+
+def simulated(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
+    """A sparse zipf-active crowd with honest (accuracy U(0.55, 0.95)), spamming and adversarial annotators."""
+    sim = dawid_skene(
+        n_items=4000,
+        n_workers=120,
+        n_classes=n_classes,
+        responses_per_item=5,
+        accuracy=(0.55, 0.95),
+        spammers=12,
+        adversarial=4,
+        worker_activity="zipf",
+        seed=seed,
+    )
+    return sim.responses, sim.truth
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", nargs="*", default=None, help="public sets (default: every categorical/ensemble set)")
+    ap.add_argument("--sim-seeds", type=int, default=3, help="simulated crowds per label count (binary, 3 labels)")
+    ap.add_argument("--cartel-bootstrap", type=int, default=200, help="the audit's cartel-test replicates")
+    ap.add_argument("--per-crowd", action="store_true", help="print each crowd's table, not only the pooled one")
+    args = ap.parse_args()
+    sets = categorical_datasets() if args.sets is None else args.sets
+    for title, crowds in (
+        ("public sets", [(name, lambda name=name: load(name)) for name in sets]),
+        (
+            "simulated crowds (zipf activity, 10 % spammers, 3 % adversaries)",
+            [(f"sim K={k} seed={s}", lambda k=k, s=s: simulated(s, k)) for k in (2, 3) for s in range(args.sim_seeds)],
+        ),
+    ):
+        pooled = []
+        print(f"== {title}")
+        for name, get in crowds:
+            answers, truth = get()
+            rows, seconds = compare(answers, truth, args.cartel_bootstrap)
+            pooled.append(rows)
+            print(f"-- {name}: {len(answers):,} responses, {len(rows)} annotators, audit {seconds:.1f} s")
+            if args.per_crowd:
+                print(summary(rows))
+        if pooled:
+            print(f"-- pooled over {len(pooled)} crowds")
+            print(summary(pd.concat(pooled)))
+
+
+if __name__ == "__main__":
+    main()
