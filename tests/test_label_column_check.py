@@ -45,6 +45,8 @@ def test_timestamp_id_and_near_unique_label_columns_are_refused_with_what_to_do(
     # real label columns with many classes or numbers are not refused
     assert label_column_problem([str(i) for i in range(1, 6)], 10_000, "rating") is None
     assert label_column_problem([f"c{i}" for i in range(200)], 10_000, "class") is None
+    scores = [f"{x:.3f}" for x in np.random.default_rng(1).uniform(0, 5, 500)]  # continuous ratings
+    assert label_column_problem(sorted(set(scores)), 500, "score") is None
     with pytest.raises(UserInputError, match="dates or times"):
         build_responses(df, layout="long", task="id", worker="annotator", label="created_at")
     resp = build_responses(df, layout="long", task="id", worker="annotator", label="sentiment")

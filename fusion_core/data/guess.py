@@ -41,6 +41,9 @@ _DATE_TIME = re.compile(
 )
 """A date, a date and time (ISO 8601, 2024/01/31, 31.01.2024 …) or a time of day."""
 
+_FRACTION = re.compile(r"^\s*[+-]?\d*\.\d+([eE][+-]?\d+)?\s*$")
+"""A number with a fractional part: a continuous score (numeric ratings), never an id."""
+
 _ID_OR_TIME_NAME = re.compile(r"(^|_)(id|uuid|guid|key|created|updated|modified|timestamp|time|date|at)$", re.I)
 """Column names that say "identifier" or "time" (``created_at``, ``annotation_id`` …)."""
 
@@ -53,7 +56,7 @@ def label_column_problem(
     ``distinct``: its distinct non-empty values; ``n_values``: how many non-empty cells it has.  Refused when the
     values are date/times (≥ 90 % of a sample of distinct values; e.g. ``created_at``), when every value is
     different (≥ 20 values: a unique id), or when there are more than :data:`MANY_LABELS` distinct values and
-    nearly one per value (≥ 90 %).  The message names the column and says to pick another one."""
+    nearly one per value (≥ 90 %) — unless they are fractional numbers (continuous scores).  The message names the column and says to pick another one."""
     values = [str(v) for v in distinct]
     n_distinct = len(values)
     if n_values <= 0 or n_distinct <= 1:
@@ -67,6 +70,8 @@ def label_column_problem(
     dates = sum(bool(_DATE_TIME.match(v)) for v in sample)
     if dates >= 0.9 * len(sample) and n_distinct > 2:
         return f"the {where} holds dates or times (e.g. {show_value(sample[0])}), not answers; {fix}"
+    if sum(bool(_FRACTION.match(v)) for v in sample) >= 0.9 * len(sample):
+        return None  # continuous scores (numeric ratings) are nearly all distinct by nature
     if n_distinct == n_values and n_values >= 20:
         return (
             f"the {where} has a different value in every one of its {n_values:,} rows (e.g. "
