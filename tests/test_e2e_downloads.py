@@ -1,7 +1,7 @@
 """Real-browser check of the Audit page's downloads (issue 26, item 5): after "Verdict table (CSV)", the next
 download ("Items to look at again (CSV)") must arrive too — it used to hang with a spinner in half the sessions.
-``python tests/test_e2e_downloads.py N [--rapid]`` runs N sessions against one server and prints how many got
-both files (``--rapid``: the second button clicked before the first file arrives)."""
+``python tests/test_e2e_downloads.py N [--rapid] [--big]`` runs N sessions against one server and prints how many
+got both files (``--rapid``: the second button clicked before the first file arrives; ``--big``: a larger crowd)."""
 
 from __future__ import annotations
 
@@ -73,11 +73,17 @@ def audit_then_two_downloads(browser, url: str, csv: Path, n_rows: int, rapid: b
         context.close()
 
 
-def _crowd_csv(folder: Path) -> tuple[Path, int]:
-    demo = crowd_demo(0)
+def _crowd_csv(folder: Path, big: bool = False) -> tuple[Path, int]:
+    """The demo crowd; ``big``: 5,000 items and 60 annotators (a longer page run, as on the reported crowd)."""
+    if big:
+        from fusion_core.simulate import dawid_skene
+
+        responses = dawid_skene(n_items=5000, n_workers=60, n_classes=3, spammers=4, seed=0).responses
+    else:
+        responses = crowd_demo(0).responses
     csv = folder / "crowd.csv"
-    demo.responses.to_csv(csv, index=False)
-    return csv, len(demo.responses)
+    responses.to_csv(csv, index=False)
+    return csv, len(responses)
 
 
 @pytest.fixture
@@ -100,7 +106,7 @@ def test_two_audit_downloads_in_a_row_both_arrive(server, tmp_path):
     assert n_items > 0
 
 
-def main(n: int, rapid: bool = False) -> int:
+def main(n: int, rapid: bool = False, big: bool = False) -> int:
     """N sessions against one server; prints each outcome and the count with both files."""
     import tempfile
 
@@ -109,7 +115,7 @@ def main(n: int, rapid: bool = False) -> int:
 
     ok = 0
     with tempfile.TemporaryDirectory() as tmp, streamlit_server("e2e-downloads-loop.log") as url:
-        csv, n_rows = _crowd_csv(Path(tmp))
+        csv, n_rows = _crowd_csv(Path(tmp), big)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
             try:
@@ -128,4 +134,4 @@ def main(n: int, rapid: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 20, rapid="--rapid" in sys.argv))
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 20, rapid="--rapid" in sys.argv, big="--big" in sys.argv))
