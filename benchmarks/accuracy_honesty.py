@@ -53,8 +53,8 @@ def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
 
 
 SIMS = {
-    "heavy": lambda s: HEAVY_VARIANTS["heavy"](s),
-    "heavy-near-chance": lambda s: HEAVY_VARIANTS["heavy-near-chance"](s),
+    "heavy": HEAVY_VARIANTS["heavy"],
+    "heavy-near-chance": HEAVY_VARIANTS["heavy-near-chance"],
     "cartel": lambda s: cartel(m=40, n=800, r=0.25, per_item=8, seed=s),
     "glad": lambda s: glad_crowd(n_items=1000, n_workers=30, n_classes=2, responses_per_item=8, seed=s),
 }

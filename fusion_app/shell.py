@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -76,9 +76,17 @@ def csv_bytes(df: pd.DataFrame) -> bytes:
     return export.csv_bytes(export_frame(df))
 
 
+DOWNLOAD_NO_RERUN: Literal["ignore"] = "ignore"
+"""``on_click`` of every download built by a callable: the click fetches the file and does not rerun the page.  With
+a rerun (Streamlit's default) a full run revokes the page's deferred-file ids and drops the files generated but not
+yet fetched, so a second download clicked while that run is going hung with a spinner or never arrived (issue 26;
+tests/test_e2e_downloads.py)."""
+
+
 def download_buttons(label: str, df: pd.DataFrame, stem: str, *, key: str) -> None:
     """Two download buttons for a shown table: CSV that opens safely in a spreadsheet (formulas neutralised with a
-    leading ``'``) and Parquet with the raw values, for programs.  Files are built only when clicked."""
+    leading ``'``) and Parquet with the raw values, for programs.  Files are built only when clicked, and a click
+    does not rerun the page (:data:`DOWNLOAD_NO_RERUN`)."""
     left, right = st.columns(2)
     left.download_button(
         f"{label} (CSV)",
@@ -86,6 +94,7 @@ def download_buttons(label: str, df: pd.DataFrame, stem: str, *, key: str) -> No
         file_name=f"{stem}.csv",
         mime="text/csv",
         key=key,
+        on_click=DOWNLOAD_NO_RERUN,
         help="Opens in a spreadsheet as text: values starting with = + - @ get a leading ' so they never run.",
     )
     right.download_button(
@@ -94,6 +103,7 @@ def download_buttons(label: str, df: pd.DataFrame, stem: str, *, key: str) -> No
         file_name=f"{stem}.parquet",
         mime="application/vnd.apache.parquet",
         key=f"{key}_parquet",
+        on_click=DOWNLOAD_NO_RERUN,
         help="The raw values, for programs (pandas.read_parquet, Arrow, Spark).",
     )
 

@@ -27,7 +27,14 @@ from fusion_core.cli_ratings import (
     fit_rating_params,
     write_fit_rating_outputs,
 )
-from fusion_core.cli_reading import add_format_options, add_time_option, read_answers_args, reading_options
+from fusion_core.cli_reading import (
+    add_format_options,
+    add_gold_options,
+    add_time_option,
+    gold_columns,
+    read_answers_args,
+    reading_options,
+)
 from fusion_core.data.export import EXPORT_FORMATS, output_dir, write_csv, write_table
 from fusion_core.data.responses import Responses
 from fusion_core.data.stages import process_seconds, stage, timed
@@ -159,7 +166,7 @@ def _side_inputs(args: argparse.Namespace, meta: MethodInfo, resp: Responses) ->
     fit_kwargs: dict[str, Any] = {}
     reading = reading_options(args)
     if args.gold:
-        fit_kwargs["true_labels"] = read_gold(args.gold, **reading)
+        fit_kwargs["true_labels"] = read_gold(args.gold, **gold_columns(args), **reading)
     if args.context:
         fit_kwargs["context"] = read_context(args.context, column=args.context_col, **reading)
     if args.graph:
@@ -388,6 +395,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
         help="what to do with repeated (task, worker) pairs",
     )
     f.add_argument("--gold", help="gold labels file (task, truth) clamped during fitting")
+    add_gold_options(f)
     f.add_argument("--graph", help="item graph: edge list CSV (source,target[,weight]), GraphML or GML")
     f.add_argument("--context", help="per-item context file (task, context)")
     f.add_argument("--context-col", default="context")

@@ -52,11 +52,12 @@ def read_multilabel_table(args: argparse.Namespace, reading: dict[str, Any]) -> 
 
 def fit_multilabel(args: argparse.Namespace, params: dict[str, Any], reading: dict[str, Any]) -> int:
     """Fit a multi-label method on the answers file and write its outputs."""
+    from fusion_core.cli_reading import gold_columns
     from fusion_core.data.loading import read_gold
 
     table = read_multilabel_table(args, reading)
     est = create(args.method, **params)
-    gold = read_gold(args.gold, **reading) if args.gold else None
+    gold = read_gold(args.gold, **gold_columns(args), **reading) if args.gold else None
     if gold is not None:
         gold = gold.fillna("")
     with printed_warnings():

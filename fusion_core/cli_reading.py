@@ -33,6 +33,19 @@ def add_time_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_gold_options(p: argparse.ArgumentParser) -> None:
+    """``--gold-task-col`` and ``--gold-truth-col``: the gold file's columns (default: guessed from their names)."""
+    p.add_argument("--gold-task-col", default=None, help="gold file's task column (default: 'task', else guessed)")
+    p.add_argument(
+        "--gold-truth-col", default=None, help="gold file's truth column (default: 'truth', 'label', 'gold' … guessed)"
+    )
+
+
+def gold_columns(args: argparse.Namespace) -> dict[str, Any]:
+    """The gold file's column options as :func:`~fusion_core.data.loading.read_gold` keywords."""
+    return {"task": getattr(args, "gold_task_col", None), "label": getattr(args, "gold_truth_col", None)}
+
+
 def add_format_options(f: argparse.ArgumentParser) -> None:
     """``--input-format`` (choices and help from the formats registry) and ``--field``."""
     from fusion_core.data.formats import format_names, formats_help

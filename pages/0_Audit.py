@@ -141,6 +141,7 @@ for f in findings(audit, categorical=categorical):
                 file_name="audit-cartel-groups.csv",
                 mime="text/csv",
                 key="audit_dl_cartel",
+                on_click="ignore",  # no rerun: see fusion_app.shell.DOWNLOAD_NO_RERUN
             )
         elif status == "no_evidence":
             text_col.info(answer, icon=":material/check:")
@@ -239,6 +240,7 @@ st.download_button(
     mime="text/html",
     type="primary",
     key="audit_report",
+    on_click="ignore",  # no rerun: see fusion_app.shell.DOWNLOAD_NO_RERUN
     icon=":material/download:",
     help="One file with the summary, every chart and the tables; opens in any browser without a network.",
 )
@@ -248,6 +250,7 @@ st.download_button(
     file_name="summary.json",
     mime="application/json",
     key="audit_summary_json",
+    on_click="ignore",  # no rerun: see fusion_app.shell.DOWNLOAD_NO_RERUN
     icon=":material/download:",
     help="The audit's figures as JSON: the same summary.json that `fusion-core report` writes.",
 )
@@ -271,6 +274,7 @@ if ds.export_format is not None:  # an upload from a labelling tool: results bac
             file_name="label-studio-predictions.json",
             mime="application/json",
             key="audit_ls_predictions",
+            on_click="ignore",  # no rerun: see fusion_app.shell.DOWNLOAD_NO_RERUN
             help="The consensus label and its probability per task, to import as pre-annotations "
             "(Label Studio API: POST /api/predictions).",
         )

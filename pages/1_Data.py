@@ -7,11 +7,14 @@ from fusion_app.shell import download_buttons, md_escape, page_setup, show_error
 from fusion_app.state import current, max_upload_bytes, session, set_dataset
 from fusion_core.data.dataset import make_dataset
 from fusion_core.data.formats import upload_types
+from fusion_core.data.guess import guess_gold_columns
 from fusion_core.data.uploads import (
     build_responses,
     context_from_table,
     guess_column,
+    guess_label_column,
     guess_layout,
+    label_problem,
     read_context_upload,
     read_export_upload,
     read_gold_upload,
@@ -131,7 +134,8 @@ with tab_upload:
         taken: set[str] = set()
 
         def pick(role: str, label: str, optional: bool = False) -> str | None:
-            guess = guess_column(cols, role, taken)
+            # the label's first guess is never an id or a time column (e.g. created_at by position)
+            guess = guess_label_column(table, sorted(taken)) if role == "label" else guess_column(cols, role, taken)
             options = ([NONE] if optional else []) + cols
             index = options.index(guess) if guess in options else 0
             if not optional and guess is None:
@@ -150,6 +154,9 @@ with tab_upload:
                 worker_col = pick("worker", "Annotator column")
             with c3:
                 label_col = pick("label", "Label column")
+            problem = label_problem(table, label_col)  # shown now; "Use these columns" refuses it
+            if problem:
+                st.warning(md_escape(problem[0].upper() + problem[1:]), icon=":material/warning:")
             with st.expander("Optional: time, sequences, context, duplicates"):
                 time_col = pick("time", "Time column (date, timestamp or batch number)", optional=True)
                 seq_col = pick("sequence", "Sequence id column", optional=True)
@@ -193,13 +200,54 @@ with tab_inputs:
         gold_up = st.file_uploader("Gold labels (task + truth columns)", type=UPLOAD_TYPES, key="upload_gold")
         if gold_up is not None and ss["fc_seen_uploads"].get("gold") != (gold_up.file_id, ds.fingerprint):
             ss["fc_seen_uploads"]["gold"] = (gold_up.file_id, ds.fingerprint)
-            try:
-                gold = read_gold_upload(gold_up.name, gold_up.getvalue(), ds.responses, max_upload_bytes(), **reading)
+            ss["fc_gold_pending"] = None
+            for k in ("map_gold_task", "map_gold_truth"):  # a new file: the mapping starts from its own guess
+                ss.pop(k, None)
+            try:  # columns guessed as for the answers file; the mapping below changes them
+                gold_cols = [
+                    str(c) for c in read_upload(gold_up.name, gold_up.getvalue(), max_upload_bytes(), **reading)
+                ]
+                ss["fc_gold_pending"] = {"name": gold_up.name, "data": gold_up.getvalue(), "columns": gold_cols}
+                g_task, g_truth, _ = guess_gold_columns(gold_cols)
+                gold = read_gold_upload(
+                    gold_up.name, gold_up.getvalue(), ds.responses, max_upload_bytes(), task=g_task, truth=g_truth,
+                    **reading,
+                )  # fmt: skip
                 ds = ds.with_gold(gold)
                 set_dataset(ds)
-                st.success(f"Gold labels for {len(gold):,} items loaded.")
+                ss["fc_gold_pending"]["mapped"] = (g_task, g_truth)
+                st.success(
+                    f"Gold labels for {len(gold):,} items loaded (task: {md_escape(g_task)}, truth: "
+                    f"{md_escape(g_truth)})."
+                )
             except UserInputError as exc:
                 show_error(exc)
+        elif gold_up is None:
+            ss["fc_gold_pending"] = None
+        gold_pending = ss.get("fc_gold_pending")
+        if gold_pending is not None:
+            gcols = gold_pending["columns"]
+            try:
+                first = guess_gold_columns(gcols)[:2]
+            except UserInputError:
+                first = (gcols[0], gcols[min(1, len(gcols) - 1)])
+            mapped = gold_pending.get("mapped") or first
+            with st.expander("Gold columns", expanded="mapped" not in gold_pending):
+                g1, g2 = st.columns(2)
+                g_task = g1.selectbox("Gold task column", gcols, index=gcols.index(mapped[0]), key="map_gold_task")
+                g_truth = g2.selectbox("Gold truth column", gcols, index=gcols.index(mapped[1]), key="map_gold_truth")
+                if st.button("Use these gold columns", key="use_gold_columns"):
+                    try:
+                        gold = read_gold_upload(
+                            gold_pending["name"], gold_pending["data"], ds.responses, max_upload_bytes(),
+                            task=g_task, truth=g_truth, **reading,
+                        )  # fmt: skip
+                        ds = ds.with_gold(gold)
+                        set_dataset(ds)
+                        gold_pending["mapped"] = (g_task, g_truth)
+                        st.success(f"Gold labels for {len(gold):,} items loaded.")
+                    except UserInputError as exc:
+                        show_error(exc)
         graph_up = st.file_uploader(
             "Item graph (edge list CSV, GraphML, GML)", type=["csv", "tsv", "txt", "graphml", "gml"], key="upload_graph"
         )

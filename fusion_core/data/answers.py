@@ -12,7 +12,7 @@ import pandas as pd
 from fusion_core.data.coding import code_table
 from fusion_core.data.formats.dispatch import encode_frame, read_input
 from fusion_core.data.formats.export import ReadReport
-from fusion_core.data.guess import guess_columns
+from fusion_core.data.guess import check_label_column, guess_columns
 from fusion_core.data.readers import Source, read_options
 from fusion_core.data.responses import Responses
 from fusion_core.data.spans import SpanTable
@@ -61,7 +61,8 @@ def read_answers(
     do not apply); a plain long table maps ``task``/``worker``/``label`` given as None to the column of that
     name, else to the one column whose name suggests the role (``item_id``, ``annotator``, ``answer`` …; see
     :func:`~fusion_core.data.guess.guess_columns`); ``time``: an optional column with when each response was given
-    (plain long tables; :mod:`fusion_core.data.times`)."""
+    (plain long tables; :mod:`fusion_core.data.times`).  A label column that looks like an id or a time (nearly one
+    value per response, or dates) is refused (:func:`~fusion_core.data.guess.check_label_column`)."""
     if layout not in ("long", "wide"):
         raise UserInputError(f"layout must be 'long' or 'wide', got {layout!r}.")
     opts = read_options(na_values, strip_whitespace, max_bytes)
@@ -75,6 +76,7 @@ def read_answers(
                 f"({', '.join(given) or 'layout'})."
             )
         resp = code_table(encode_frame(ex.table, got.format.name, opts), duplicates=duplicates)
+        check_label_column(resp.classes, resp.n_responses)
         return Answers(resp, got.format.name, ex.gold, ex.spans, ex.report, control=ex.control)
     table = got.table
     assert table is not None
@@ -96,6 +98,7 @@ def read_answers(
         confidence=confidence,
         time=time,
     )
+    check_label_column(resp.classes, resp.n_responses, cols["label"])
     return Answers(resp, got.format.name, notes=(note,) if note else ())
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from fusion_core.data.coding import code_table
 from fusion_core.data.formats.dispatch import encode_frame, read_encoded, read_input
+from fusion_core.data.guess import guess_gold_columns
 from fusion_core.data.readers import DEFAULT_MAX_BYTES, ReadOptions, Source, read_options
 from fusion_core.data.responses import Responses
 from fusion_core.data.text import parse_numbers, plain_values, show_value
@@ -144,26 +145,19 @@ def read_gold(
     source: Source | pd.DataFrame,
     *,
     name: str | None = None,
-    task: str = "task",
+    task: str | None = None,
     label: str | None = None,
     max_bytes: int | None = None,
     na_values: Sequence[str] | str | None = None,
     strip_whitespace: bool = False,
 ) -> pd.Series:
-    """Gold labels as a Series by task (both as text when read from a file).  The label column is ``label`` if
-    given, else 'truth', 'label' or 'gold' (first present); rows with an empty task or label are skipped."""
+    """Gold labels as a Series by task (both as text when read from a file).  ``task``/``label`` name the
+    columns; None guesses them (:func:`~fusion_core.data.guess.guess_gold_columns`: 'task', else an item-id
+    name; 'truth', 'label', 'gold' …; a two-column file is read as task, truth).  Rows with an empty task or
+    label are skipped."""
     opts = read_options(na_values, strip_whitespace, max_bytes)
     df = _frame(source, name, None, opts)
-    if task not in df.columns:
-        raise UserInputError(f"the gold file has no {show_value(task)} column; it has {[str(c) for c in df.columns]}.")
-    if label is None:
-        label = next((c for c in ("truth", "label", "gold") if c in df.columns), None)
-        if label is None:
-            raise UserInputError(
-                f"the gold file needs a 'truth' (or 'label'/'gold') column; it has {[str(c) for c in df.columns]}."
-            )
-    elif label not in df.columns:
-        raise UserInputError(f"the gold file has no {show_value(label)} column; it has {[str(c) for c in df.columns]}.")
+    task, label, _ = guess_gold_columns([str(c) for c in df.columns], task, label)
     gold = df[[task, label]].dropna()
     ids, values = plain_values(gold[task]), plain_values(gold[label])
     if ids.duplicated().any():

@@ -14,7 +14,13 @@ import pandas as pd
 from fusion_core.data.answers import Answers, read_answers
 from fusion_core.data.formats.dispatch import open_source
 from fusion_core.data.graph import ItemGraph, graph_for_responses, read_graph
-from fusion_core.data.guess import ROLE_GUESSES, guess_column
+from fusion_core.data.guess import (
+    ROLE_GUESSES,
+    check_label_column,
+    guess_column,
+    label_column_problem,
+    looks_like_id_or_time,
+)
 from fusion_core.data.loading import read_context, read_gold, read_table
 from fusion_core.data.readers import read_options
 from fusion_core.data.responses import Responses
@@ -27,7 +33,9 @@ __all__ = [
     "context_from_table",
     "find_markup",
     "guess_column",
+    "guess_label_column",
     "guess_layout",
+    "label_problem",
     "read_context_upload",
     "read_export_upload",
     "read_gold_upload",
@@ -134,6 +142,31 @@ def read_export_upload(
     return answers
 
 
+def _distinct(table: pd.DataFrame, column: str) -> tuple[list[str], int]:
+    """A column's distinct non-empty values and its number of non-empty cells."""
+    values = table[column].dropna()
+    return [str(v) for v in pd.unique(values)], len(values)
+
+
+def label_problem(table: pd.DataFrame, column: str | None) -> str | None:
+    """Why ``column`` cannot be the label column of a long upload (an id or a time), or None — the mapping
+    page's warning, shown before the user loads (:func:`~fusion_core.data.guess.label_column_problem`)."""
+    if not column or column not in table.columns:
+        return None
+    return label_column_problem(*_distinct(table, column), column)
+
+
+def guess_label_column(table: pd.DataFrame, taken: Sequence[str] = ()) -> str | None:
+    """The label column of a long upload: the one whose name suggests it, else the first column not ``taken``
+    whose values do not look like an id or a time (never ``created_at`` by position), else None."""
+    cols = [str(c) for c in table.columns]
+    by_name = guess_column(cols, "label", set(taken))
+    if by_name is not None:
+        return by_name
+    free = [c for c in cols if c not in taken]
+    return next((c for c in free if not looks_like_id_or_time(c) and label_problem(table, c) is None), None)
+
+
 def build_responses(
     table: pd.DataFrame,
     *,
@@ -147,7 +180,8 @@ def build_responses(
     time: str | None = None,
 ) -> Responses:
     """Code a mapped upload (``layout`` "long" or "wide"; ``time``: the optional time column, long only); refuses
-    labels with HTML markup."""
+    labels with HTML markup and a label column that looks like an id or a time
+    (:func:`~fusion_core.data.guess.check_label_column`)."""
     if layout == "wide":
         resp = Responses.from_wide(table, task=task)
     else:
@@ -155,6 +189,7 @@ def build_responses(
             raise UserInputError("choose the task, annotator and label columns.")
         if len({task, worker, label}) < 3:
             raise UserInputError("task, annotator and label must be three different columns.")
+        check_label_column(*_distinct(table, label), label)
         resp = Responses.from_frame(
             table,
             task=task,
@@ -200,10 +235,21 @@ def read_gold_upload(
     *,
     na_values: Sequence[str] = (),
     strip_whitespace: bool = False,
+    task: str | None = None,
+    truth: str | None = None,
 ) -> pd.Series:
-    """Gold labels from an uploaded file (task + truth/label/gold column), checked against the responses."""
+    """Gold labels from an uploaded file, checked against the responses.  ``task``/``truth`` name its columns
+    (the app's mapping); None guesses them (:func:`~fusion_core.data.guess.guess_gold_columns`)."""
     _check_size(name, data, limit)
-    gold = read_gold(data, name=name, max_bytes=limit, na_values=na_values, strip_whitespace=strip_whitespace)
+    gold = read_gold(
+        data,
+        name=name,
+        task=task,
+        label=truth,
+        max_bytes=limit,
+        na_values=na_values,
+        strip_whitespace=strip_whitespace,
+    )
     bad = find_markup(pd.unique(gold.astype(str)))
     if bad:
         raise UserInputError(f"gold labels contain HTML markup, e.g. {bad[0]!r}; labels must be plain text.")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli_reading import add_time_option, read_answers_args, reading_options
+from fusion_core.cli_reading import add_gold_options, add_time_option, gold_columns, read_answers_args, reading_options
 from fusion_core.errors import UserInputError
 from fusion_core.report.pairwise import pairwise_report
 
@@ -33,7 +33,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UserInputError("--bootstrap must be ≥ 0 and --cartel-bootstrap ≥ 1.")
     answers = read_answers_args(args)
     resp = answers.responses
-    gold = read_gold(args.gold, **reading_options(args)) if args.gold else answers.gold
+    gold = read_gold(args.gold, **gold_columns(args), **reading_options(args)) if args.gold else answers.gold
     ds = make_dataset(resp, name=Path(args.answers).name, source="upload", gold=gold)
     audit = run_audit(
         ds,
@@ -107,6 +107,7 @@ def add_report_command(sub: Any, add_io: Any, add_columns: Any, answers_help: st
         help="what to do with repeated (task, worker) pairs",
     )
     r.add_argument("--gold", help="known answers (task, truth), used only to report the labels' measured accuracy")
+    add_gold_options(r)
     r.add_argument(
         "--label-type",
         choices=["nominal", "ordinal", "numeric"],
