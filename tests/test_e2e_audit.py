@@ -105,7 +105,7 @@ def test_upload_audit_verdicts_and_offline_report(server, tmp_path):
             page.goto(report.as_uri(), wait_until="load")
             charts = page.locator('div[id^="chart-"]')
             n = charts.count()
-            assert n == 7
+            assert n == 8  # the seven audit charts and the re-labelling plan's
             for i in range(n):
                 expect(charts.nth(i).locator(".main-svg").first).to_be_attached()
             assert page.locator(".plotly").count() >= n
