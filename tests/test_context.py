@@ -165,6 +165,7 @@ def test_o3_closed_forms():
     assert (cur.groupby("worker")["false_alarm"].nunique() == 1).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_programs", [4, pytest.param(60, marks=pytest.mark.slow)])
 def test_o4_mstep_optimal_and_feasible(n_programs):
     rng = np.random.default_rng(4)
@@ -213,6 +214,7 @@ def _hard_chains(rng, n_chains, length):
     return A, B, h, starts
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not jit_enabled(), reason="the dynamic programme is compiled by numba")
 def test_dynamic_programme_matches_pairwise_reference():
     """The compiled dynamic programme (chain.dynamic_chain_mstep) solves the random programs of O4 (ties, box-active

@@ -172,6 +172,7 @@ def test_confusion_mode_with_two_labels_reproduces_binary_model(variant):
 
 
 # ------------------------------------------------------------------ three classes
+@pytest.mark.slow
 def test_confusion_curves_recovered_on_three_class_context_crowd():
     sim = confusion_crowd(6, 500, 3, seed=0)
     ctx = sim.extras["context"]

@@ -67,6 +67,7 @@ def _click_until(page, button, shown, attempts: int = 2) -> None:
                 raise
 
 
+@pytest.mark.slow
 def test_upload_fit_and_explore(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 

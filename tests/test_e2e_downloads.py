@@ -16,7 +16,10 @@ from browser import BROWSER_ARGS, CHROMIUM, goto_page, no_exception, streamlit_s
 from fusion_core.data.export import read_csv_export
 from fusion_core.simulate.demo import crowd_demo
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+]  # the 20-session loop runs it as a script; one browser test (test_e2e_audit) stays in the default suite
 
 TIMEOUT_MS = 60_000
 DOWNLOAD_MS = 30_000

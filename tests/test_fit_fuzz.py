@@ -22,6 +22,7 @@ from fusion_core.methods import available, create
 from fusion_core.simulate.adversarial import adversarial_case
 
 METHODS = [m.name for m in available()]
+SLOW_FITS = {"ordinal-ds", "ordinal-em", "ebcc"}  # slow on adversarial inputs (tens of seconds): under -m slow
 FAST = settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 LONG = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -48,7 +49,7 @@ def check_fit(name: str, seed: int, max_responses: int) -> None:
         assert set(est.labels_) <= set(est.probas_.columns), case.shape
 
 
-@pytest.mark.parametrize("name", METHODS)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FITS else n for n in METHODS])
 @FAST
 @given(seed=st.integers(0, 2**31 - 1))
 def test_fits_on_adversarial_inputs_give_probabilities(name, seed):

@@ -267,6 +267,7 @@ def _check_t9(seed):
     assert accuracy(fits["hmm-em"].labels_, sim.truth) >= oracle - 0.02
 
 
+@pytest.mark.slow
 def test_t9_orientation_guard_cyclic_chain():
     _check_t9(0)
 

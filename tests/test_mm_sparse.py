@@ -133,6 +133,7 @@ def test_batched_block_qp_equals_single_block_solver():
         assert f(out[0] + 0.01 * (y - out[0])) >= f(out[0]) - 1e-12
 
 
+@pytest.mark.slow
 def test_exact_recovery_with_batched_colours():
     """Exact population moments on a design where several learners share a colour: the batched
     block-coordinate descent still recovers Γ and π and decreases g monotonically (oracle T3 style)."""

@@ -40,6 +40,7 @@ def _exact_pattern_problem(seed):
     return gamma, pi, patterns, prob
 
 
+@pytest.mark.slow
 def test_t3_exact_moment_recovery_from_weighted_patterns():
     gamma, pi, patterns, prob = _exact_pattern_problem(0)
     assert abs(prob.sum() - 1) < 1e-12

@@ -82,6 +82,7 @@ def _check_t11(seed):
     return out
 
 
+@pytest.mark.slow
 def test_t11_networked_benefit():
     gaps = _check_t11(0)
     assert gaps[5.0] > gaps[0.5]
@@ -141,6 +142,7 @@ def test_mrf_mv_and_graph_validation():
         create("mrf-mv", delta="strong").fit(sim.responses, graph=sim.extras["edges"])
 
 
+@pytest.mark.slow
 def test_half_answered_delta_and_missing_responses():
     sim = sbm(n_items=800, avg_degree=5, homophily=0.9, p_observe=0.4, seed=4)
     resp = Responses.from_frame(sim.responses)

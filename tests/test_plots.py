@@ -274,6 +274,7 @@ def test_compare_figures_and_tables(sim, ds):
     assert len(diff) == cmp.changed.loc["ds", "mv"]
 
 
+@pytest.mark.slow
 def test_context_reliability_curves_and_interpolated_regions():
     import warnings
 

@@ -204,6 +204,7 @@ def coverage(name: str, replicates: int, n_items: int = 200) -> float:
     return float(np.mean(hits))
 
 
+@pytest.mark.slow
 def test_intervals_cover_the_true_value_a_few_replicates():
     """Pooled over every statistic, 20 replicates each (the full study per statistic is the slow test)."""
     assert np.mean([coverage(name, 20) for name in COVERAGE_CASES]) >= 0.90

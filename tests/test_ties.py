@@ -102,7 +102,10 @@ def test_two_against_two_items_are_renaming_invariant(name):
             labs = np.array([labs[0], labs[0], *(["mid", "mid"] if labs[0] != "mid" else ["hi", "hi"])])
         rows += [(f"t{i}", w, str(lab)) for w, lab in zip("abcd", labs)]
     df = long(rows)
-    if name in ("ordinal-em", "ordinal-ds"):  # the scale is the labels' order (hi < lo < mid as text): a renaming may reverse it
+    if name in (
+        "ordinal-em",
+        "ordinal-ds",
+    ):  # the scale is the labels' order (hi < lo < mid as text): a renaming may reverse it
         assert_renaming_invariant(name, df, {"hi": "3", "lo": "2", "mid": "1"})
         return
     assert_renaming_invariant(name, df, {"lo": "z", "mid": "a", "hi": "m"})

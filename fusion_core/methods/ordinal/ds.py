@@ -38,9 +38,9 @@ from fusion_core.methods.ordinal.em import OrdinalEM, OrdinalModel, OrdinalState
 from fusion_core.methods.ordinal.scale import (
     NOISE_CENTER,
     cut_z,
+    fit_profiles,
     interval_prob,
     ordinal_confusion,
-    parameter_bounds,
     probit_gradient,
     scale_points,
 )
@@ -128,27 +128,22 @@ class OrdinalDSModel:
         posterior, previous = stats
         counts = expected_counts(self.resp, posterior)
         w, k = self.resp.n_workers, self.resp.n_classes
-        x0 = [previous.bias, previous.log_noise]
-        lo, hi = parameter_bounds(w, k, self.estimate_scale)
-        if self.estimate_scale:
-            x0.append(previous.scale)
-        from scipy.optimize import Bounds, minimize  # lazy: scipy.optimize costs 0.2 s of start-up
-
-        res = minimize(
-            partial(
-                backbone_objective,
-                log_confusion=safe_log(previous.confusion),
-                strength=self.strength,
-                scale=None if self.estimate_scale else previous.scale,
-                regularization=self.regularization,
-            ),
-            np.clip(np.concatenate(x0), lo, hi),
-            jac=True,
-            method="L-BFGS-B",
-            bounds=Bounds(lo, hi),
-            options={"maxiter": BACKBONE_STEPS},
+        objective = partial(
+            backbone_objective,
+            log_confusion=safe_log(previous.confusion),
+            strength=self.strength,
+            scale=None if self.estimate_scale else previous.scale,
+            regularization=self.regularization,
         )
-        x = res.x
+        x = fit_profiles(
+            objective,
+            previous.bias,
+            previous.log_noise,
+            previous.scale,
+            k=k,
+            estimate_scale=self.estimate_scale,
+            steps=BACKBONE_STEPS,
+        )
         scale = np.asarray(x[2 * w :] if self.estimate_scale else previous.scale, dtype=float)
         backbone = ordinal_confusion(x[:w], np.exp(x[w : 2 * w]), scale)
         prior = posterior.sum(axis=0) + 1e-12

@@ -42,9 +42,9 @@ from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
 from fusion_core.methods.ordinal.levels import check_levels, numeric_order, with_levels
 from fusion_core.methods.ordinal.scale import (
     NOISE_CENTER,
+    fit_profiles,
     m_step_objective,
     ordinal_confusion,
-    parameter_bounds,
     scale_points,
 )
 from fusion_core.methods.params import Choice, Float, Int, Object, Param
@@ -103,26 +103,21 @@ class OrdinalModel:
         posterior, previous = stats
         counts = expected_counts(self.resp, posterior)
         w, k = self.resp.n_workers, self.resp.n_classes
-        x0 = [previous.bias, previous.log_noise]
-        lo, hi = parameter_bounds(w, k, self.estimate_scale)
-        if self.estimate_scale:
-            x0.append(previous.scale)
-        from scipy.optimize import Bounds, minimize  # lazy: scipy.optimize costs 0.2 s of start-up
-
-        res = minimize(
-            partial(
-                m_step_objective,
-                counts=counts,
-                scale=None if self.estimate_scale else previous.scale,
-                regularization=self.regularization,
-            ),
-            np.clip(np.concatenate(x0), lo, hi),
-            jac=True,
-            method="L-BFGS-B",
-            bounds=Bounds(lo, hi),
-            options={"maxiter": 200},
+        objective = partial(
+            m_step_objective,
+            counts=counts,
+            scale=None if self.estimate_scale else previous.scale,
+            regularization=self.regularization,
         )
-        x = res.x
+        x = fit_profiles(
+            objective,
+            previous.bias,
+            previous.log_noise,
+            previous.scale,
+            k=k,
+            estimate_scale=self.estimate_scale,
+            steps=200,
+        )
         scale = x[2 * w :] if self.estimate_scale else previous.scale
         prior = posterior.sum(axis=0) + 1e-12
         return OrdinalState(x[:w], x[w : 2 * w], np.asarray(scale, dtype=float), prior / prior.sum())
