@@ -135,15 +135,7 @@ class OrdinalDSModel:
             scale=None if self.estimate_scale else previous.scale,
             regularization=self.regularization,
         )
-        x = fit_profiles(
-            objective,
-            previous.bias,
-            previous.log_noise,
-            previous.scale,
-            k=k,
-            estimate_scale=self.estimate_scale,
-            steps=BACKBONE_STEPS,
-        )
+        x = fit_profiles(objective, previous, k=k, estimate_scale=self.estimate_scale, steps=BACKBONE_STEPS)
         scale = np.asarray(x[2 * w :] if self.estimate_scale else previous.scale, dtype=float)
         backbone = ordinal_confusion(x[:w], np.exp(x[w : 2 * w]), scale)
         prior = posterior.sum(axis=0) + 1e-12

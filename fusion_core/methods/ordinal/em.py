@@ -109,15 +109,7 @@ class OrdinalModel:
             scale=None if self.estimate_scale else previous.scale,
             regularization=self.regularization,
         )
-        x = fit_profiles(
-            objective,
-            previous.bias,
-            previous.log_noise,
-            previous.scale,
-            k=k,
-            estimate_scale=self.estimate_scale,
-            steps=200,
-        )
+        x = fit_profiles(objective, previous, k=k, estimate_scale=self.estimate_scale, steps=200)
         scale = x[2 * w :] if self.estimate_scale else previous.scale
         prior = posterior.sum(axis=0) + 1e-12
         return OrdinalState(x[:w], x[w : 2 * w], np.asarray(scale, dtype=float), prior / prior.sum())

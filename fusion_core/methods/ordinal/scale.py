@@ -100,18 +100,11 @@ def m_step_objective(
     return f, np.concatenate([g_b, g_s, -g_eta + regularization * eta])
 
 
-def fit_profiles(
-    objective: Any,
-    bias: np.ndarray,
-    log_noise: np.ndarray,
-    scale: np.ndarray,
-    *,
-    k: int,
-    estimate_scale: bool,
-    steps: int,
-) -> np.ndarray:
+def fit_profiles(objective: Any, previous: Any, *, k: int, estimate_scale: bool, steps: int) -> np.ndarray:
     """``x = [b, log s, (gap logits)]`` minimising ``objective(x) -> (value, gradient)`` by L-BFGS-B within
-    :func:`parameter_bounds`, started from the previous values (the M-step of both ordinal models)."""
+    :func:`parameter_bounds`, started from ``previous`` (a state with ``bias``, ``log_noise`` and ``scale``): the
+    M-step of both ordinal models."""
+    bias, log_noise, scale = previous.bias, previous.log_noise, previous.scale
     from scipy.optimize import Bounds, minimize  # lazy: scipy.optimize costs 0.2 s of start-up
 
     w = len(bias)
