@@ -24,7 +24,7 @@ from fusion_core.diagnostics.span_agreement import span_agreement_for
 from fusion_core.errors import UserInputError
 from fusion_core.plots.drift import annotator_over_time
 from fusion_core.report import report_html
-from fusion_core.report.tool_files import label_studio_predictions, predictions_json, verdicts_table
+from fusion_core.report.tool_files import label_studio_predictions, predictions_json, resend_table, verdicts_table
 
 MAX_SHOWN_ITEMS = 1000
 
@@ -262,6 +262,13 @@ if ds.export_format is not None:  # an upload from a labelling tool: results bac
         "audit-verdicts-for-platform",
         key="audit_dl_platform",
     )
+    if audit.plan is not None and len(audit.plan.tasks):
+        download_buttons(
+            f"Items to send again with the {ds.export_format} ids",
+            resend_table(audit.plan.frame(), ds.export_format),
+            "audit-resend-for-platform",
+            key="audit_dl_resend",
+        )
     if ds.export_control is not None:
         control = ds.export_control
         st.download_button(

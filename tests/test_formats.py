@@ -314,6 +314,31 @@ def test_report_runs_on_every_export_without_mapping(tmp_path, capsys):
     _report_runs([n for n in FIXTURES if n not in FIELD], tmp_path, capsys)
 
 
+def test_resend_file_has_the_platforms_ids(tmp_path, capsys):
+    """The re-labelling plan's items go back in the platform's item and worker columns (MTurk: HITId, WorkerId);
+    the command says so in one line when the plan has nothing to send."""
+    from fusion_core.diagnostics.plan import plan_relabel
+    from fusion_core.methods import create
+    from fusion_core.report.tool_files import resend_table
+    from fusion_core.simulate import dawid_skene
+
+    sim = dawid_skene(n_items=200, n_workers=12, n_classes=2, responses_per_item=3, seed=1)
+    plan = plan_relabel(sim.responses, create("ds").fit(sim.responses).result_, budget=30)
+    table = resend_table(plan.frame(), "mturk")
+    assert list(table.columns[:2]) == ["HITId", "suggested WorkerId"] and len(table) >= 1
+    assert list(table["HITId"]) == list(plan.tasks)
+    for tid, who in zip(table["HITId"], table["suggested WorkerId"]):  # nobody is asked again for an item
+        already = set(sim.responses.loc[sim.responses["task"] == tid, "worker"])
+        assert not already & set(who.split("; "))
+    assert list(resend_table(["t1"], "toloka").columns) == ["ASSIGNMENT:task_id"]
+    name = next(n for n, f in FIXTURES.items() if f == "mturk")  # a tiny batch: no label is worth buying
+    src, out = tmp_path / name, tmp_path / "a.html"
+    shutil.copy(FIX / name, src)
+    args = ["report", str(src), "--out", str(out), "--resend-out", str(tmp_path / "r.csv"), "--bootstrap", "0"]
+    assert main([*args, "--cartel-bootstrap", "1"]) == 2
+    assert "--resend-out" in capsys.readouterr().err
+
+
 def test_report_guesses_columns(tmp_path, capsys):
     src = tmp_path / "export.csv"
     src.write_text("item_id,annotator,answer\n1,a,x\n1,b,x\n2,a,y\n2,b,y\n3,a,x\n3,b,y\n")

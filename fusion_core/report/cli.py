@@ -63,14 +63,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def write_tool_files(args: argparse.Namespace, audit: Any, answers: Any) -> None:
-    """``--verdicts-out`` (verdicts with the platform's worker ids) and ``--predictions-out`` (Label Studio
-    predictions from the audit's fit)."""
+    """``--verdicts-out`` (verdicts with the platform's worker ids), ``--resend-out`` (the re-labelling plan's items
+    in the platform's item and worker columns) and ``--predictions-out`` (Label Studio predictions from the audit's
+    fit)."""
     from fusion_core.data.export import write_csv
-    from fusion_core.report.tool_files import label_studio_predictions, predictions_json, verdicts_table
+    from fusion_core.report.tool_files import label_studio_predictions, predictions_json, resend_table, verdicts_table
 
     try:
         if args.verdicts_out:
             write_csv(verdicts_table(audit, answers.format), args.verdicts_out)
+        if args.resend_out:
+            if audit.plan is None or not len(audit.plan.tasks):
+                raise UserInputError("--resend-out: the audit's re-labelling plan has no items to send again.")
+            write_csv(resend_table(audit.plan.frame(), answers.format), args.resend_out)
         if args.predictions_out:
             if answers.control is None:
                 raise UserInputError("--predictions-out writes Label Studio predictions: read a Label Studio export.")
@@ -121,6 +126,12 @@ def add_report_command(sub: Any, add_io: Any, add_columns: Any, answers_help: st
     r.add_argument("--cartel-bootstrap", type=int, default=200, help="bootstrap replicates of the cartel test")
     r.add_argument(
         "--verdicts-out", metavar="CSV", help="also write the verdicts per annotator with the platform's ids"
+    )
+    r.add_argument(
+        "--resend-out",
+        metavar="CSV",
+        help="also write the re-labelling plan's items (which labels to buy next, and from whom) with the "
+        "platform's item and worker ids",
     )
     r.add_argument(
         "--predictions-out",

@@ -124,12 +124,18 @@ def verdicts_table(audit: AuditResult, format: str | None = None) -> pd.DataFram
     return frame.rename_axis(column).reset_index()
 
 
-def resend_table(items: Sequence[Any], format: str | None = None) -> pd.DataFrame:
-    """Hook for a per-platform "send these items again" file: the items (e.g. the re-labelling plan's choice)
-    in the platform's item-id column (``HITId``, ``ASSIGNMENT:task_id``, Label Studio's task ``id`` …)."""
+def resend_table(items: Sequence[Any] | pd.DataFrame, format: str | None = None) -> pd.DataFrame:
+    """A per-platform "send these items again" file: the items in the platform's item-id column (``HITId``,
+    ``ASSIGNMENT:task_id``, Label Studio's task ``id`` …).  ``items`` is a list of item ids or the re-labelling
+    plan's table (:meth:`fusion_core.diagnostics.plan.RelabelPlan.frame`: its ``task`` column is renamed, and
+    ``suggested annotators`` names the platform's worker-id column; the other columns are kept)."""
     if not len(items):
         raise UserInputError("no items to send again.")
-    return pd.DataFrame({ITEM_COLUMN.get(format or "", "task"): list(items)})
+    item_col = ITEM_COLUMN.get(format or "", "task")
+    if isinstance(items, pd.DataFrame):
+        worker_col = WORKER_COLUMN.get(format or "", "annotator")
+        return items.rename(columns={"task": item_col, "suggested annotators": f"suggested {worker_col}"})
+    return pd.DataFrame({item_col: list(items)})
 
 
 __all__ = [
