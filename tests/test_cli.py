@@ -39,7 +39,7 @@ def test_simulate_then_fit_writes_every_output(tmp_path, capsys):
     assert len(labels) == len(post) == 300 and list(labels.columns) == ["task", "label"]
     assert list(conf.columns) == ["worker", "true", "reported", "probability"] and len(conf) == 12 * 9
     assert conf.groupby(["worker", "true"])["probability"].sum().round(9).eq(1).all()
-    assert len(workers) == 12 and workers["skill"].is_monotonic_decreasing
+    assert len(workers) == 12 and workers["accuracy"].is_monotonic_decreasing
     assert summary["method"] == "ds" and summary["parameters"]["smoothing"] == 0.1
     assert {"iterations", "converged", "log_likelihood", "seconds"} <= set(summary)
     truth = pd.read_csv(sim_dir / "truth.csv").set_index("task")["truth"]
@@ -159,7 +159,7 @@ def test_outputs_are_the_shared_tables_and_the_result_summary(tmp_path):
     expected = annotator_table(est.result_, est.responses_).rename_axis("worker").reset_index()
     assert list(workers.columns) == list(expected.columns)
     assert workers["worker"].astype(str).tolist() == expected["worker"].tolist()
-    np.testing.assert_allclose(workers["skill"], expected["skill"])
+    np.testing.assert_allclose(workers["accuracy"], expected["accuracy"])
     conf = pd.read_csv(out / "confusion.csv")
     np.testing.assert_allclose(conf["probability"], confusion_table(est.result_)["probability"])
     summary = json.loads((out / "summary.json").read_text())

@@ -122,7 +122,7 @@ def test_ingest_once_fit_several_methods_and_cache_in_memory(client, answers):
     np.testing.assert_allclose(in_memory.confusion, mem.confusion_, atol=TOL)
     assert on_disk.n_iter == in_memory.n_iter == mem.n_iter_
     mv = fit(coded, "mv", scheduler=client)
-    assert mv.confusion is None and mv.annotator_table().columns.tolist() == ["worker", "skill", "responses"]
+    assert mv.confusion is None and mv.annotator_table().columns.tolist() == ["worker", "accuracy", "responses"]
     summary = on_disk.summary()
     assert summary["engine"] == "dask" and summary["responses"] == len(answers) - 2
     assert len(summary["seconds_per_iteration"]) == on_disk.n_iter  # one pass per E-step
@@ -211,5 +211,5 @@ def test_cli_fits_on_the_dask_engine(tmp_path, capsys):
     assert "Dask engine" in capsys.readouterr().out
     mem = pd.read_csv(tmp_path / "mem" / "workers.csv", dtype={"worker": str}).set_index("worker").sort_index()
     dsk = pd.read_csv(tmp_path / "dask" / "workers.csv", dtype={"worker": str}).set_index("worker").sort_index()
-    assert np.allclose(mem["skill"], dsk.loc[mem.index, "skill"], atol=1e-6)
+    assert np.allclose(mem["accuracy"], dsk.loc[mem.index, "accuracy"], atol=1e-6)
     assert main([*args, str(tmp_path / "x"), "--gold", str(src)]) == 2

@@ -64,11 +64,12 @@ class DaskFitResult:
         return None if self.confusion is None else errors_frame(self.confusion, self.workers, self.classes)
 
     def annotator_table(self) -> pd.DataFrame:
-        """One row per annotator: ``worker``, ``skill``, ``responses``; best skill first."""
+        """One row per annotator: ``worker``, ``accuracy`` (the expected share of right responses, the in-memory
+        table's column), ``responses``; most accurate first."""
         df = pd.DataFrame(
-            {"worker": self.workers, "skill": self.worker_skill, "responses": self.responses_per_worker.astype(int)}
+            {"worker": self.workers, "accuracy": self.worker_skill, "responses": self.responses_per_worker.astype(int)}
         )
-        return df.sort_values("skill", ascending=False, kind="stable").reset_index(drop=True)
+        return df.sort_values("accuracy", ascending=False, kind="stable").reset_index(drop=True)
 
     def confusion_table(self) -> pd.DataFrame | None:
         """Long layout: ``worker``, ``true``, ``reported``, ``probability`` (None for majority vote)."""
