@@ -1,7 +1,7 @@
 """Calibration of the collusion check (docs/AUDIT.md "Collusion", issue 26 item 1) on simulated crowds.
 
 Per seed: two honest crowds with skill heterogeneity and sparse annotators (spectral ``independent`` at 30 %
-observed; Dawid–Skene with zipf activity) and a crowd with a planted cartel (spectral ``cartel``, target 70 %
+observed; Dawid–Skene with zipf activity) and a crowd with a planted 10-member cartel among 50 annotators at 30 % observed (spectral ``cartel``, target 70 %
 right, members 80–95 % faithful to it).  Prints the false accusation rate (honest annotators called colluding,
 including the honest annotators of the planted crowd and two groups proposed on purpose: the 8 best and the 8
 worst annotators of the honest crowd — the groups real crowds wrongly accused), the recall of planted cartels (a
@@ -38,9 +38,7 @@ def crowds(seed: int) -> dict[str, tuple[object, set[str]]]:
         worker_activity="zipf",
         seed=seed,
     )
-    planted = cartel(
-        m=50, n=600, r=0.16, pi_c=0.7, pi_range=(0.55, 0.95), xi_range=(0.8, 0.95), observed=0.3, seed=seed
-    )
+    planted = cartel(m=50, n=800, r=0.2, pi_c=0.7, pi_range=(0.55, 0.95), xi_range=(0.8, 0.95), observed=0.3, seed=seed)
     g = planted.extras["group"]
     return {
         "honest": (honest, set()),
@@ -91,16 +89,24 @@ def main() -> None:
         for k, v in r.items():
             tot[k] = tot.get(k, 0.0) + v
         if r["accused"] or r["found"] < r["planted"] or r["agree"] < 1:
-            print(f"seed {s}: accused {r['accused']:.0f}, planted found {r['found']:.0f}/{r['planted']:.0f}, "
-                  f"pages agree {bool(r['agree'])}", flush=True)
+            print(
+                f"seed {s}: accused {r['accused']:.0f}, planted found {r['found']:.0f}/{r['planted']:.0f}, "
+                f"pages agree {bool(r['agree'])}",
+                flush=True,
+            )
     n = args.seeds
     print(f"seeds: {n} ({args.first}..{args.first + n - 1}), {time.perf_counter() - t0:.0f} s")
-    print(f"false accusation rate: {tot['accused']:.0f}/{tot['honest']:.0f} honest annotators "
-          f"= {tot['accused'] / tot['honest']:.2%}  (target ≤ 1 %)")
-    print(f"planted cartels found: {tot['found']:.0f}/{tot['planted']:.0f} = {tot['found'] / tot['planted']:.1%}"
-          "  (target ≥ 95 %)")
-    print(f"planted members called colluding: {tot['hit']:.0f}/{tot['members']:.0f} = "
-          f"{tot['hit'] / tot['members']:.1%}")
+    print(
+        f"false accusation rate: {tot['accused']:.0f}/{tot['honest']:.0f} honest annotators "
+        f"= {tot['accused'] / tot['honest']:.2%}  (target ≤ 1 %)"
+    )
+    print(
+        f"planted cartels found: {tot['found']:.0f}/{tot['planted']:.0f} = {tot['found'] / tot['planted']:.1%}"
+        "  (target ≥ 95 %)"
+    )
+    print(
+        f"planted members called colluding: {tot['hit']:.0f}/{tot['members']:.0f} = {tot['hit'] / tot['members']:.1%}"
+    )
     if not args.no_audit:
         print(f"audit and Cartels page name the same groups: {tot['agree']:.0f}/{n} seeds")
 

@@ -8,12 +8,12 @@ crowd decides (max_k q_ik ≥ ``decided``):
 
 1. members whose balanced accuracy interval includes chance are *near chance* (spammers), not members;
 2. (a) the remaining members agree with each other more than their estimated confusions predict under conditional
-   independence: each member's confusion is the method-of-moments estimate Π_a = G_a⁻¹ M_a with
+   independence (p < ``alpha`` and an excess of at least ``min_excess``): each member's confusion is the method-of-moments estimate Π_a = G_a⁻¹ M_a with
    G_a[k,k'] = Σ_i q_ik q_ik' and M_a[k,l] = Σ_i q_ik [y_ai = l] (unbiased when q is calibrated: the rest's own
    errors do not shrink the members' accuracy), and the null draws the truth from q and each member's labels from
    Π_a (parametric bootstrap, ``n_null`` replicates, one-sided p-value of the agreeing member pairs);
 3. (b) the excess is on answers the rest of the crowd rejects: member pairs agreeing on a label other than the
-   rest's are more than the same null predicts (one-sided p < ``alpha``).  Skilled annotators who agree beyond
+   rest's are more than the same null predicts (p < ``alpha``, excess ≥ ``min_excess``).  Skilled annotators who agree beyond
    independence because they are right together (e.g. on hard items) add agreeing pairs on the rest's answer only;
    a cartel following its own target adds them on the target's wrong answers.
 
@@ -47,12 +47,17 @@ class CollusionSettings:
     ``alpha``: level of the detector and of the two evidence tests; ``n_bootstrap``: the detector's replicates;
     ``n_null``: replicates of the conditional-independence null per group; ``decided``: leave-group-out posterior
     an item needs to count as decided by the rest; ``level``: two-sided level of the skill and right-rate
-    intervals; ``method``: the registry method giving the leave-group-out posterior."""
+    intervals; ``method``: the registry method giving the leave-group-out posterior; ``min_excess``: the smallest
+    excess (observed − predicted share of member pairs) that counts, for both tests — the leave-group-out
+    Dawid–Skene posterior is overconfident on sparse crowds, so skilled groups show a small but significant excess
+    against it (about 1 point of pairs agreeing against the rest for the 8 best of 50 simulated annotators), while
+    planted cartels show 10–17 points (``benchmarks/collusion_calibration.py``)."""
 
     alpha: float = 0.05
     n_bootstrap: int = 200
     n_null: int = 400
     decided: float = 0.9
+    min_excess: float = 0.05
     level: float = 0.95
     method: str = "ds"
 
@@ -293,8 +298,9 @@ def group_evidence(
     lo, hi = _wilson(obs_right, n_maj, z)
     right = obs_right / n_maj if n_maj else float("nan")
     right_pred = float(nr.mean() / n_maj) if n_maj else float("nan")
-    a_excess = excess_p < settings.alpha
-    b_against = wrong_p < settings.alpha
+    pairs_ = max(n_pairs, 1)
+    a_excess = excess_p < settings.alpha and (obs_agree - predicted) / pairs_ >= settings.min_excess
+    b_against = wrong_p < settings.alpha and (obs_wrong - float(nw.mean())) / pairs_ >= settings.min_excess
     if not a_excess:
         why = "their agreement is what their estimated skills predict"
     elif not b_against:
