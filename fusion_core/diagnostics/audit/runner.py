@@ -32,7 +32,7 @@ from fusion_core.diagnostics.audit.result import (
 from fusion_core.diagnostics.audit.rules import DEFAULT_RULE, VerdictRule, decide
 from fusion_core.diagnostics.audit.safety import label_safety
 from fusion_core.diagnostics.cartels.collusion import DEFAULTS as COLLUSION
-from fusion_core.diagnostics.cartels.collusion import check_collusion, collusion_reason
+from fusion_core.diagnostics.cartels.collusion import check_collusion
 from fusion_core.diagnostics.plan import audit_plan
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
 from fusion_core.errors import UserInputError
@@ -177,17 +177,8 @@ def _cartel(
             )
     except UserInputError as exc:
         return CartelCheck("could_not_run", str(exc).rstrip(".") + "." + note)
-    rep = check.report
-    groups = check.groups
-    if rep.status == "groups_found" and not groups:
-        why = "; ".join(f"group {i + 1}: {e.why}" for i, e in enumerate(check.evidence))
-        reason = (
-            f"the spectral test proposed {len(rep.groups)} group(s), but none agrees beyond its members' skills on "
-            f"answers the rest of the crowd rejects ({why})"
-        )
-        return CartelCheck("no_evidence", reason + "." + note, (), rep)
-    reason = rep.reason if not groups else collusion_reason(check)
-    return CartelCheck(rep.status, reason.rstrip(".") + "." + note, groups, rep)
+    rep = check.confirmed()
+    return CartelCheck(rep.status, rep.reason.rstrip(".") + "." + note, check.groups, rep)
 
 
 Agreement = tuple[ReliabilityEstimate | None, ReliabilityEstimate | None, str, float]

@@ -26,7 +26,7 @@ Settings are declared once (:data:`DEFAULTS`); both pages call :func:`check_coll
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -109,6 +109,36 @@ class CollusionCheck:
     @property
     def members(self) -> set[str]:
         return {w for g in self.groups for w in g}
+
+    def confirmed(self) -> CartelReport:
+        """The detector's report with only the colluding groups (members as tested: near-chance annotators are not
+        members); proposals that fail the tests become "honest" and, with none left, the status "no_evidence" with
+        the evidence as its reason.  Both pages display this report."""
+        rep = self.report
+        if rep.status != "groups_found":
+            return rep
+        ids = {str(w): w for w in rep.workers}
+        groups = [{ids[w] for w in g if w in ids} for g in self.groups]
+        membership = pd.Series("honest", index=rep.workers, name="membership", dtype=object)
+        for c, g in enumerate(groups, start=1):
+            membership[list(g)] = f"cartel {c}"
+        scores = rep.scores.where(membership != "honest", 0.0)
+        if groups:
+            return replace(rep, groups=groups, membership=membership, scores=scores, reason=collusion_reason(self))
+        why = "; ".join(f"group {i + 1}: {e.why}" for i, e in enumerate(self.evidence))
+        reason = (
+            f"the spectral test proposed {len(rep.groups)} group(s), but none agrees beyond its members' skills on "
+            f"answers the rest of the crowd rejects ({why})"
+        )
+        return replace(
+            rep,
+            status="no_evidence",
+            reason=reason,
+            groups=[],
+            membership=membership,
+            scores=scores,
+            labels_without_cartel=rep.labels.copy(),
+        )
 
     def frame(self) -> pd.DataFrame:
         """One row per proposed group: verdict, members, the excess agreement and the right-rate evidence."""
