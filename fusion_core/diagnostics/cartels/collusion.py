@@ -6,7 +6,9 @@ annotators, can give such groups too.  A proposed group is called *colluding* on
 leave-group-out posterior q_i (a Dawid–Skene fit on everyone else, Dawid & Skene 1979) on the items the rest of the
 crowd decides (max_k q_ik ≥ ``decided``):
 
-1. members whose balanced accuracy interval includes chance are *near chance* (spammers), not members;
+1. members whose balanced accuracy interval includes chance are *near chance* (spammers), not members — unless
+   they themselves agree with the other proposed members beyond the confusions predict (:func:`_copies`; a cartel
+   following a random target is at chance against the truth, yet copies);
 2. (a) the remaining members agree with each other more than their estimated confusions predict under conditional
    independence (p < ``alpha`` and an excess of at least ``min_excess``): each member's confusion is the method-of-moments estimate Π_a = G_a⁻¹ M_a with
    G_a[k,k'] = Σ_i q_ik q_ik' and M_a[k,l] = Σ_i q_ik [y_ai = l] (unbiased when q is calibrated: the rest's own
@@ -215,6 +217,36 @@ def _confusions(q: np.ndarray, who: np.ndarray, lab: np.ndarray, m: int) -> tupl
     return Pi, M.sum(axis=2)
 
 
+def _copies(
+    Pi: np.ndarray, q: np.ndarray, who: np.ndarray, item: np.ndarray, lab: np.ndarray, *, settings: CollusionSettings
+) -> np.ndarray:
+    """Per proposed member: does it agree with the other proposed members beyond its and their confusions predict
+    (one-sided normal test at ``alpha`` on its agreeing pairs, excess ≥ ``min_excess``)?  A near-chance annotator who
+    copies the group is no spammer (a cartel following a random target is at chance against the truth)."""
+    m, K = Pi.shape[0], Pi.shape[1]
+    if len(who) == 0:
+        return np.zeros(m, dtype=bool)
+    u_items, inv = np.unique(item, return_inverse=True)
+    n_it = len(u_items)
+    C = np.bincount(inv * K + lab, minlength=n_it * K).reshape(n_it, K)
+    n_i = C.sum(axis=1)
+    obs_r = C[inv, lab] - 1.0
+    P = Pi[who]  # responses × K × K
+    S = np.stack([np.bincount(inv, weights=P[:, k, l], minlength=n_it) for k in range(K) for l in range(K)], axis=1)
+    S = S.reshape(n_it, K, K)
+    qi = q[u_items][inv]
+    pred_r = (qi * (P * (S[inv] - P)).sum(axis=2)).sum(axis=1)
+    partners = np.maximum(n_i[inv] - 1.0, 0.0)
+    var_r = pred_r * (1 - pred_r / np.maximum(partners, 1.0))
+    obs = np.bincount(who, weights=obs_r, minlength=m)
+    pred = np.bincount(who, weights=pred_r, minlength=m)
+    var = np.bincount(who, weights=var_r, minlength=m)
+    n_p = np.bincount(who, weights=partners, minlength=m)
+    zc = float(norm.ppf(1 - settings.alpha))
+    excess = obs - pred
+    return (excess > zc * np.sqrt(np.maximum(var, 1e-12))) & (excess >= settings.min_excess * np.maximum(n_p, 1.0))
+
+
 def group_evidence(
     resp: Responses, members: list[str], settings: CollusionSettings, rng: np.random.Generator
 ) -> GroupEvidence:
@@ -240,7 +272,7 @@ def group_evidence(
     acc = np.einsum("akk->ak", Pi)
     ba = acc.mean(axis=1)
     se = np.sqrt((acc * (1 - acc) / np.maximum(n_k, 1)).sum(axis=1)) / K
-    near = ba - z * se <= 1.0 / K
+    near = (ba - z * se <= 1.0 / K) & ~_copies(Pi, q, who, item, lab, settings=settings)
     names = np.asarray(members, dtype=object)
     near_names = tuple(str(x) for x in names[near])
     ok = ~near[who]
