@@ -101,13 +101,53 @@ def timing(n_responses: int) -> None:
     )
 
 
+def real(names: list[str], root: str = "/work/shared/datasets") -> None:
+    """Public binary crowds with gold: the groups the Cartels page found on real crowds before (the best annotators;
+    the near-chance ones) proposed on purpose, and the audit's check as it runs.  Gold only scores the outcome."""
+    import pandas as pd
+
+    for name in names:
+        try:
+            a = pd.read_csv(f"{root}/{name}/answers.csv", dtype=str)
+            gold = pd.read_csv(f"{root}/{name}/truth.csv", dtype=str).set_index("task")["truth"]
+        except FileNotFoundError:
+            print(f"{name}: not found")
+            continue
+        if a["label"].nunique() != 2:
+            continue
+        resp = as_responses(a)
+        g = a[a.task.isin(gold.index)]
+        acc = (g.label == gold.reindex(g.task).to_numpy()).groupby(g.worker).agg(["mean", "size"])
+        acc = acc[acc["size"] >= 20].sort_values("mean")
+        rng = np.random.default_rng(0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check = check_collusion(resp)
+            out = []
+            for what, grp in (("best 20", acc.index[-20:]), ("worst 10", acc.index[:10])):
+                ev = group_evidence(resp, list(grp), DEFAULTS, rng)
+                out.append(
+                    f"{what} (gold {acc.loc[grp, 'mean'].mean():.2f}): colluding {ev.colluding}, "
+                    f"{len(ev.near_chance)} near chance"
+                )
+        above = sum(acc["mean"].get(w, 0) > acc["mean"].median() for w in check.members)
+        print(
+            f"{name}: check {check.report.status}, {len(check.groups)} colluding group(s), {above} colluding "
+            f"annotators above the gold median; " + "; ".join(out)
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=20, help="number of seeds (issue target: 200)")
     ap.add_argument("--first", type=int, default=0, help="first seed")
     ap.add_argument("--no-audit", action="store_true", help="skip the audit-vs-page agreement (half the time)")
     ap.add_argument("--timing", type=int, default=0, help="only time the audit's check on this many responses")
+    ap.add_argument("--real", nargs="*", help="only check these public binary crowds (in /work/shared/datasets)")
     args = ap.parse_args()
+    if args.real:
+        real(args.real)
+        return
     if args.timing:
         timing(args.timing)
         return
