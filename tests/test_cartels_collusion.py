@@ -17,7 +17,7 @@ from fusion_core.diagnostics.cartels.collusion import DEFAULTS, check_collusion,
 from fusion_core.simulate.spectral import cartel, independent
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from collusion_calibration import run_seed  # noqa: E402
+from collusion_calibration import run_seed
 
 
 def _planted(seed: int):
