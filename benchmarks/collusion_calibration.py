@@ -142,6 +142,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20, help="number of seeds (issue target: 200)")
     ap.add_argument("--first", type=int, default=0, help="first seed")
     ap.add_argument("--no-audit", action="store_true", help="skip the audit-vs-page agreement (half the time)")
+    ap.add_argument("--verbose", action="store_true", help="a line per seed (to add up interrupted runs)")
     ap.add_argument("--timing", type=int, default=0, help="only time the audit's check on this many responses")
     ap.add_argument("--real", nargs="*", help="only check these public binary crowds (in /work/shared/datasets)")
     args = ap.parse_args()
@@ -157,9 +158,9 @@ def main() -> None:
         r = run_seed(s, audit=not args.no_audit)
         for k, v in r.items():
             tot[k] = tot.get(k, 0.0) + v
-        if r["accused"] or r["found"] < r["planted"] or r["agree"] < 1:
+        if args.verbose or r["accused"] or r["found"] < r["planted"] or r["agree"] < 1:
             print(
-                f"seed {s}: accused {r['accused']:.0f}, planted found {r['found']:.0f}/{r['planted']:.0f}, "
+                f"seed {s}: accused {r['accused']:.0f} of {r['honest']:.0f} honest, members hit {r['hit']:.0f}/{r['members']:.0f}, planted found {r['found']:.0f}/{r['planted']:.0f}, "
                 f"pages agree {bool(r['agree'])}",
                 flush=True,
             )
