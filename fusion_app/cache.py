@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -17,7 +18,9 @@ from fusion_core.data.dataset import Dataset
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.agreement import agreement_summary, cohen_kappa_matrix, most_active
 from fusion_core.diagnostics.bootstrap import BootstrapResult, bootstrap_intervals
-from fusion_core.diagnostics.cartels import CartelFinding, CartelReport, detect_cartels, explain_cartels
+from fusion_core.diagnostics.cartels import CartelFinding, CartelReport, explain_cartels
+from fusion_core.diagnostics.cartels.collusion import DEFAULTS as COLLUSION
+from fusion_core.diagnostics.cartels.collusion import CollusionCheck, check_collusion
 from fusion_core.errors import UserInputError
 from fusion_core.methods import create, info
 from fusion_core.methods.results import FitResult
@@ -132,16 +135,26 @@ def cached_bootstrap(method: str, n_bootstrap: int, level: float, ss: State | No
 def cartels_for(
     ds: Dataset, n_bootstrap: int, alpha: float, ss: State | None = None, one_vs_rest: Any = None
 ) -> CartelReport:
-    """Cartel report for the data (binary), or for ``one_vs_rest`` against the other labels (multi-class).  Members
-    must load with their group's sign (``same_sign=True``, as in the audit), so the Cartels page and the Audit page
-    name the same groups and a near-chance annotator is never drawn into a cartel by noise."""
+    """Cartel report for the data (binary), or for ``one_vs_rest`` against the other labels (multi-class): the
+    audit's collusion check (:func:`~fusion_core.diagnostics.cartels.collusion.check_collusion`, same defaults),
+    showing only the groups it calls colluding; the check itself is kept for :func:`collusion_for`."""
     ss = session() if ss is None else ss
     key = (ds.fingerprint, n_bootstrap, alpha, one_vs_rest)
     cache = ss.setdefault("fc_cartels", {})
     if key not in cache:
         resp = ds.responses if one_vs_rest is None else ds.responses.one_vs_rest(one_vs_rest)
-        cache[key] = detect_cartels(resp, n_bootstrap=n_bootstrap, alpha=alpha, random_state=0, same_sign=True)
+        check = check_collusion(resp, replace(COLLUSION, n_bootstrap=n_bootstrap, alpha=alpha), random_state=0)
+        ss.setdefault("fc_collusion", {})[key] = check
+        cache[key] = check.confirmed()
     return cache[key]
+
+
+def collusion_for(
+    ds: Dataset, n_bootstrap: int, alpha: float, ss: State | None = None, one_vs_rest: Any = None
+) -> CollusionCheck | None:
+    """The collusion check behind :func:`cartels_for` (the evidence on every proposed group), or None."""
+    ss = session() if ss is None else ss
+    return ss.get("fc_collusion", {}).get((ds.fingerprint, n_bootstrap, alpha, one_vs_rest))
 
 
 def cached_cartels(

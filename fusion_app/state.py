@@ -50,7 +50,7 @@ def current(ss: State | None = None) -> Dataset | None:
     return ss.get("fc_dataset")
 
 
-SESSION_CACHES = ("fc_bootstrap", "fc_cartels", "fc_cartel_findings", "fc_views")
+SESSION_CACHES = ("fc_bootstrap", "fc_cartels", "fc_collusion", "fc_cartel_findings", "fc_views")
 """Per-session caches that hold results on one dataset only: emptied whenever the data change."""
 AUDIT_KEYS = ("fc_audit", "fc_audit_figures")
 """The audit of the current data and its charts (``fusion_app.audit``): dropped with the data too."""

@@ -6,17 +6,20 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from fusion_app.cache import cached_cartels, cartel_finding, cartels_for
+from fusion_app.cache import cached_cartels, cartel_finding, cartels_for, collusion_for
 from fusion_app.shell import choose_one, download_buttons, md_escape, no_data_notice, page_setup, plain
 from fusion_app.state import session
+from fusion_core.diagnostics.cartels.collusion import DEFAULTS
 from fusion_core.errors import UserInputError
 from fusion_core.plots import loadings_scatter, scree_plot
 
 ds = page_setup("Cartels")
 st.title("Cartels")
 st.caption(
-    "Colluding annotators (a cartel) agree with each other more than their accuracy explains. The detector "
-    "compares the spectrum of the annotators' agreement matrix with what independent annotators would give."
+    "Colluding annotators (a cartel) agree with each other more than their estimated accuracies explain, on answers "
+    "the rest of the crowd rejects. The spectral detector proposes groups; each is kept only when both hold "
+    "(near-chance annotators are spammers, not members). The Audit summary runs the same check with the same "
+    "defaults."
 )
 if ds is None:
     no_data_notice()
@@ -41,9 +44,15 @@ if ds.responses.n_classes != 2:
 
 c1, c2 = st.columns(2)
 n_boot = choose_one(
-    c1, "Bootstrap samples for the null", [50, 100, 200, 400], ss.get("fc_cartel_nboot", 100), key="cartel_nboot"
+    c1,
+    "Bootstrap samples for the null",
+    [50, 100, 200, 400],
+    ss.get("fc_cartel_nboot", DEFAULTS.n_bootstrap),
+    key="cartel_nboot",
 )
-alpha = choose_one(c2, "Significance level α", [0.01, 0.05, 0.1], ss.get("fc_cartel_alpha", 0.05), key="cartel_alpha")
+alpha = choose_one(
+    c2, "Significance level α", [0.01, 0.05, 0.1], ss.get("fc_cartel_alpha", DEFAULTS.alpha), key="cartel_alpha"
+)
 ss["fc_cartel_nboot"], ss["fc_cartel_alpha"] = n_boot, alpha
 report = cached_cartels(ds, n_boot, alpha, one_vs_rest=target)
 if report is None and st.button("Detect cartels", type="primary", key="cartel_run"):
@@ -74,6 +83,20 @@ else:
 left, right = st.columns(2)
 left.plotly_chart(scree_plot(report), key="cartel_scree")
 right.plotly_chart(loadings_scatter(report), key="cartel_loadings")
+
+check = collusion_for(ds, n_boot, alpha, one_vs_rest=target)
+if check is not None and len(check.evidence):
+    st.subheader("Evidence on each proposed group")
+    st.caption(
+        "Agreement is measured on items the rest of the crowd decides (its posterior without the group ≥ "
+        f"{DEFAULTS.decided:g}); 'predicted' is what the members' estimated confusions give if they answer "
+        "independently. Colluding = both excesses significant and ≥ "
+        f"{DEFAULTS.min_excess:.0%} of member pairs. 'Group right' is how often the group's majority equals the "
+        f"rest's label ({DEFAULTS.level:.0%} interval)."
+    )
+    evidence = check.frame()
+    st.dataframe(evidence, key="cartel_evidence", hide_index=True)
+    download_buttons("Download evidence", evidence, "cartel_evidence", key="cartel_evidence_download")
 
 p_values = np.atleast_1d(np.asarray(report.p_value, dtype=float))
 tests = pd.DataFrame({"extra component": np.arange(2, p_values.size + 2), "bootstrap p-value": p_values})

@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,8 @@ from fusion_core.diagnostics.audit.result import (
 )
 from fusion_core.diagnostics.audit.rules import DEFAULT_RULE, VerdictRule, decide
 from fusion_core.diagnostics.audit.safety import label_safety
-from fusion_core.diagnostics.cartels import detect_cartels
+from fusion_core.diagnostics.cartels.collusion import DEFAULTS as COLLUSION
+from fusion_core.diagnostics.cartels.collusion import check_collusion
 from fusion_core.diagnostics.drift import drift_for_audit
 from fusion_core.diagnostics.plan import audit_plan
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
@@ -168,18 +170,16 @@ def _cartel(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            # same_sign: 'colluding' means agreeing with the members; an annotator loading against a group's core
-            # (on the demo crowd: spammers, by noise) is judged by its accuracy instead
-            # method mv: the detector's own labels (its report's `labels`, `labels_without_cartel`) are not the
-            # audit's (those come from the recommended fit); majority vote costs nothing, the default i-SML fit
-            # took 0.5–1.2 s at 1M responses.  The test, the groups and the scores do not depend on it.
-            rep = detect_cartels(
-                resp, n_bootstrap=n_bootstrap, alpha=alpha, random_state=random_state, same_sign=True, method="mv"
+            # the one collusion check of every front end (docs/AUDIT.md "Collusion"): the detector's proposals
+            # (same_sign, majority-vote labels) kept only when they agree beyond their skills on answers the rest of
+            # the crowd rejects; near-chance annotators are spammers, not members
+            check = check_collusion(
+                resp, replace(COLLUSION, n_bootstrap=n_bootstrap, alpha=alpha), random_state=random_state
             )
     except UserInputError as exc:
         return CartelCheck("could_not_run", str(exc).rstrip(".") + "." + note)
-    groups = tuple(tuple(sorted(map(str, g))) for g in rep.groups)
-    return CartelCheck(rep.status, rep.reason.rstrip(".") + "." + note, groups, rep)
+    rep = check.confirmed()
+    return CartelCheck(rep.status, rep.reason.rstrip(".") + "." + note, check.groups, rep)
 
 
 Agreement = tuple[ReliabilityEstimate | None, ReliabilityEstimate | None, str, float]
@@ -241,8 +241,8 @@ def run_audit(
     rule: VerdictRule = DEFAULT_RULE,
     review: ReviewRule = DEFAULT_REVIEW,
     n_bootstrap: int = 300,
-    cartel_bootstrap: int = 200,
-    cartel_alpha: float = 0.05,
+    cartel_bootstrap: int = COLLUSION.n_bootstrap,
+    cartel_alpha: float = COLLUSION.alpha,
     cartel_max_annotators: int = 100,
     random_state: int | None = 0,
     progress: Listener | None = None,

@@ -179,7 +179,10 @@ def _cartel(a: AuditResult) -> Finding:
     c = a.cartel
     if c.status == "groups_found":
         groups = "; ".join(f"group {i + 1}: {_names(list(g))}" for i, g in enumerate(c.groups))
-        text = f"Yes — {len(c.groups)} group(s) agree with each other beyond their accuracy ({groups})."
+        text = (
+            f"Yes — {len(c.groups)} group(s) agree with each other beyond their estimated skills, on answers the "
+            f"rest of the crowd rejects ({groups})."
+        )
     elif c.status == "no_evidence":
         text = f"No cartel found (the test ran). {sentence(c.reason)}"
     else:
