@@ -289,35 +289,24 @@ def main() -> None:
     args = ap.parse_args()
     sets: list[tuple[str, list[dict[str, Curve]]]] = []
     t0 = time.perf_counter()
+
+    def run(answers: pd.DataFrame, truth: pd.Series, seed: int) -> dict[str, Curve]:
+        return replay(
+            answers,
+            truth,
+            method=args.method,
+            round_share=args.round_share,
+            max_extra=args.max_extra,
+            seed=seed,
+            max_per_item=args.max_per_item,
+        )
+
     for name in args.datasets:
         answers, truth = load(name)
-        runs = [
-            replay(
-                answers,
-                truth,
-                method=args.method,
-                round_share=args.round_share,
-                max_extra=args.max_extra,
-                seed=s,
-                max_per_item=args.max_per_item,
-            )
-            for s in range(args.seeds)
-        ]
-        sets.append((name, runs))
+        sets.append((name, [run(answers, truth, s) for s in range(args.seeds)]))
     for s in range(args.simulated):
         answers, truth = simulated(s)
-        runs = [
-            replay(
-                answers,
-                truth,
-                method=args.method,
-                round_share=args.round_share,
-                max_extra=args.max_extra,
-                seed=s,
-                max_per_item=args.max_per_item,
-            )
-        ]
-        sets.append((f"simulated zipf crowd seed {s}", runs))
+        sets.append((f"simulated zipf crowd seed {s}", [run(answers, truth, s)]))
     for name, runs in sets:
         report(name, runs)
     print(f"\n{time.perf_counter() - t0:.1f} s")
