@@ -152,7 +152,9 @@ def test_no_data_state_every_page():
     assert not at.exception and at.info
 
 
-@pytest.mark.parametrize("demo", ["crowd", "sequence", "graph"])
+@pytest.mark.parametrize(
+    "demo", ["crowd", *(pytest.param(d, marks=pytest.mark.slow) for d in ("sequence", "graph"))]
+)  # every page with each demo's methods: the crowd demo in the default suite, the others under -m slow
 def test_each_demo_then_every_enabled_method(demo):
     at = _app()
     _visit(at, "pages/1_Data.py")
