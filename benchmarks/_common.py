@@ -31,6 +31,19 @@ def load(name: str):
     return answers, truth
 
 
+CHILD_RSS = r"""
+import re
+def rss():
+    status = open('/proc/self/status').read()
+    return [int(re.search(rf'{k}:\s+(\d+)', status).group(1)) * 1024 for k in ('VmRSS', 'VmHWM')]
+def reset_peak():
+    open('/proc/self/clear_refs', 'w').write('5')
+    return rss()[0]
+"""
+"""Start of a child process's script that measures its memory (Linux /proc): ``rss()`` → [resident, peak] bytes;
+``base = reset_peak()`` after the imports resets the peak and gives the resident size before the work."""
+
+
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far (MB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -17,21 +17,21 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import CHILD_RSS
 
 ROOT = Path(__file__).resolve().parents[1]
-CHILD = r"""
+CHILD = (
+    CHILD_RSS
+    + r"""
 import re, sys, time
-def rss():
-    status = open('/proc/self/status').read()
-    return [int(re.search(rf'{k}:\s+(\d+)', status).group(1)) * 1024 for k in ('VmRSS', 'VmHWM')]
 from fusion_core.data.answers import read_answers
-open('/proc/self/clear_refs', 'w').write('5')
-base = rss()[0]
+base = reset_peak()
 t0 = time.perf_counter()
 a = read_answers(sys.argv[1], max_bytes=1 << 31)
 dt = time.perf_counter() - t0
 print(f"{a.format}: {a.responses.n_responses:,} responses in {dt:.2f} s, peak +{(rss()[1] - base) / 2**20:.0f} MB")
 """
+)
 
 
 def label_studio(path: Path, n_tasks: int, rng: np.random.Generator) -> None:

@@ -24,18 +24,17 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _common import CHILD_RSS
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CHILD = r"""
+CHILD = (
+    CHILD_RSS
+    + r"""
 import json, re, sys, time
-def rss():
-    status = open('/proc/self/status').read()
-    return [int(re.search(rf'{k}:\s+(\d+)', status).group(1)) * 1024 for k in ('VmRSS', 'VmHWM')]
 from fusion_core.data.loading import load_responses, read_table
 from fusion_core.errors import UserInputError
-open('/proc/self/clear_refs', 'w').write('5')
-base = rss()[0]
+base = reset_peak()
 t0 = time.perf_counter()
 try:
     if sys.argv[3] == "table":
@@ -50,6 +49,7 @@ seconds = time.perf_counter() - t0
 now, peak = rss()
 print(json.dumps({"outcome": outcome, "seconds": seconds, "peak_delta": peak - base, "after": now - base}))
 """
+)
 
 
 def measure(path: Path, max_bytes: int, how: str = "responses") -> dict:

@@ -29,10 +29,9 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from fusion_core.data.responses import Responses
+from fusion_core.data.responses import Responses, canonical_order
 from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior
 from fusion_core.methods.dawid_skene.core import expected_counts, normalize_confusion
-from fusion_core.methods.ebcc import canonical_order
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.numerics import safe_log
 from fusion_core.methods.params import Bool, Float, Int, Param

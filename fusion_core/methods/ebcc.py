@@ -27,20 +27,19 @@ classes, so neither the row order nor the label names change a start.  ``α`` is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
-from fusion_core.data.responses import Responses
+from fusion_core.data.responses import Responses, canonical_order
 from fusion_core.errors import UserInputError
 from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior
 from fusion_core.methods.bayesian_ds import expected_log_dirichlet, kl_dirichlet
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.em.squarem import run_squarem_lockstep
-from fusion_core.methods.numerics import stable_argsort
 from fusion_core.methods.params import Bool, Float, Int, Param, Seed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, Restarts
@@ -83,15 +82,6 @@ class EBCCStats(NamedTuple):
     q: np.ndarray
     elbo: np.ndarray
     posterior: np.ndarray
-
-
-def canonical_order(resp: Responses) -> Responses:
-    """The responses sorted by (item, worker, label) codes, so sums never depend on the input's row order."""
-    k, w = resp.n_classes, resp.n_workers
-    key = (resp.item.astype(np.int64) * w + resp.worker) * k + resp.label
-    order = stable_argsort(key, resp.n_items * w * k)
-    weight = None if resp.weight is None else resp.weight[order]
-    return replace(resp, item=resp.item[order], worker=resp.worker[order], label=resp.label[order], weight=weight)
 
 
 @dataclass

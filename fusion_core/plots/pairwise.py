@@ -87,34 +87,24 @@ def win_rate_chart(wins: CorrectedWinRates) -> go.Figure:
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=t["judge_average"], y=y, mode="markers", name="judge average",
                              marker={"symbol": "x", "size": 10, "color": PALETTE[1]}))  # fmt: skip
-    fig.add_trace(
-        go.Scatter(
-            x=t["gold_only"],
-            y=y,
-            mode="markers",
-            name="gold only",
-            marker={"color": PALETTE[9], "size": 7},
-            error_x={
-                "type": "data",
-                "array": (t["gold_high"] - t["gold_only"]).to_numpy(),
-                "arrayminus": (t["gold_only"] - t["gold_low"]).to_numpy(),
-            },
+    for col, low, high, name, color, size in (
+        ("gold_only", "gold_low", "gold_high", "gold only", PALETTE[9], 7),
+        ("corrected", "low", "high", "corrected (PPI)", PALETTE[0], 9),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=t[col],
+                y=y,
+                mode="markers",
+                name=name,
+                marker={"color": color, "size": size},
+                error_x={
+                    "type": "data",
+                    "array": (t[high] - t[col]).to_numpy(),
+                    "arrayminus": (t[col] - t[low]).to_numpy(),
+                },
+            )
         )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=t["corrected"],
-            y=y,
-            mode="markers",
-            name="corrected (PPI)",
-            marker={"color": PALETTE[0], "size": 9},
-            error_x={
-                "type": "data",
-                "array": (t["high"] - t["corrected"]).to_numpy(),
-                "arrayminus": (t["corrected"] - t["low"]).to_numpy(),
-            },
-        )
-    )
     fig.update_xaxes(title_text="win rate (ties count ½)", range=[0, 1])
     fig.update_yaxes(title_text="option", type="category")
     return base_layout(fig, f"Win rates: judges vs corrected ({wins.level:.0%} intervals)", height=140 + 28 * len(t))

@@ -27,6 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.audit.items import label_quality
 from fusion_core.methods.results import FitResult
 
 LOW_MARGIN = 1
@@ -164,13 +165,11 @@ def vote_departure(label: np.ndarray, majority: np.ndarray, margin: np.ndarray, 
 
 def accuracy_range(fit: FitResult, label: np.ndarray, level: float = 0.9) -> AccuracyRange:
     """The honest accuracy range (module docstring, 3)."""
-    n = len(label)
-    idx = np.arange(n)
-    p = np.clip(np.asarray(fit.posterior, float)[idx, label], 0.0, 1.0)
+    idx = np.arange(len(label))
+    own = label_quality(fit.posterior, label, level)  # the model's own figure and its interval
     z = float(stats.norm.ppf(0.5 + level / 2))
-    model = float(p.mean())
-    model_sd = float(np.sqrt((p * (1 - p)).sum())) / max(n, 1)
-    figures = [model - z * model_sd, model + z * model_sd]
+    model = own.accuracy
+    figures = [own.low, own.high]
     by_model: list[tuple[str, float]] = []
     sel = fit.selection
     heldout = None

@@ -5,17 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from fusion_core.diagnostics.audit.result import AuditResult
-
-
-def _num(x: Any) -> Any:
-    if isinstance(x, (np.floating, float)):
-        return float(x) if np.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
+from fusion_core.methods.results import jsonable
 
 
 def audit_summary(audit: AuditResult) -> dict[str, Any]:
@@ -30,8 +21,12 @@ def audit_summary(audit: AuditResult) -> dict[str, Any]:
         "labels": [str(c) for c in audit.classes],
         "method": audit.method,
         "verdicts": {str(k): int(v) for k, v in audit.annotators.counts().items()},
-        "expected_accuracy_if_model_holds": {"estimate": _num(q.accuracy), "low": _num(q.low), "high": _num(q.high)},
-        "gold_accuracy": _num(q.gold_accuracy),
+        "expected_accuracy_if_model_holds": {
+            "estimate": jsonable(q.accuracy),
+            "low": jsonable(q.low),
+            "high": jsonable(q.high),
+        },
+        "gold_accuracy": jsonable(q.gold_accuracy),
         "gold_items": int(q.n_gold),
         "items_to_look_at_again": int(audit.review.flagged.sum()),
         "cartel": {"status": audit.cartel.status, "groups": [list(g) for g in audit.cartel.groups]},
@@ -42,7 +37,7 @@ def audit_summary(audit: AuditResult) -> dict[str, Any]:
         out["chosen_method"] = sel.chosen
         out["combined_methods"] = list(sel.members or (sel.chosen,))
     if audit.safety is not None:
-        out["label_safety"] = {k: _num(v) for k, v in audit.safety.summary().items()}
+        out["label_safety"] = {k: jsonable(v) for k, v in audit.safety.summary().items()}
     if audit.plan is not None:
         out["relabel_plan"] = audit.plan.to_dict()
     return out
