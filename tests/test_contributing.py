@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fusion_core.methods import create
 
@@ -49,6 +50,7 @@ def _run(cwd: Path, *args: str) -> str:
     return res.stdout
 
 
+@pytest.mark.slow  # four subprocesses (CLI and app, with and without the file); the example check stays default
 def test_one_new_file_is_all_a_method_needs(tmp_path):
     for part in ("fusion_core", "fusion_app", "pages", ".streamlit"):
         shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
