@@ -6,6 +6,7 @@ import json
 import streamlit as st
 
 from fusion_app.audit import Throttle, audit_now, cached_audit, duration, figures_for, progress_text
+from fusion_app.pairwise_view import show_pairwise_audit
 from fusion_app.shell import csv_bytes, download_buttons, md_escape, no_data_notice, page_setup, show_error
 from fusion_app.state import session
 from fusion_core.diagnostics.audit import (
@@ -151,6 +152,14 @@ for f in findings(audit, categorical=categorical):
         text_col.markdown(answer)
     if f.chart in figs:
         chart_col.plotly_chart(figs[f.chart], key=f"audit_chart_{f.chart}")
+
+if audit.pairwise is not None:  # pairwise judgements: the options' ranking and the judges' biases (docs/JUDGES.md)
+    st.header("Pairwise judge panel")
+    st.caption(
+        "The findings above audit the judges' choices like any labels (task: prompt and pair, label: the preferred "
+        "option); here the options are ranked and each judge's position, length and self-preference bias is tested."
+    )
+    show_pairwise_audit(audit.pairwise, prefix="audit_pw")
 
 if audit.drift is not None:  # a time column: reliability over time, per annotator, with the downloads
     drift = audit.drift

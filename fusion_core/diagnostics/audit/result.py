@@ -14,6 +14,7 @@ from fusion_core.diagnostics.audit.rules import SEVERITY, VERDICTS, VerdictRule
 from fusion_core.diagnostics.audit.safety import LabelSafety
 from fusion_core.diagnostics.cartels import CartelReport
 from fusion_core.diagnostics.drift import DriftReport
+from fusion_core.diagnostics.pairwise_audit import PairwiseAudit
 from fusion_core.diagnostics.plan import RelabelPlan
 from fusion_core.diagnostics.rating_verdicts import RatingVerdicts
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
@@ -103,7 +104,9 @@ class AuditResult:
     numbers (``label_type`` ``ordinal`` / ``numeric``), ``ratings`` holds the rating verdicts (harsh, lenient,
     noisy … from bias and noise with bootstrap intervals, :mod:`.ratings`); the categorical parts then read the
     levels as categories.  With a time column, ``drift`` holds reliability over time (who got better or worse, and
-    when; :mod:`fusion_core.diagnostics.drift`)."""
+    when; :mod:`fusion_core.diagnostics.drift`).  For pairwise judgements (a dataset with ``pairwise``), the
+    categorical parts audit the judges' choices and ``pairwise`` holds the ranking of the options with intervals and
+    the judges' reliability and biases (:func:`fusion_core.diagnostics.pairwise_audit.pairwise_audit`)."""
 
     dataset: str
     description: str
@@ -128,6 +131,7 @@ class AuditResult:
     safety: LabelSafety | None = None
     plan: RelabelPlan | None = None  # which labels to buy next (fusion_core.diagnostics.plan.audit_plan)
     drift: DriftReport | None = None
+    pairwise: PairwiseAudit | None = None  # pairwise judgements: ranking, judges' biases (pairwise_audit)
 
     @property
     def seconds(self) -> float:

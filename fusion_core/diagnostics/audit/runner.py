@@ -34,6 +34,7 @@ from fusion_core.diagnostics.audit.safety import label_safety
 from fusion_core.diagnostics.cartels.collusion import DEFAULTS as COLLUSION
 from fusion_core.diagnostics.cartels.collusion import check_collusion
 from fusion_core.diagnostics.drift import drift_for_audit
+from fusion_core.diagnostics.pairwise_audit import pairwise_audit
 from fusion_core.diagnostics.plan import audit_plan
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
 from fusion_core.errors import UserInputError
@@ -250,6 +251,7 @@ def run_audit(
     levels: Any = None,
     rating_bootstrap: int = 100,
     concurrent: bool = True,
+    pairwise_gold: pd.DataFrame | None = None,
 ) -> AuditResult:
     """Audit categorical crowd labels in one call (docs/AUDIT.md).
 
@@ -260,7 +262,10 @@ def run_audit(
     by ``rule``.  ``progress`` receives :class:`AuditProgress` events (share done, time left).
     ``label_type`` ``ordinal`` (``levels`` lowest first, or ``"numeric"``, the default for numeric labels) or
     ``numeric`` adds the rating verdicts (reliable / harsh / lenient / noisy / near chance) from bias and noise
-    with ``rating_bootstrap`` refits (:mod:`.ratings`) as ``AuditResult.ratings``.
+    with ``rating_bootstrap`` refits (:mod:`.ratings`) as ``AuditResult.ratings``.  A dataset of pairwise
+    judgements (:func:`~fusion_core.data.dataset.pairwise_dataset`) also gets the pairwise audit (ranking with at
+    most 100 bootstrap refits, judges' biases, win rates corrected with ``pairwise_gold`` when given) as
+    ``AuditResult.pairwise``.
     ``concurrent``: the agreement intervals run in a background thread alongside the fit and the cartel check
     (same result as ``concurrent=False``, which runs every stage in turn).  Deterministic given ``random_state``.
     """
@@ -324,6 +329,14 @@ def run_audit(
         ratings = rating_verdicts_for(
             resp, label_type, levels=levels, n_bootstrap=rating_bootstrap, random_state=random_state
         )
+    pairwise = None
+    if ds is not None and ds.pairwise is not None:
+        clock.tell("Ranking the options and auditing the judges (pairwise)", 0.8, weight)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pairwise = pairwise_audit(
+                ds.pairwise, gold=pairwise_gold, n_bootstrap=min(n_bootstrap, 100), random_state=random_state
+            )
     clock.finish(name, weight)
     clock.tell("Audit done", 1.0, 0.0)
     return AuditResult(
@@ -350,4 +363,5 @@ def run_audit(
         safety=safety,
         plan=audit_plan(resp, fit),
         drift=drift_for_audit(resp, fit.posterior, random_state),
+        pairwise=pairwise,
     )
