@@ -312,7 +312,7 @@ def _ids(values: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
     rows.  Everything but the factorisation works on the distinct values."""
     if isinstance(values.dtype, pd.CategoricalDtype):  # as read from a file: the codes are already there
         codes, uq = _used(values.cat.codes.to_numpy(), np.asarray(values.cat.categories, dtype=object))
-    elif pd.api.types.is_string_dtype(values.dtype) and values.dtype != object:  # text already: factorised as is
+    elif isinstance(values.dtype, pd.StringDtype):  # text already: factorised as it is
         codes, uniq = values.array.factorize()
         uq = np.asarray(uniq, dtype=object)
         _refuse_empty(codes, uq, name)

@@ -18,7 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fusion_core.methods.numerics import jit_enabled
+
 LOG_TINY = -700.0
+JIT_MIN_JUDGEMENTS = 2_000
+"""Fits on at least this many judgements use the compiled kernels when numba is installed (the ``fast`` extra);
+smaller ones take a few milliseconds in numpy, less than numba's import and first call."""
 
 
 def log_probs(d: np.ndarray, log_nu: float | None) -> np.ndarray:
@@ -110,9 +115,29 @@ class Problem:
         return float(np.einsum("i,ik,ik->", self.w, self.T, lp) - 0.5 * (self.ridge @ (x * x)))
 
 
-def newton(prob: Problem, x: np.ndarray, log_nu: float | None, steps: int = 1) -> tuple[np.ndarray, float | None]:
+def use_jit(n_judgements: int) -> bool:
+    """Whether a fit on ``n_judgements`` runs the compiled kernels (:mod:`.kernels`): numba installed and enabled,
+    and enough judgements that a fit's time is worth numba's import (below, a fit takes a few milliseconds)."""
+    return n_judgements >= JIT_MIN_JUDGEMENTS and jit_enabled()
+
+
+def newton(
+    prob: Problem, x: np.ndarray, log_nu: float | None, steps: int = 1, *, jit: bool = False
+) -> tuple[np.ndarray, float | None]:
     """Up to ``steps`` Newton steps with backtracking on :class:`Problem` from (x, log ν); never lowers the
-    objective."""
+    objective.  ``jit``: one compiled loop (:func:`.kernels.newton_kernel`, the same arithmetic)."""
+    ties = prob.ties and log_nu is not None
+    if jit:
+        from fusion_core.methods.pairwise.kernels import newton_kernel
+
+        X = prob.X
+        nx, nn = newton_kernel(X.cols, X.signs, prob.T, prob.w, prob.ridge, x, log_nu if ties else 0.0, ties, steps)
+        return nx, (float(nn) if ties else log_nu)
+    return newton_numpy(prob, x, log_nu, steps)
+
+
+def newton_numpy(prob: Problem, x: np.ndarray, log_nu: float | None, steps: int = 1) -> tuple[np.ndarray, float | None]:
+    """:func:`newton` in numpy (the compiled kernel's twin)."""
     p_dim = len(x)
     ties = prob.ties and log_nu is not None
     T, w = prob.T, prob.w

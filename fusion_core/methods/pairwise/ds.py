@@ -22,7 +22,8 @@ from fusion_core.data.pairwise import TIE, as_pairwise
 from fusion_core.methods.em import EMSettings, EStep
 from fusion_core.methods.em.squarem import run_squarem_lockstep
 from fusion_core.methods.numerics import PROB_FLOOR, log_normalize, safe_log
-from fusion_core.methods.pairwise.davidson import Problem, design, grouped, log_probs, newton
+from fusion_core.methods.pairwise.davidson import Problem, design, grouped, log_probs, newton, use_jit
+from fusion_core.methods.pairwise.kernels import ds_e_step, ds_m_counts
 from fusion_core.methods.pairwise.results import PairwiseFit
 from fusion_core.methods.params import Bool, Declared, Float, Int
 
@@ -65,8 +66,9 @@ class PairwiseDSModel:
         self.order = np.argsort(self.item, kind="stable")  # judgements grouped by item (every item has one)
         self.starts = np.flatnonzero(np.r_[True, np.diff(self.item[self.order]) != 0])
         self.cell_by_item = cell[self.order]
-        self.wc_by_item = self.wc[self.order, None]
-        self.cell_flat = cell.ravel()
+        self.wc_sorted = np.ascontiguousarray(self.wc[self.order], dtype=float)
+        self.wc_by_item = self.wc_sorted[:, None]
+        self.cells = cell
         self.n_cells = self.J * k * k
         self.X = design(self.lo, self.hi, data.n_options, None, 0)
         self.group, self.Xg = grouped(self.X)  # items with the same pair share the prior
@@ -75,27 +77,42 @@ class PairwiseDSModel:
         self.target_index = (self.group[:, None] * k + t).ravel()
         self.ridge = np.full(data.n_options, ridge)
         self.alpha = smoothing
+        self.jit = use_jit(data.n)
 
     def log_prior(self, state: DSState) -> np.ndarray:
         return log_probs(self.Xg @ state.theta, state.log_nu if self.ties else None)[self.group]
 
     def e_step(self, state: DSState, temperature: float = 1.0) -> EStep:
-        lj = self.log_prior(state)
-        lj += np.add.reduceat(state.log_conf.ravel()[self.cell_by_item] * self.wc_by_item, self.starts, axis=0)
-        post, norm = log_normalize(lj)
+        lp = log_probs(self.Xg @ state.theta, state.log_nu if self.ties else None)
+        if self.jit:
+            post, ll = ds_e_step(lp, self.group, self.starts, self.cell_by_item, self.wc_sorted,
+                                 state.log_conf.ravel(), self.iw)  # fmt: skip
+        else:
+            lj = lp[self.group]
+            lj += np.add.reduceat(state.log_conf.ravel()[self.cell_by_item] * self.wc_by_item, self.starts, axis=0)
+            post, norm = log_normalize(lj)
+            ll = float(self.iw @ norm)
         prior = self.alpha * float(np.sum(state.log_conf)) - 0.5 * float(np.sum(self.ridge * state.theta**2))
-        ll = float(self.iw @ norm) + prior
+        ll = float(ll) + prior
         return EStep(posterior=post, log_likelihood=ll, stats=(post, state))
 
     def m_step(self, stats: Any) -> DSState:
         post, old = stats
-        flat = np.bincount(self.cell_flat, weights=(post[self.item] * self.w[:, None]).ravel(), minlength=self.n_cells)
+        if self.jit:
+            flat, wt = ds_m_counts(
+                post, self.item, self.w, self.cells, self.n_cells, self.group, self.iw, self.n_groups
+            )
+        else:
+            weights = (post[self.item] * self.w[:, None]).ravel()
+            flat = np.bincount(self.cells.ravel(), weights=weights, minlength=self.n_cells)
+            wt = np.bincount(
+                self.target_index, weights=(post * self.iw[:, None]).ravel(), minlength=self.n_groups * self.k
+            )
         cells = flat.reshape(self.J, self.k, self.k) + self.alpha
         log_conf = safe_log(cells / cells.sum(axis=2, keepdims=True))
-        wt = np.bincount(self.target_index, weights=(post * self.iw[:, None]).ravel(), minlength=self.n_groups * self.k)
         T = wt.reshape(self.n_groups, self.k) / np.maximum(self.W, 1e-300)[:, None]
         prob = Problem(self.Xg, T, self.W, self.ridge, self.ties)
-        theta, log_nu = newton(prob, old.theta, old.log_nu)
+        theta, log_nu = newton(prob, old.theta, old.log_nu, jit=self.jit)
         return DSState(theta, log_nu, log_conf)
 
     def flat(self, state: DSState) -> np.ndarray:
