@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from fusion_core.data.columns import _is_missing, check_columns, row_numbers
 from fusion_core.data.text import parse_numbers, show_value, text_values
@@ -313,8 +315,15 @@ def _ids(values: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(values.dtype, pd.CategoricalDtype):  # as read from a file: the codes are already there
         codes, uq = _used(values.cat.codes.to_numpy(), np.asarray(values.cat.categories, dtype=object))
     elif isinstance(values.dtype, pd.StringDtype):  # text already: factorised as it is
-        codes, uniq = values.array.factorize()
-        uq = np.asarray(uniq, dtype=object)
+        if values.dtype.storage == "pyarrow":  # Arrow's dictionary encoding: its codes and distinct texts
+            arr = pa.array(values.array)
+            enc = (arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr).dictionary_encode()
+            idx = enc.indices
+            codes = (pc.fill_null(idx, -1) if idx.null_count else idx).to_numpy(zero_copy_only=False)
+            uq = enc.dictionary.to_numpy(zero_copy_only=False)
+        else:
+            codes, uniq = values.array.factorize()
+            uq = np.asarray(uniq, dtype=object)
         _refuse_empty(codes, uq, name)
         return codes, uq
     else:

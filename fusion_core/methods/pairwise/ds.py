@@ -83,18 +83,17 @@ class PairwiseDSModel:
         return log_probs(self.Xg @ state.theta, state.log_nu if self.ties else None)[self.group]
 
     def e_step(self, state: DSState, temperature: float = 1.0) -> EStep:
-        lp = log_probs(self.Xg @ state.theta, state.log_nu if self.ties else None)
         if self.jit:
-            post, ll = ds_e_step(lp, self.group, self.starts, self.cell_by_item, self.wc_sorted,
-                                 state.log_conf.ravel(), self.iw)  # fmt: skip
+            log_nu = state.log_nu if state.log_nu is not None and self.ties else 0.0
+            post, ll = ds_e_step(self.Xg.cols, self.Xg.signs, state.theta, log_nu, self.ties, self.group,
+                                 self.starts, self.cell_by_item, self.wc_sorted, state.log_conf.ravel(), self.iw)  # fmt: skip
         else:
-            lj = lp[self.group]
+            lj = log_probs(self.Xg @ state.theta, state.log_nu if self.ties else None)[self.group]
             lj += np.add.reduceat(state.log_conf.ravel()[self.cell_by_item] * self.wc_by_item, self.starts, axis=0)
             post, norm = log_normalize(lj)
             ll = float(self.iw @ norm)
-        prior = self.alpha * float(np.sum(state.log_conf)) - 0.5 * float(np.sum(self.ridge * state.theta**2))
-        ll = float(ll) + prior
-        return EStep(posterior=post, log_likelihood=ll, stats=(post, state))
+        prior = self.alpha * float(state.log_conf.sum()) - 0.5 * float(self.ridge @ (state.theta * state.theta))
+        return EStep(posterior=post, log_likelihood=float(ll) + prior, stats=(post, state))
 
     def m_step(self, stats: Any) -> DSState:
         post, old = stats

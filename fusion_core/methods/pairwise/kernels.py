@@ -187,7 +187,11 @@ def _solve(H: np.ndarray, g: np.ndarray) -> np.ndarray:  # pragma: no cover (com
 
 
 def _ds_e_step(  # noqa: PLR0917
-    lp_groups: np.ndarray,
+    cols: np.ndarray,
+    signs: np.ndarray,
+    theta: np.ndarray,
+    log_nu: float,
+    ties: bool,
     item_group: np.ndarray,
     starts: np.ndarray,
     cell_by_item: np.ndarray,
@@ -196,7 +200,9 @@ def _ds_e_step(  # noqa: PLR0917
     iw: np.ndarray,
 ) -> tuple[np.ndarray, float]:  # pragma: no cover (compiled)
     """Items' posteriors and Σ_i iw_i log Σ_t e^{J_it}, J_it = log prior_{g(i)}(t) + Σ_c w_c log π[cell_c(t)]
-    (judgements sorted by item, item i's from ``starts[i]``)."""
+    (the prior: Davidson on the pairs' design ``cols`` / ``signs``; judgements sorted by item, item i's from
+    ``starts[i]``)."""
+    lp_groups = _log_probs(_diffs(cols, signs, theta), log_nu, ties)
     n_items, k = len(starts), lp_groups.shape[1]
     n = len(cell_by_item)
     post = np.empty((n_items, k))
