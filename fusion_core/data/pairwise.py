@@ -321,10 +321,15 @@ def _ids(values: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
             idx = enc.indices
             codes = (pc.fill_null(idx, -1) if idx.null_count else idx).to_numpy(zero_copy_only=False)
             uq = enc.dictionary.to_numpy(zero_copy_only=False)
+            maybe = None
+            if len(uq) > 64:  # a blank text is empty or starts with a space: only those are checked in Python
+                first = pc.utf8_slice_codeunits(enc.dictionary, 0, 1)  # (≤ " ": str.isspace's U+001C–U+001F)
+                maybe = pc.or_(pc.less_equal(first, " "), pc.utf8_is_space(first)).to_numpy(zero_copy_only=False)
+            _refuse_empty(codes, uq, name, maybe)
         else:
             codes, uniq = values.array.factorize()
             uq = np.asarray(uniq, dtype=object)
-        _refuse_empty(codes, uq, name)
+            _refuse_empty(codes, uq, name)
         return codes, uq
     else:
         codes, uniq = pd.factorize(values.to_numpy(dtype=object, na_value=None))
@@ -333,9 +338,15 @@ def _ids(values: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
     return codes, np.asarray(text_values(pd.Index(uq), column=name), dtype=object)
 
 
-def _refuse_empty(codes: np.ndarray, uq: np.ndarray, name: str) -> None:
-    """Missing or blank cells (checked on the distinct values) refused with their rows."""
-    blank = np.fromiter((isinstance(u, str) and not u.strip() for u in uq), dtype=bool, count=len(uq))
+def _refuse_empty(codes: np.ndarray, uq: np.ndarray, name: str, maybe: np.ndarray | None = None) -> None:
+    """Missing or blank cells (checked on the distinct values, those in ``maybe`` when given) refused with their
+    rows."""
+    if maybe is None:
+        blank = np.fromiter((isinstance(u, str) and not u.strip() for u in uq), dtype=bool, count=len(uq))
+    else:
+        blank = np.zeros(len(uq), dtype=bool)
+        check = np.flatnonzero(maybe)
+        blank[check] = [not u.strip() for u in uq[check]]
     miss = (codes < 0) | (blank[codes] if len(uq) else False)
     if miss.any():
         raise UserInputError(

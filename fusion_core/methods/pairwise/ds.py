@@ -23,7 +23,7 @@ from fusion_core.methods.em import EMSettings, EStep
 from fusion_core.methods.em.squarem import run_squarem_lockstep
 from fusion_core.methods.numerics import PROB_FLOOR, log_normalize, safe_log
 from fusion_core.methods.pairwise.davidson import Problem, design, grouped, log_probs, newton, use_jit
-from fusion_core.methods.pairwise.kernels import ds_e_step, ds_m_counts
+from fusion_core.methods.pairwise.kernels import ds_e_step, ds_m_step
 from fusion_core.methods.pairwise.results import PairwiseFit
 from fusion_core.methods.params import Bool, Declared, Float, Int
 
@@ -98,18 +98,17 @@ class PairwiseDSModel:
     def m_step(self, stats: Any) -> DSState:
         post, old = stats
         if self.jit:
-            flat, wt = ds_m_counts(
-                post, self.item, self.w, self.cells, self.n_cells, self.group, self.iw, self.n_groups
-            )
+            log_conf, T = ds_m_step(post, self.item, self.w, self.cells, self.J, self.alpha, PROB_FLOOR, self.group,
+                                    self.iw, self.W)  # fmt: skip
         else:
             weights = (post[self.item] * self.w[:, None]).ravel()
             flat = np.bincount(self.cells.ravel(), weights=weights, minlength=self.n_cells)
             wt = np.bincount(
                 self.target_index, weights=(post * self.iw[:, None]).ravel(), minlength=self.n_groups * self.k
             )
-        cells = flat.reshape(self.J, self.k, self.k) + self.alpha
-        log_conf = safe_log(cells / cells.sum(axis=2, keepdims=True))
-        T = wt.reshape(self.n_groups, self.k) / np.maximum(self.W, 1e-300)[:, None]
+            cells = flat.reshape(self.J, self.k, self.k) + self.alpha
+            log_conf = safe_log(cells / cells.sum(axis=2, keepdims=True))
+            T = wt.reshape(self.n_groups, self.k) / np.maximum(self.W, 1e-300)[:, None]
         prob = Problem(self.Xg, T, self.W, self.ridge, self.ties)
         theta, log_nu = newton(prob, old.theta, old.log_nu, jit=self.jit)
         return DSState(theta, log_nu, log_conf)

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 _COMPILED: dict[str, Any] = {}
-HELPERS = ("_log_probs", "_diffs", "_value", "_solve")
-KERNELS = ("_newton", "_ds_e_step", "_ds_m_counts")
+HELPERS = ("_log_probs", "_diffs", "_value", "_solve", "_ds_m_counts")
+KERNELS = ("_newton", "_ds_e_step", "_ds_m_step")
 
 
 def _compiled(name: str) -> Any:
@@ -44,9 +44,9 @@ def ds_e_step(*args: Any) -> tuple[np.ndarray, float]:
     return _compiled("_ds_e_step")(*args)
 
 
-def ds_m_counts(*args: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The pairwise Dawid–Skene M-step statistics compiled (:func:`_ds_m_counts`)."""
-    return _compiled("_ds_m_counts")(*args)
+def ds_m_step(*args: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The pairwise Dawid–Skene M-step's closed-form part compiled (:func:`_ds_m_step`)."""
+    return _compiled("_ds_m_step")(*args)
 
 
 def _log_probs(d: np.ndarray, log_nu: float, ties: bool) -> np.ndarray:  # pragma: no cover (compiled)
@@ -212,10 +212,11 @@ def _ds_e_step(  # noqa: PLR0917
         end = starts[i + 1] if i + 1 < n_items else n
         g = item_group[i]
         for t in range(k):
-            v = lp_groups[g, t]
-            for c in range(starts[i], end):
-                v += log_conf[cell_by_item[c, t]] * wc_by_item[c]
-            row[t] = v
+            row[t] = lp_groups[g, t]
+        for c in range(starts[i], end):  # the item's judgements, once
+            wv = wc_by_item[c]
+            for t in range(k):
+                row[t] += log_conf[cell_by_item[c, t]] * wv
         mx = row.max()
         s = 0.0
         for t in range(k):
@@ -250,3 +251,34 @@ def _ds_m_counts(  # noqa: PLR0917
         for t in range(k):
             targets[g, t] += post[i, t] * iw[i]
     return counts, targets
+
+
+def _ds_m_step(  # noqa: PLR0917
+    post: np.ndarray,
+    item: np.ndarray,
+    w: np.ndarray,
+    cells: np.ndarray,
+    n_judges: int,
+    alpha: float,
+    floor: float,
+    item_group: np.ndarray,
+    iw: np.ndarray,
+    pair_weight: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover (compiled)
+    """The M-step's closed-form part: log π (the counts plus ``alpha``, normalised per judge and truth, logs floored
+    at log ``floor``) and each pair's soft targets (Σ_i iw_i q_i / ``pair_weight``)."""
+    k = post.shape[1]
+    counts, targets = _ds_m_counts(post, item, w, cells, n_judges * k * k, item_group, iw, len(pair_weight))
+    log_conf = np.empty((n_judges, k, k))
+    for j in range(n_judges):
+        for s in range(k):
+            tot = 0.0
+            for y in range(k):
+                tot += counts[(j * k + s) * k + y] + alpha
+            for y in range(k):
+                log_conf[j, s, y] = np.log(max((counts[(j * k + s) * k + y] + alpha) / tot, floor))
+    for g in range(len(pair_weight)):
+        d = max(pair_weight[g], 1e-300)
+        for t in range(k):
+            targets[g, t] /= d
+    return log_conf, targets
