@@ -393,9 +393,10 @@ def _preference(values: pd.Series, a: np.ndarray, b: np.ndarray, options: pd.Ind
     word[_in(low, A_WORDS)] = A_WINS
     word[_in(low, B_WORDS)] = B_WINS
     out = word[codes]
-    opt = named[codes]
-    out[(out < 0) & (opt >= 0) & (opt == a)] = A_WINS
-    out[(out < 0) & (opt >= 0) & (opt == b)] = B_WINS
+    if (word < 0).any():  # some values are no word: the preferred option's id
+        opt = named[codes]
+        out[(out < 0) & (opt >= 0) & (opt == a)] = A_WINS
+        out[(out < 0) & (opt >= 0) & (opt == b)] = B_WINS
     bad = np.flatnonzero(out < 0)
     if len(bad):
         raise UserInputError(
@@ -408,12 +409,13 @@ def _preference(values: pd.Series, a: np.ndarray, b: np.ndarray, options: pd.Ind
 def _order(values: pd.Series, a: np.ndarray, b: np.ndarray, options: pd.Index, name: str) -> np.ndarray:
     """Which option was shown first: A / B, AB / BA, or that option's id → True when A was first."""
     codes, text, low, named = _words(values, name, options)
-    word_a = _in(low, ORDER_A)[codes]
-    word_b = _in(low, ORDER_B)[codes]
-    opt = named[codes]
-    rest = ~word_a & ~word_b & (opt >= 0)  # an option's id, where no word matched
-    first_a = word_a | (rest & (opt == a))
-    first_b = word_b | (rest & (opt == b))
+    is_a, is_b = _in(low, ORDER_A), _in(low, ORDER_B)
+    first_a, first_b = is_a[codes], is_b[codes]
+    if not (is_a | is_b).all():  # some values are no word: the id of the option shown first
+        opt = named[codes]
+        rest = ~first_a & ~first_b & (opt >= 0)
+        first_a = first_a | (rest & (opt == a))
+        first_b = first_b | (rest & (opt == b))
     bad = np.flatnonzero(first_a == first_b)
     if len(bad):
         raise UserInputError(
