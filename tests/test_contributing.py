@@ -76,3 +76,29 @@ def test_wawa_weights_rank_spammers_last():
     assert len(spam) == 4 and spam.max() < honest.min()
     acc = lambda m: float(np.mean(m.labels_.to_numpy() == sim.truth.reindex(m.labels_.index).to_numpy()))
     assert acc(est) >= acc(create("mv").fit(sim.responses))
+
+
+def test_every_shared_result_field_reaches_the_result():
+    """A result field is declared once (``FitFields``): whatever a method puts in any of them arrives unchanged
+    in ``result_`` with no copy written by hand."""
+    from dataclasses import fields
+
+    from fusion_core.methods.results import Fit, FitFields, FitResult
+
+    sentinel = {f.name: object() for f in fields(FitFields)}
+    sentinel.update(log_likelihood=[-3.0, -2.5], n_iter=2, converged=False, warnings=["a", "b", "a"])
+    sentinel.update(annotator_columns=(), item_columns=(), details={"x": 1})
+    res = FitResult.from_fit(
+        Fit(**sentinel, skills=np.ones(2)),
+        method="m",
+        params={},
+        items=None,
+        workers=None,
+        classes=None,
+        worker_skill=np.ones(2),
+        seconds=0.0,
+    )
+    for name, value in sentinel.items():
+        expected = ["a", "b"] if name == "warnings" else value
+        got = getattr(res, name)
+        assert got is value or got == expected, name
