@@ -121,7 +121,8 @@ m = st.columns(4)
 m[0].metric(*flagged_tile(audit))
 m[1].metric(*accuracy_tile(audit))
 m[2].metric("items to look at again", f"{int(audit.review.flagged.sum()):,}")
-m[3].metric("Krippendorff's α", "n/a" if audit.alpha is None else f"{audit.alpha.value:.2f}")
+alpha = audit.agreement_of("krippendorff_alpha")
+m[3].metric("Krippendorff's α", "n/a" if alpha is None else f"{alpha.value:.2f}")
 
 figs = figures_for(audit)
 for f in findings(audit, categorical=categorical):

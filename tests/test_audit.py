@@ -10,7 +10,7 @@ from scipy import stats
 
 from fusion_core.data.dataset import make_dataset
 from fusion_core.data.responses import Responses
-from fusion_core.diagnostics.agreement import fleiss_kappa
+from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS, agreement_intervals, fleiss_kappa
 from fusion_core.diagnostics.audit import (
     ACCEPTABLE,
     ADVERSARIAL,
@@ -26,8 +26,8 @@ from fusion_core.diagnostics.audit import (
     findings,
     run_audit,
 )
-from fusion_core.diagnostics.audit.agreement import fleiss_interval
 from fusion_core.diagnostics.audit.items import ReviewRule, label_quality, review_items
+from fusion_core.diagnostics.krippendorff import krippendorff
 from fusion_core.errors import UserInputError
 from fusion_core.simulate import dawid_skene
 from fusion_core.simulate.demo import crowd_demo
@@ -122,13 +122,17 @@ def test_label_quality_and_review_hand_computed():
     assert list(r.changes().index) == ["i3"] and r.changes().loc["i3", "majority vote"] == "n"
 
 
-def test_fleiss_interval_matches_the_point_estimate_and_covers_it():
+def test_agreement_intervals_match_the_point_estimates_and_cover_them():
     sim = dawid_skene(n_items=300, n_workers=8, n_classes=3, responses_per_item=4, seed=3)
     resp = Responses.from_frame(sim.responses)
-    e = fleiss_interval(resp, n_bootstrap=300, level=0.9, random_state=1)
+    e, a = agreement_intervals(resp, n_bootstrap=300, level=0.9, random_state=1)
+    assert [s.key for s in AGREEMENT_STATISTICS] == ["fleiss_kappa", "krippendorff_alpha"]
     assert e.value == pytest.approx(fleiss_kappa(resp))
     assert e.low < e.value < e.high and e.n_valid == 300
     assert e.high - e.low < 0.2
+    # one stream of item resamples for both: α's interval is the one α gets alone from the same seed
+    alone = krippendorff(resp, metric="nominal", n_bootstrap=300, level=0.9, random_state=1)
+    assert (a.value, a.low, a.high, a.statistic) == (alone.value, alone.low, alone.high, alone.statistic)
 
 
 # ------------------------------------------------------------------------------------------ the runner
@@ -168,8 +172,9 @@ def test_audit_result_fields_on_the_demo():
     assert audit.cartel.status == "groups_found"
     assert audit.labels.low <= audit.labels.accuracy <= audit.labels.high
     assert audit.labels.gold_accuracy is not None and abs(audit.labels.gold_accuracy - audit.labels.accuracy) < 0.05
-    for est in (audit.fleiss, audit.alpha):
-        assert est is not None and est.low <= est.value <= est.high
+    assert len(audit.agreement) == len(AGREEMENT_STATISTICS)
+    for est in audit.agreement:
+        assert est.low <= est.value <= est.high
     majority_changed = audit.review.changes()
     assert len(majority_changed) == int(audit.review.disagrees.sum()) > 0
     answers = findings(audit)
@@ -195,7 +200,8 @@ def test_few_responses_are_not_judged():
     audit = run_audit(pd.concat([sim.responses, extra], ignore_index=True), n_bootstrap=0, cartel_bootstrap=20)
     v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
     assert v["newcomer"] == TOO_FEW
-    assert audit.fleiss is not None and np.isnan(audit.fleiss.low)  # no bootstrap asked: no interval
+    fleiss = audit.agreement_of("fleiss_kappa")
+    assert fleiss is not None and np.isnan(fleiss.low)  # no bootstrap asked: no interval
 
 
 # ------------------------------------------------------------------------------------------ the oracle

@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 from fusion_core import progress as progress_events
 from fusion_core.data.dataset import Dataset
 from fusion_core.data.responses import Responses, as_responses
-from fusion_core.diagnostics.audit.agreement import agreement_intervals
+from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS, agreement_intervals
 from fusion_core.diagnostics.audit.evidence import accuracy_evidence
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, ReviewRule, label_quality, review_items
 from fusion_core.diagnostics.audit.ratings import check_label_type, rating_verdicts_for
@@ -182,19 +182,19 @@ def _cartel(
     return CartelCheck(rep.status, rep.reason.rstrip(".") + "." + note, check.groups, rep)
 
 
-Agreement = tuple[ReliabilityEstimate | None, ReliabilityEstimate | None, str, float]
+Agreement = tuple[tuple[ReliabilityEstimate, ...], str, float]
 
 
 def _agreement(resp: Responses, n_bootstrap: int, level: float, random_state: int | None) -> Agreement:
-    """Fleiss' κ and Krippendorff's α with their intervals (or why not), and the seconds they took.  Uses its own
+    """Every registered agreement statistic with its interval (or why not), and the seconds they took.  Uses its own
     random stream and neither the warnings machinery nor progress reports, so it can run in the background thread
     (see :func:`_background`)."""
     t0 = _now()
     try:
-        fleiss, alpha = agreement_intervals(resp, n_bootstrap=n_bootstrap, level=level, random_state=random_state)
+        estimates = agreement_intervals(resp, n_bootstrap=n_bootstrap, level=level, random_state=random_state)
     except UserInputError as exc:
-        return None, None, str(exc), _now() - t0
-    return fleiss, alpha, "", _now() - t0
+        return (), str(exc), _now() - t0
+    return estimates, "", _now() - t0
 
 
 class _Later:
@@ -299,8 +299,8 @@ def run_audit(
         clock.finish(name, weight)
 
         (name, weight) = stages[1]
-        clock.tell("Measuring agreement (Fleiss' κ, Krippendorff's α)", 0.0, weight)
-        fleiss, alpha, agreement_note, agreement_seconds = agreement.result()
+        clock.tell(f"Measuring agreement ({', '.join(e.title for e in AGREEMENT_STATISTICS)})", 0.0, weight)
+        agreement_estimates, agreement_note, agreement_seconds = agreement.result()
         clock.finish(name, weight, agreement_seconds)
         clock.times.insert(1, clock.times.pop())  # listed in the stages' order: fit, agreement, cartel, verdicts
 
@@ -338,8 +338,7 @@ def run_audit(
         annotators=AnnotatorVerdicts(evidence, verdict, reason, rule, ds.roles if ds is not None else None),
         labels=quality,
         review=items,
-        fleiss=fleiss,
-        alpha=alpha,
+        agreement=agreement_estimates,
         agreement_note=agreement_note,
         cartel=cartel,
         timings=tuple(clock.times),
