@@ -20,6 +20,7 @@ from fusion_core.diagnostics.audit import (
     needs_care,
     suggested_label_type,
 )
+from fusion_core.diagnostics.audit_options import AUDIT_OPTIONS
 from fusion_core.diagnostics.span_agreement import span_agreement_for
 from fusion_core.errors import UserInputError
 from fusion_core.plots.drift import annotator_over_time
@@ -38,7 +39,7 @@ st.markdown(
     "final labels are and which items need another look — without ground truth."
 )
 audit = cached_audit(ds)
-types = list(AUDIT_LABEL_TYPES)
+types = list(AUDIT_OPTIONS["label_type"].choices)  # the audit's declared options (diagnostics.audit_options)
 label_type = st.radio(
     "What are the labels?",
     types,

@@ -261,3 +261,29 @@ def test_tiny_data_falls_back_to_dawid_skene_and_says_why():
     assert audit.cartel.status == "could_not_run"
     with pytest.raises(UserInputError, match="only 1 annotator"):
         run_audit(single.assign(worker="w0"))
+
+
+def test_audit_options_are_declared_once_and_checked_before_any_work(capsys):
+    import inspect
+
+    from fusion_core.cli import main
+    from fusion_core.diagnostics.audit_options import AUDIT_OPTIONS
+    from fusion_core.diagnostics.cartels.collusion import DEFAULTS as COLLUSION
+
+    sig = inspect.signature(run_audit)
+    assert list(sig.parameters)[1:] == list(AUDIT_OPTIONS)
+    assert all(sig.parameters[n].default == p.default for n, p in AUDIT_OPTIONS.items())
+    assert all(f"{n} : " in (run_audit.__doc__ or "") for n in AUDIT_OPTIONS)
+    assert (AUDIT_OPTIONS["cartel_bootstrap"].default, AUDIT_OPTIONS["cartel_alpha"].default) == (
+        COLLUSION.n_bootstrap,
+        COLLUSION.alpha,
+    )
+    df = pd.DataFrame({"task": [1, 1, 2, 2], "worker": list("abab"), "label": list("xxyx")})
+    for name, bad in [("n_bootstrap", -1), ("cartel_alpha", 1.0), ("label_type", "graded"), ("rule", 3)]:
+        with pytest.raises(UserInputError, match=f"'{name}' must be"):
+            run_audit(df, **{name: bad})
+    with pytest.raises(TypeError, match="unknown option"):
+        run_audit(df, n_boostrap=10)
+    # the report command reads the same declaration, and checks a flag before reading the file
+    assert main(["report", "missing.csv", "--out", "r.html", "--bootstrap", "-1"]) == 2
+    assert "--bootstrap must be a whole number ≥ 0; got -1." in capsys.readouterr().err

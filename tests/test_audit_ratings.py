@@ -64,7 +64,7 @@ def test_numbers_as_text_suggestion_numeric_order_and_input_errors():
     lenient = numeric.ratings.table["bias"].reindex(roles.index)[roles == "lenient"]
     harsh = numeric.ratings.table["bias"].reindex(roles.index)[roles == "harsh"]
     assert lenient.min() > 0 > harsh.max()
-    with pytest.raises(UserInputError, match="label type"):
+    with pytest.raises(UserInputError, match="'label_type' must be one of"):
         _quick(resp, label_type="interval")
     with pytest.raises(UserInputError, match="order"):
         _quick(text, label_type="ordinal")

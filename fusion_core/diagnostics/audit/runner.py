@@ -20,7 +20,7 @@ from fusion_core.data.dataset import Dataset
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS, agreement_intervals
 from fusion_core.diagnostics.audit.evidence import accuracy_evidence
-from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, ReviewRule, label_quality, review_items
+from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, label_quality, review_items
 from fusion_core.diagnostics.audit.ratings import check_label_type, rating_verdicts_for
 from fusion_core.diagnostics.audit.result import (
     AnnotatorVerdicts,
@@ -29,8 +29,9 @@ from fusion_core.diagnostics.audit.result import (
     CartelCheck,
     StageTime,
 )
-from fusion_core.diagnostics.audit.rules import DEFAULT_RULE, VerdictRule, decide
+from fusion_core.diagnostics.audit.rules import DEFAULT_RULE, decide
 from fusion_core.diagnostics.audit.safety import label_safety
+from fusion_core.diagnostics.audit_options import audit_options, declared_options
 from fusion_core.diagnostics.cartels.collusion import DEFAULTS as COLLUSION
 from fusion_core.diagnostics.cartels.collusion import check_collusion
 from fusion_core.diagnostics.drift import drift_for_audit
@@ -232,25 +233,8 @@ def _gold_hits(gold: pd.Series | None, items: pd.Index, labels: pd.Index) -> tup
     return hits, int(known.sum())
 
 
-def run_audit(
-    data: Dataset | Responses | pd.DataFrame,
-    *,
-    method: str = "auto",
-    params: Mapping[str, Any] | None = None,
-    fit: FitResult | None = None,
-    rule: VerdictRule = DEFAULT_RULE,
-    review: ReviewRule = DEFAULT_REVIEW,
-    n_bootstrap: int = 300,
-    cartel_bootstrap: int = COLLUSION.n_bootstrap,
-    cartel_alpha: float = COLLUSION.alpha,
-    cartel_max_annotators: int = 100,
-    random_state: int | None = 0,
-    progress: Listener | None = None,
-    label_type: str = "nominal",
-    levels: Any = None,
-    rating_bootstrap: int = 100,
-    concurrent: bool = True,
-) -> AuditResult:
+@declared_options
+def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> AuditResult:
     """Audit categorical crowd labels in one call (docs/AUDIT.md).
 
     Fits ``method`` (default ``auto``, the recommended method; pass ``fit`` to reuse a fit of these data), then
@@ -264,15 +248,22 @@ def run_audit(
     ``concurrent``: the agreement intervals run in a background thread alongside the fit and the cartel check
     (same result as ``concurrent=False``, which runs every stage in turn).  Deterministic given ``random_state``.
     """
+    o = audit_options(
+        options
+    )  # every option checked against its declaration (diagnostics.audit_options), before any work
+    method, fit, random_state = o["method"], o["fit"], o["random_state"]
+    rule, review = o["rule"] or DEFAULT_RULE, o["review"] or DEFAULT_REVIEW
+    n_bootstrap, cartel_bootstrap, cartel_alpha = o["n_bootstrap"], o["cartel_bootstrap"], o["cartel_alpha"]
+    label_type, rating_bootstrap, progress = o["label_type"], o["rating_bootstrap"], o["progress"]
     ds = data if isinstance(data, Dataset) else None
     resp = ds.responses if ds is not None else as_responses(data)
-    levels = check_label_type(resp, label_type, levels)  # before any fitting
-    params = dict(params or {})
+    levels = check_label_type(resp, label_type, o["levels"])  # before any fitting
+    params = dict(o["params"] or {})
     clock = _Clock(progress)
     stages = _stages(resp.n_classes == 2)
     notes: list[str] = []
 
-    with _background(concurrent) as submit:
+    with _background(o["concurrent"]) as submit:
         # agreement needs neither the fit nor the cartel check: it runs alongside them
         agreement = submit(_agreement, resp, n_bootstrap, rule.level, random_state)
         (name, weight) = stages[0]
@@ -295,7 +286,7 @@ def run_audit(
         (name, weight) = stages[2]
         clock.tell("Checking for cartels (groups that copy each other)", 0.0, weight)
         with progress_events.progress_to(_cartel_listener(clock, weight)):
-            cartel = _cartel(resp, cartel_bootstrap, cartel_alpha, random_state, cartel_max_annotators)
+            cartel = _cartel(resp, cartel_bootstrap, cartel_alpha, random_state, o["cartel_max_annotators"])
         clock.finish(name, weight)
 
         (name, weight) = stages[1]
