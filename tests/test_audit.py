@@ -184,7 +184,7 @@ def test_audit_result_fields_on_the_demo():
 
 def test_multiclass_crowd_verdicts_and_cartel_could_not_run():
     sim = dawid_skene(n_items=600, n_workers=20, n_classes=3, responses_per_item=6, spammers=3, adversarial=2, seed=4)
-    roles = pd.Series(sim.extras["role"]).astype(str)
+    roles = pd.Series(sim.role).astype(str)
     audit = run_audit(sim.responses, n_bootstrap=50)
     assert audit.cartel.status == "could_not_run" and "two labels" in audit.cartel.reason
     v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
@@ -241,7 +241,7 @@ def test_independent_binary_crowd_no_cartel_found_and_said_so():
     answer = next(f.answer for f in findings(audit) if f.question == "Is anyone colluding?")
     assert answer.startswith("No cartel found (the test ran).") and answer.endswith(".")
     v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
-    roles = pd.Series(sim.extras["role"]).astype(str).reindex(v.index)
+    roles = pd.Series(sim.role).astype(str).reindex(v.index)
     assert (v[roles == "spammer"] == SPAMMER).all() and v[roles == "honest"].isin(ACCEPTABLE).all()
 
 

@@ -70,7 +70,7 @@ def test_wawa_weights_rank_spammers_last():
 
     sim = dawid_skene(n_items=600, n_workers=20, n_classes=3, responses_per_item=5, spammers=4, seed=2)
     est = create("wawa").fit(sim.responses)
-    role = sim.extras["role"].reindex(est.skills_.index)
+    role = sim.role.reindex(est.skills_.index)
     spam = est.skills_[role == "spammer"].to_numpy()
     honest = est.skills_[role != "spammer"].to_numpy()
     assert len(spam) == 4 and spam.max() < honest.min()
@@ -102,3 +102,32 @@ def test_every_shared_result_field_reaches_the_result():
         expected = ["a", "b"] if name == "warnings" else value
         got = getattr(res, name)
         assert got is value or got == expected, name
+
+
+def test_results_and_simulations_are_typed_fields_not_string_keyed_dicts():
+    """Results and simulations carry typed fields; the one dict allowed is ``details`` (method internals that no
+    other layer reads)."""
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    import fusion_core.simulate
+    from fusion_core.methods import results
+
+    modules = [results] + [
+        importlib.import_module(f"fusion_core.simulate.{m.name}")
+        for m in pkgutil.iter_modules(fusion_core.simulate.__path__)
+    ]
+    from fusion_core.simulate import Simulation
+    from fusion_core.simulate.multilabel import MultiLabelSimulation
+
+    kinds = (Simulation, MultiLabelSimulation, results.FitFields)
+    classes = {c for mod in modules for c in vars(mod).values() if isinstance(c, type) and issubclass(c, kinds)}
+    assert {"Simulation", "CrowdSimulation", "SpectralCrowd", "FitResult"} <= {c.__name__ for c in classes}
+    dicts = [
+        f"{c.__name__}.{f.name}"
+        for c in classes
+        for f in dataclasses.fields(c)
+        if str(f.type).startswith("dict") and f.name not in ("details", "params")
+    ]
+    assert not dicts, f"string-keyed dictionaries where typed fields belong: {dicts}"
