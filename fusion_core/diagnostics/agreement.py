@@ -50,7 +50,7 @@ class AgreementStatistic:
     statistic: Callable[[Responses], tuple[ItemStatistic, int]]
 
 
-AGREEMENT_STATISTICS: tuple[AgreementStatistic, ...] = (
+AGREEMENT_STATISTICS: list[AgreementStatistic] = [  # the one list: the audit, the CLI and the app read it
     AgreementStatistic(
         "fleiss_kappa",
         "Fleiss' κ",
@@ -63,7 +63,7 @@ AGREEMENT_STATISTICS: tuple[AgreementStatistic, ...] = (
         "Chance-corrected agreement that allows any number of annotators per item and missing responses.",
         nominal_alpha_statistic,
     ),
-)
+]
 
 
 def agreement_intervals(
