@@ -21,6 +21,7 @@ from fusion_core.diagnostics.audit import (
     needs_care,
     suggested_label_type,
 )
+from fusion_core.diagnostics.audit_options import AUDIT_OPTIONS
 from fusion_core.diagnostics.span_agreement import span_agreement_for
 from fusion_core.errors import UserInputError
 from fusion_core.plots.drift import annotator_over_time
@@ -39,7 +40,7 @@ st.markdown(
     "final labels are and which items need another look — without ground truth."
 )
 audit = cached_audit(ds)
-types = list(AUDIT_LABEL_TYPES)
+types = list(AUDIT_OPTIONS["label_type"].choices)  # the audit's declared options (diagnostics.audit_options)
 label_type = st.radio(
     "What are the labels?",
     types,
@@ -122,7 +123,8 @@ m = st.columns(4)
 m[0].metric(*flagged_tile(audit))
 m[1].metric(*accuracy_tile(audit))
 m[2].metric("items to look at again", f"{int(audit.review.flagged.sum()):,}")
-m[3].metric("Krippendorff's α", "n/a" if audit.alpha is None else f"{audit.alpha.value:.2f}")
+alpha = audit.agreement_of("krippendorff_alpha")
+m[3].metric("Krippendorff's α", "n/a" if alpha is None else f"{alpha.value:.2f}")
 
 figs = figures_for(audit)
 for f in findings(audit, categorical=categorical):

@@ -334,19 +334,15 @@ right.plotly_chart(label_distribution(r), key="data_labels")
 st.subheader("Agreement")
 stats = agreement_stats(ds.fingerprint, r)
 summ = stats["summary"]
-a = st.columns(4)
-a[0].metric(
-    "Fleiss' κ",
-    f"{summ.fleiss_kappa:.3f}",
-    help="Chance-corrected agreement over items with ≥ 2 responses (unequal numbers of raters allowed).",
-)
-a[1].metric("Krippendorff's α (nominal)", f"{summ.krippendorff_alpha:.3f}")
-a[2].metric(
+a = st.columns(len(summ.values) + 2)
+for col, v in zip(a, summ.values):  # every statistic of fusion_core.diagnostics.agreement.AGREEMENT_STATISTICS
+    col.metric(v.title, f"{v.value:.3f}", help=v.help)
+a[-2].metric(
     "mean pairwise Cohen's κ",
     f"{summ.mean_pairwise_kappa:.3f}",
     help=f"over {summ.pairs_used} pairs of the most active annotators",
 )
-a[3].metric("items with ≥ 2 responses", f"{summ.items_used:,}")
+a[-1].metric("items with ≥ 2 responses", f"{summ.items_used:,}")
 k1, k2 = st.columns(2)
 k1.plotly_chart(kappa_heatmap(stats["kappa"]), key="data_kappa")
 k2.plotly_chart(overlap_heatmap(stats["shared"]), key="data_overlap")

@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS
 from fusion_core.diagnostics.audit.evidence import AccuracyEvidence
 from fusion_core.diagnostics.audit.items import LabelQuality, ReviewItems
 from fusion_core.diagnostics.audit.rules import SEVERITY, VERDICTS, VerdictRule
@@ -119,8 +120,7 @@ class AuditResult:
     annotators: AnnotatorVerdicts
     labels: LabelQuality
     review: ReviewItems
-    fleiss: ReliabilityEstimate | None
-    alpha: ReliabilityEstimate | None
+    agreement: tuple[ReliabilityEstimate, ...]  # every statistic of diagnostics.agreement.AGREEMENT_STATISTICS
     agreement_note: str
     cartel: CartelCheck
     timings: tuple[StageTime, ...] = ()
@@ -132,6 +132,12 @@ class AuditResult:
     plan: RelabelPlan | None = None  # which labels to buy next (fusion_core.diagnostics.plan.audit_plan)
     drift: DriftReport | None = None
     pairwise: PairwiseAudit | None = None  # pairwise judgements: ranking, judges' biases (pairwise_audit)
+
+    def agreement_of(self, key: str) -> ReliabilityEstimate | None:
+        """The estimate of the registered agreement statistic ``key`` (e.g. ``"krippendorff_alpha"``), or None when
+        agreement could not be measured."""
+        keys = [e.key for e in AGREEMENT_STATISTICS]
+        return self.agreement[keys.index(key)] if self.agreement else None
 
     @property
     def seconds(self) -> float:
