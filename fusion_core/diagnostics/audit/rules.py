@@ -82,9 +82,12 @@ def decide(
     in_cartel: np.ndarray,
     *,
     rule: VerdictRule = DEFAULT_RULE,
+    n_effective: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Verdict and its reason (plain words) per annotator from the skill above chance, its interval, the number
-    of responses on shared items and cartel membership (arrays of equal length)."""
+    of responses on shared items and cartel membership (arrays of equal length).  ``n_effective`` (responses on
+    certain labels worth the same evidence, :mod:`.evidence`) only words the reason of an undecided annotator whose
+    responses are many but whose items' labels are too uncertain."""
     skill, low, high = (np.asarray(x, dtype=float) for x in (skill, low, high))
     n = np.asarray(n_responses, dtype=float)
     cartel = np.asarray(in_cartel, dtype=bool)
@@ -123,4 +126,12 @@ def decide(
         verdict[take] = word
         reason[take] = why
         decided |= take
+    if n_effective is not None:
+        n_eff = np.asarray(n_effective, dtype=float)
+        unsure = ~decided & (n >= rule.min_responses) & (n_eff < n / 2)
+        reason[unsure] = [
+            f"the labels of its items are too uncertain to judge it: its {int(a)} responses weigh like {b:.0f} on "
+            "certain labels"
+            for a, b in zip(n[unsure], n_eff[unsure])
+        ]
     return verdict, reason
