@@ -82,7 +82,7 @@ def test_accuracy_evidence_hand_computed():
     x, y = list(resp.classes).index("x"), list(resp.classes).index("y")
     post[np.arange(resp.n_items), np.where(truth == 0, x, y)] = 1.0
     prior = np.array([0.5, 0.5])
-    ev = accuracy_evidence(resp, post, prior, level=0.9)
+    ev = accuracy_evidence(resp, post, prior, level=0.9, crowd_prior=False)
     a = list(ev.workers).index("a")
     assert ev.n_responses[a] == 11 and ev.n_shared[a] == 10 and ev.correct[a] == pytest.approx(9.0)
     # certain labels: the posterior is Beta(1 + right, 1 + wrong) (computed on a grid: to 1e-3)
@@ -126,7 +126,7 @@ def test_accuracy_evidence_leaves_the_annotator_out():
     for votes in (a, b):
         lik[pos] *= theta[:, votes].T
     post = lik / lik.sum(axis=1, keepdims=True)
-    ev = accuracy_evidence(resp, post, np.array([0.5, 0.5]), level=0.9, confusion=conf)
+    ev = accuracy_evidence(resp, post, np.array([0.5, 0.5]), level=0.9, confusion=conf, crowd_prior=False)
     # the posterior mean under a uniform prior, hand-computed on a fine grid
     x = np.linspace(0, 1, 200001)
     ll = 60 * np.log(0.4 + 0.2 * x) + 40 * np.log(0.6 - 0.2 * x)

@@ -77,7 +77,14 @@ def _loglik(rows_w: np.ndarray, q: np.ndarray, u: np.ndarray, count: np.ndarray,
 
 
 def accuracy_posterior(
-    worker: np.ndarray, q_reported: np.ndarray, u: np.ndarray, n_workers: int, level: float
+    worker: np.ndarray,
+    q_reported: np.ndarray,
+    u: np.ndarray,
+    n_workers: int,
+    level: float,
+    *,
+    chance: np.ndarray | None = None,
+    crowd_prior: bool = True,
 ) -> tuple[np.ndarray, ...]:
     """Posterior mean, interval ends at ``level`` and effective responses of each annotator's accuracy ``a``
     (uniform prior) from responses of probability ``u + a (q − u)``: ``q`` the (leave-one-out) posterior of the
@@ -99,8 +106,48 @@ def accuracy_posterior(
     width = (hi - lo) / GRID
     fine = lo[:, None] + width[:, None] * (np.arange(GRID) + 0.5)  # cell midpoints over [lo, hi]
     ll = _loglik(rows_w, q, u, count, fine)
-    p = np.exp(ll - ll.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
+    lik = np.exp(ll - ll.max(axis=1, keepdims=True))
+    weight = lik
+    if crowd_prior:  # the crowd's distribution of skill above chance, on κ ∈ [−1, 1]
+        c = np.full(n_workers, 0.5) if chance is None else np.nan_to_num(np.asarray(chance, dtype=float), nan=0.5)
+        c = np.clip(c, 0.0, 1.0 - 1e-6)[:, None]
+        kappa = -1.0 + 2.0 * (np.arange(GRID) + 0.5) / GRID
+        acc = c + kappa[None, :] * (1.0 - c)
+        ll_k = _loglik(rows_w, q, u, count, np.clip(acc, 0.0, 1.0))
+        ll_k[(acc < 0.0) | (acc > 1.0)] = -np.inf
+        prior = _crowd_prior(ll_k, seen)
+        cell = np.clip((((fine - c) / (1.0 - c) + 1.0) * GRID / 2).astype(np.int64), 0, GRID - 1)
+        weight = lik * prior[cell]
+    mean, low, high, _ = _summary(weight, fine, lo, width, level)
+    n_eff = _summary(lik, fine, lo, width, level)[3]  # from the responses alone (uniform prior)
+    nan = np.where(seen, 1.0, np.nan)
+    return mean * nan, low * nan, high * nan, n_eff * nan
+
+
+def _crowd_prior(ll: np.ndarray, seen: np.ndarray, n_iter: int = 500, tol: float = 1e-8) -> np.ndarray:
+    """The crowd's distribution of skill above chance on a grid (rows of ``ll``: each annotator's log-likelihood
+    there): the nonparametric maximum-likelihood mixing distribution of the annotators' likelihoods (Kiefer & Wolfowitz 1956; Laird 1978's EM), with one pseudo-annotator
+    spread evenly so that no accuracy is ruled out a priori."""
+    lik = np.exp(ll[seen] - ll[seen].max(axis=1, keepdims=True))
+    g = np.full(ll.shape[1], 1.0 / ll.shape[1])
+    for _ in range(n_iter):
+        post = lik * g
+        post /= np.maximum(post.sum(axis=1, keepdims=True), 1e-300)
+        new = (post.sum(axis=0) + 1.0 / len(g)) / (len(post) + 1.0)
+        if np.abs(new - g).max() < tol:
+            g = new
+            break
+        g = new
+    return g
+
+
+def _summary(
+    p: np.ndarray, fine: np.ndarray, lo: np.ndarray, width: np.ndarray, level: float
+) -> tuple[np.ndarray, ...]:
+    """Mean, interval ends at ``level`` and effective responses (``m(1 − m)/v − 3``) of the grid posteriors ``p``
+    (rows; cells of ``width`` from ``lo``, midpoints ``fine``)."""
+    n_workers = len(p)
+    p = p / np.maximum(p.sum(axis=1, keepdims=True), 1e-300)
     mean = (p * fine).sum(axis=1)
     var = np.maximum((p * (fine - mean[:, None]) ** 2).sum(axis=1) + width**2 / 12, 1e-300)
     cdf = np.cumsum(p, axis=1)
@@ -113,10 +160,8 @@ def accuracy_posterior(
         frac = (prob - below) / np.maximum(p[rows, j], 1e-300)
         return edges[rows, j] - width * (1.0 - np.clip(frac, 0.0, 1.0))
 
-    low, high = quantile((1 - level) / 2), quantile((1 + level) / 2)
     n_eff = np.maximum(mean * (1 - mean) / var - 3.0, 0.0)
-    nan = np.where(seen, 1.0, np.nan)
-    return mean * nan, low * nan, high * nan, n_eff * nan
+    return mean, quantile((1 - level) / 2), quantile((1 + level) / 2), n_eff
 
 
 def leave_one_out(
@@ -150,7 +195,9 @@ def accuracy_evidence(
     posterior: np.ndarray,
     class_prior: np.ndarray | None,
     level: float = 0.9,
+    *,
     confusion: np.ndarray | None = None,
+    crowd_prior: bool = True,
 ) -> AccuracyEvidence:
     """Accuracy with posterior intervals and skill above chance for every annotator (module docstring);
     ``confusion`` (workers × true × reported, the fit's) divides each annotator's own vote out of the posterior."""
@@ -165,7 +212,9 @@ def accuracy_evidence(
     q_reported, u = leave_one_out(q[resp.item[shared]], wk, lab, w, confusion)
     shares = np.bincount(wk * k + lab, minlength=w * k).reshape(w, k) / np.maximum(n, 1.0)[:, None]
     chance = shares @ prior
-    accuracy, low, high, n_eff = accuracy_posterior(wk, q_reported, u, w, level)
+    accuracy, low, high, n_eff = accuracy_posterior(
+        wk, q_reported, u, w, level, chance=chance, crowd_prior=crowd_prior and w > 1
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(1.0 - chance > 1e-9, 1.0 / (1.0 - chance), np.nan)
         empty = np.where(n > 0, 1.0, np.nan)

@@ -86,7 +86,8 @@ def decide(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Verdict and its reason (plain words) per annotator from the skill above chance, its interval, the number
     of responses on shared items and cartel membership (arrays of equal length).  ``n_effective`` (responses on
-    certain labels worth the same evidence, :mod:`.evidence`) only words the reason of an undecided annotator whose
+    certain labels worth the same evidence, :mod:`.evidence`) counts like ``n_responses`` for ``min_responses`` (the
+    evidence, not the count of responses, must reach it), and words the reason of an undecided annotator whose
     responses are many but whose items' labels are too uncertain."""
     skill, low, high = (np.asarray(x, dtype=float) for x in (skill, low, high))
     n = np.asarray(n_responses, dtype=float)
@@ -94,6 +95,8 @@ def decide(
     band = rule.chance_band
     undefined = ~(np.isfinite(skill) & np.isfinite(low) & np.isfinite(high))
     narrow = (high - low) <= rule.max_width
+    n_eff = n if n_effective is None else np.asarray(n_effective, dtype=float)
+    few_effective = n_eff < rule.min_responses
     pct = f"{100 * rule.level:.0f}%"
     cases = [
         (cartel, COLLUDING, "in a group the cartel check found: agrees with its members beyond their accuracy"),
@@ -103,6 +106,7 @@ def decide(
             f"fewer than {rule.min_responses} responses on items someone else labelled too",
         ),
         (undefined, TOO_FEW, "skill above chance is undefined (one label only, on items of that label)"),
+        (few_effective, TOO_FEW, "the labels of its items are too uncertain to judge it"),
         (
             (high < 0) & (skill <= -band),
             ADVERSARIAL,
@@ -127,8 +131,7 @@ def decide(
         reason[take] = why
         decided |= take
     if n_effective is not None:
-        n_eff = np.asarray(n_effective, dtype=float)
-        unsure = ~decided & (n >= rule.min_responses) & (n_eff < n / 2)
+        unsure = (verdict == TOO_FEW) & (n >= rule.min_responses) & (n_eff < n / 2)
         reason[unsure] = [
             f"the labels of its items are too uncertain to judge it: its {int(a)} responses weigh like {b:.0f} on "
             "certain labels"
