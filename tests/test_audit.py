@@ -82,31 +82,34 @@ def test_accuracy_evidence_hand_computed():
     x, y = list(resp.classes).index("x"), list(resp.classes).index("y")
     post[np.arange(resp.n_items), np.where(truth == 0, x, y)] = 1.0
     prior = np.array([0.5, 0.5])
-    ev = accuracy_evidence(resp, post, prior, level=0.9, crowd_prior=False)
+    ev = accuracy_evidence(resp, post, prior, level=0.9)
     a = list(ev.workers).index("a")
     assert ev.n_responses[a] == 11 and ev.n_shared[a] == 10 and ev.correct[a] == pytest.approx(9.0)
-    # certain labels: the posterior is Beta(1 + right, 1 + wrong) (computed on a grid: to 1e-3)
-    assert ev.accuracy[a] == pytest.approx(10 / 12, abs=1e-3)
-    assert ev.accuracy_low[a] == pytest.approx(stats.beta.ppf(0.05, 10, 2), abs=1e-3)
-    assert ev.accuracy_high[a] == pytest.approx(stats.beta.ppf(0.95, 10, 2), abs=1e-3)
-    assert ev.n_effective is not None and ev.n_effective[a] == pytest.approx(10, abs=0.1)
+    assert ev.accuracy[a] == pytest.approx(10 / 12)
+    assert ev.accuracy_low[a] == pytest.approx(stats.beta.ppf(0.05, 10, 2))
+    assert ev.accuracy_high[a] == pytest.approx(stats.beta.ppf(0.95, 10, 2))
     assert ev.chance[a] == pytest.approx(0.5)  # 9 x and 1 y under a uniform prior
-    assert ev.skill[a] == pytest.approx((10 / 12 - 0.5) / 0.5, abs=2e-3)
+    assert ev.skill[a] == pytest.approx((10 / 12 - 0.5) / 0.5)
+    # certain labels: the one-coin posterior is Beta(10, 2) itself (on a grid), worth its 10 responses
+    assert ev.n_effective is not None and ev.n_effective[a] == pytest.approx(10, abs=0.1)
     b = list(ev.workers).index("b")
-    assert ev.accuracy[b] == pytest.approx(11 / 12, abs=1e-3) and ev.n_shared[b] == 10
+    assert ev.accuracy[b] == pytest.approx(11 / 12) and ev.n_shared[b] == 10
 
 
 def test_accuracy_evidence_on_labels_the_model_cannot_tell():
     # 200 binary items, 3 annotators agreeing on everything, but the posterior is 1/2 everywhere (a model that
-    # cannot call the labels): their responses say nothing about their accuracy, so the interval is nearly the
-    # whole prior's, not a confident "half right" (fractional counts: Beta(101, 101), 0.44–0.56)
+    # cannot call the labels): C/n = 1/2 with a narrow Beta(101, 101) interval — "near chance" — yet the responses
+    # say nothing about the annotators' accuracy: worth 0 responses, so the verdict is "not enough to tell"
     rows = [(f"t{i}", w, i % 2) for i in range(200) for w in ("a", "b", "c")]
     resp = Responses.from_frame(pd.DataFrame(rows, columns=["task", "worker", "label"]))
     ev = accuracy_evidence(resp, np.full((resp.n_items, 2), 0.5), np.array([0.5, 0.5]), level=0.9)
-    assert np.allclose(ev.accuracy_low, 0.05, atol=2e-3) and np.allclose(ev.accuracy_high, 0.95, atol=2e-3)
-    assert np.allclose(ev.n_effective, 0.0, atol=0.1)
-    verdict, _ = decide(ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(3, bool), rule=RULE)
-    assert set(verdict) == {TOO_FEW}
+    width = stats.beta.ppf(0.95, 101, 101) - stats.beta.ppf(0.05, 101, 101)
+    assert np.allclose(ev.accuracy_high - ev.accuracy_low, width)
+    assert ev.n_effective is not None and np.allclose(ev.n_effective, 0.0, atol=0.1)
+    args = (ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(3, bool))
+    assert set(decide(*args, rule=RULE)[0]) == {SPAMMER}  # what the interval alone says
+    verdict, why = decide(*args, rule=RULE, n_effective=ev.n_effective)
+    assert set(verdict) == {TOO_FEW} and all("too uncertain" in w for w in why)
 
 
 def test_accuracy_evidence_leaves_the_annotator_out():
@@ -126,12 +129,16 @@ def test_accuracy_evidence_leaves_the_annotator_out():
     for votes in (a, b):
         lik[pos] *= theta[:, votes].T
     post = lik / lik.sum(axis=1, keepdims=True)
-    ev = accuracy_evidence(resp, post, np.array([0.5, 0.5]), level=0.9, confusion=conf, crowd_prior=False)
-    # the posterior mean under a uniform prior, hand-computed on a fine grid
+    ev = accuracy_evidence(resp, post, np.array([0.5, 0.5]), level=0.9, confusion=conf)
+    # the one-coin posterior of a's accuracy under a uniform prior, hand-computed on a fine grid, as responses
     x = np.linspace(0, 1, 200001)
     ll = 60 * np.log(0.4 + 0.2 * x) + 40 * np.log(0.6 - 0.2 * x)
     p = np.exp(ll - ll.max())
-    assert ev.accuracy[list(ev.workers).index("a")] == pytest.approx((p * x).sum() / p.sum(), abs=2e-3)
+    p /= p.sum()
+    m = (p * x).sum()
+    v = (p * (x - m) ** 2).sum()
+    assert ev.n_effective is not None
+    assert ev.n_effective[list(ev.workers).index("a")] == pytest.approx(m * (1 - m) / v - 3, rel=0.02)
 
 
 def test_label_quality_and_review_hand_computed():
@@ -311,8 +318,8 @@ def _function_verdicts(seed: int, n_items: int, method: str) -> pd.Series:
         resp = Responses.from_frame(sim.responses)
         fit = create(method).fit(resp).result_
         ev = accuracy_evidence(resp, fit.posterior, fit.class_prior, level=RULE.level, confusion=fit.confusion)
-        v = pd.Series(decide(ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(len(ev.skill), bool))[0])
-        v.index = ev.workers
+        args = (ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(len(ev.skill), bool))
+        v = pd.Series(decide(*args, n_effective=ev.n_effective)[0], index=ev.workers)
     roles = pd.Series(sim.extras["role"])
     return v[roles.reindex(v.index) == "function"]
 
@@ -337,3 +344,30 @@ def test_undecided_for_uncertain_labels_says_so():
     v, why = decide(*args, rule=RULE, n_effective=np.array([2.0]))
     assert v[0] == TOO_FEW and "too uncertain" in why[0] and "300 responses weigh like 2" in why[0]
     assert "more responses needed" in decide(*args, rule=RULE, n_effective=np.array([290.0]))[1][0]
+
+
+def test_majority_class_annotator_on_imbalanced_labels_is_near_chance():
+    # 85/15 labels: an annotator who always answers the majority class is right 85 % of the time and near chance
+    # (skill above chance with its own label shares; an honest crowd of 0.85–0.95); on 1,000 responses (κ is 1/0.15 times as uncertain as the
+    # accuracy here: 300 responses leave "not enough to tell") its responses are worth enough evidence to judge it
+    sim = dawid_skene(
+        n_items=1200,
+        n_workers=12,
+        n_classes=2,
+        responses_per_item=5,
+        accuracy=(0.85, 0.95),
+        class_prior=[0.85, 0.15],
+        seed=3,
+    )
+    lazy = pd.DataFrame({"task": sim.truth.index[:1000], "worker": "lazy", "label": sim.classes[0]})
+    resp = Responses.from_frame(pd.concat([sim.responses, lazy], ignore_index=True))
+    from fusion_core.methods import create
+
+    fit = create("ds").fit(resp).result_
+    ev = accuracy_evidence(resp, fit.posterior, fit.class_prior, level=RULE.level, confusion=fit.confusion)
+    args = (ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(len(ev.skill), bool))
+    v = pd.Series(decide(*args, n_effective=ev.n_effective)[0], index=ev.workers)
+    at = list(ev.workers).index("lazy")
+    assert ev.n_effective is not None and ev.n_effective[at] > 100
+    assert v["lazy"] == SPAMMER and ev.accuracy[at] > 0.75
+    assert v.drop("lazy").isin(ACCEPTABLE).all(), v.value_counts()

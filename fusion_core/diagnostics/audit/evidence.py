@@ -1,23 +1,24 @@
-"""Each annotator's accuracy against the estimated true labels, with a posterior interval that knows how sure
-those labels are.
+"""Each annotator's accuracy against the estimated true labels, with a Beta posterior interval, and how much
+evidence about it the rest of the crowd provides.
 
-With the fitted posterior ``q`` (items × K), annotator j's accuracy ``a_j`` is the chance that a response of j is
-the true label.  The true label is not known, only ``q``; under the one-coin model (Dawid & Skene 1979 with one
-accuracy per annotator and errors spread evenly over the other K − 1 labels) a response l on item i has the
-probability ``P(l | a_j) = a_j q_il + (1 − a_j)(1 − q_il)/(K − 1)``.  The posterior of ``a_j`` (uniform prior) is
-the product of these over j's ``n_j`` responses on items that at least one other annotator labelled too (an item
-only j labelled carries no evidence about j: the posterior there follows j's own vote), computed on a grid.
-Where the labels are certain (``q_il`` 0 or 1) this is exactly ``Beta(1 + right, 1 + wrong)``; where they are
-uncertain each response carries less evidence and the interval widens — on items whose labels the model cannot
-tell (``q_il`` = 1/K, e.g. a crowd of labelling functions that each vote one class and abstain otherwise, which
-no model of independent annotators identifies) the responses say nothing about ``a_j`` at all.  (Counting ``q_il``
-as a fractional number of correct responses instead, ``Beta(1 + Σ q_il, 1 + Σ (1 − q_il))``, takes a coin the
-model cannot call for a certain half-right answer and puts every annotator of such a crowd confidently at chance.)
+With the fitted posterior ``q`` (items × K), the expected number of correct responses of annotator j is the
+Dawid–Skene M-step statistic ``C_j = Σ_{responses (i, l) of j} q_il`` (Dawid & Skene 1979, eq. 2.3; the
+diagonal of the expected confusion counts), over the ``n_j`` responses on items that at least one other annotator
+labelled too (an item only j labelled carries no evidence about j: the posterior there follows j's own vote).
+The accuracy ``a_j`` has the posterior ``Beta(1 + C_j, 1 + n_j − C_j)`` (uniform prior, fractional counts); the
+chance accuracy ``c_j = Σ_k π_k r_jk`` uses the class prior π and j's own label frequencies r_j on those responses.
 
-``correct`` keeps the expected number of correct responses ``C_j = Σ q_il`` (the Dawid–Skene M-step statistic,
-eq. 2.3); ``n_effective`` is the number of responses on certain labels that would give the same posterior spread
-(``m(1 − m)/v − 3`` for a posterior of mean m and variance v, from the Beta moments).  The chance accuracy
-``c_j = Σ_k π_k r_jk`` uses the class prior π and j's own label frequencies r_j on those responses.
+That interval trusts the model's labels.  Where the model cannot tell the labels — e.g. a crowd of labelling
+functions that each vote one class and abstain otherwise, which no model of independent annotators identifies —
+``q`` stays near the class prior, ``C_j / n_j`` near chance, and the interval is narrow: a confident "near chance"
+about annotators the data say nothing about.  **Effective responses** measure the evidence instead: with j's own
+vote divided out of the posterior (``q⁻ʲ_i[t] ∝ q_i[t] / θ_j[t, l]``, θ_j the fit's confusion matrix of j), a
+response l of j has, under the one-coin model with j's fitted error profile, the probability
+``u + a_j (q⁻ʲ_il − u)`` with ``u = Σ_{t ≠ l} q⁻ʲ_i[t] θ_j[t, l] / (1 − θ_j[t, t])`` the chance of that report from a
+wrong annotator.  The posterior of ``a_j`` under these (uniform prior, on a grid) is ``Beta(1 + right, 1 + wrong)``
+exactly where the rest of the crowd decides the labels and flat where it cannot tell them; its spread, expressed as
+the number of responses on certain labels that give the same spread (``m(1 − m)/v − 3`` for mean m and variance
+v), is ``n_effective``.  The verdict rule asks for ``min_responses`` of those (:mod:`.rules`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
+from scipy import sparse, stats
 
 from fusion_core.data.responses import Responses
 
@@ -76,92 +77,35 @@ def _loglik(rows_w: np.ndarray, q: np.ndarray, u: np.ndarray, count: np.ndarray,
     return out
 
 
-def accuracy_posterior(
-    worker: np.ndarray,
-    q_reported: np.ndarray,
-    u: np.ndarray,
-    n_workers: int,
-    level: float,
-    *,
-    chance: np.ndarray | None = None,
-    crowd_prior: bool = True,
-) -> tuple[np.ndarray, ...]:
-    """Posterior mean, interval ends at ``level`` and effective responses of each annotator's accuracy ``a``
-    (uniform prior) from responses of probability ``u + a (q − u)``: ``q`` the (leave-one-out) posterior of the
-    reported label, ``u`` the chance of that report from a wrong annotator (module docstring); NaN for annotators
+def effective_responses(worker: np.ndarray, q_reported: np.ndarray, u: np.ndarray, n_workers: int) -> np.ndarray:
+    """Per annotator: the responses on certain labels worth as much evidence about their accuracy as their responses
+    judged against the rest of the crowd (module docstring): ``m(1 − m)/v − 3`` for the mean m and variance v of
+    the one-coin posterior (uniform prior) of responses of probability ``u + a (q − u)``, ``q`` the leave-one-out
+    posterior of the reported label and ``u`` the chance of that report from a wrong annotator; NaN for annotators
     without responses."""
     steps = Q_STEPS + 1
+    worker = np.asarray(worker, dtype=np.int64)
+    seen = np.bincount(worker, minlength=n_workers) > 0
     qb = np.clip(np.rint(np.asarray(q_reported, dtype=float) * Q_STEPS), 0, Q_STEPS).astype(np.int64)
     ub = np.clip(np.rint(np.asarray(u, dtype=float) * Q_STEPS), 0, Q_STEPS).astype(np.int64)
-    keys, count = np.unique((np.asarray(worker, dtype=np.int64) * steps + qb) * steps + ub, return_counts=True)
+    keys, count = np.unique((worker * steps + qb) * steps + ub, return_counts=True)
     rows_w, q, u = keys // (steps * steps), (keys // steps % steps) / Q_STEPS, (keys % steps) / Q_STEPS
     count = count.astype(float)
-    seen = np.bincount(rows_w, minlength=n_workers) > 0
     coarse = np.broadcast_to((np.arange(GRID) + 0.5) / GRID, (n_workers, GRID))
     ll = _loglik(rows_w, q, u, count, coarse)
     keep = ll >= ll.max(axis=1, keepdims=True) - TAIL
     step = 1.0 / GRID
-    lo = np.clip(coarse[np.arange(n_workers), keep.argmax(axis=1)] - step, 0.0, 1.0)
-    hi = np.clip(coarse[np.arange(n_workers), GRID - 1 - keep[:, ::-1].argmax(axis=1)] + step, 0.0, 1.0)
+    rows = np.arange(n_workers)
+    lo = np.clip(coarse[rows, keep.argmax(axis=1)] - step, 0.0, 1.0)
+    hi = np.clip(coarse[rows, GRID - 1 - keep[:, ::-1].argmax(axis=1)] + step, 0.0, 1.0)
     width = (hi - lo) / GRID
     fine = lo[:, None] + width[:, None] * (np.arange(GRID) + 0.5)  # cell midpoints over [lo, hi]
     ll = _loglik(rows_w, q, u, count, fine)
-    lik = np.exp(ll - ll.max(axis=1, keepdims=True))
-    weight = lik
-    if crowd_prior:  # the crowd's distribution of skill above chance, on κ ∈ [−1, 1]
-        c = np.full(n_workers, 0.5) if chance is None else np.nan_to_num(np.asarray(chance, dtype=float), nan=0.5)
-        c = np.clip(c, 0.0, 1.0 - 1e-6)[:, None]
-        kappa = -1.0 + 2.0 * (np.arange(GRID) + 0.5) / GRID
-        acc = c + kappa[None, :] * (1.0 - c)
-        ll_k = _loglik(rows_w, q, u, count, np.clip(acc, 0.0, 1.0))
-        ll_k[(acc < 0.0) | (acc > 1.0)] = -np.inf
-        prior = _crowd_prior(ll_k, seen)
-        cell = np.clip((((fine - c) / (1.0 - c) + 1.0) * GRID / 2).astype(np.int64), 0, GRID - 1)
-        weight = lik * prior[cell]
-    mean, low, high, _ = _summary(weight, fine, lo, width, level)
-    n_eff = _summary(lik, fine, lo, width, level)[3]  # from the responses alone (uniform prior)
-    nan = np.where(seen, 1.0, np.nan)
-    return mean * nan, low * nan, high * nan, n_eff * nan
-
-
-def _crowd_prior(ll: np.ndarray, seen: np.ndarray, n_iter: int = 500, tol: float = 1e-8) -> np.ndarray:
-    """The crowd's distribution of skill above chance on a grid (rows of ``ll``: each annotator's log-likelihood
-    there): the nonparametric maximum-likelihood mixing distribution of the annotators' likelihoods (Kiefer & Wolfowitz 1956; Laird 1978's EM), with one pseudo-annotator
-    spread evenly so that no accuracy is ruled out a priori."""
-    lik = np.exp(ll[seen] - ll[seen].max(axis=1, keepdims=True))
-    g = np.full(ll.shape[1], 1.0 / ll.shape[1])
-    for _ in range(n_iter):
-        post = lik * g
-        post /= np.maximum(post.sum(axis=1, keepdims=True), 1e-300)
-        new = (post.sum(axis=0) + 1.0 / len(g)) / (len(post) + 1.0)
-        if np.abs(new - g).max() < tol:
-            g = new
-            break
-        g = new
-    return g
-
-
-def _summary(
-    p: np.ndarray, fine: np.ndarray, lo: np.ndarray, width: np.ndarray, level: float
-) -> tuple[np.ndarray, ...]:
-    """Mean, interval ends at ``level`` and effective responses (``m(1 − m)/v − 3``) of the grid posteriors ``p``
-    (rows; cells of ``width`` from ``lo``, midpoints ``fine``)."""
-    n_workers = len(p)
-    p = p / np.maximum(p.sum(axis=1, keepdims=True), 1e-300)
+    p = np.exp(ll - ll.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
     mean = (p * fine).sum(axis=1)
     var = np.maximum((p * (fine - mean[:, None]) ** 2).sum(axis=1) + width**2 / 12, 1e-300)
-    cdf = np.cumsum(p, axis=1)
-    edges = lo[:, None] + width[:, None] * np.arange(1, GRID + 1)  # the right edge of each cell
-
-    def quantile(prob: float) -> np.ndarray:
-        j = np.minimum((cdf < prob).sum(axis=1), GRID - 1)
-        rows = np.arange(n_workers)
-        below = np.where(j > 0, cdf[rows, np.maximum(j - 1, 0)], 0.0)
-        frac = (prob - below) / np.maximum(p[rows, j], 1e-300)
-        return edges[rows, j] - width * (1.0 - np.clip(frac, 0.0, 1.0))
-
-    n_eff = np.maximum(mean * (1 - mean) / var - 3.0, 0.0)
-    return mean, quantile((1 - level) / 2), quantile((1 + level) / 2), n_eff
+    return np.where(seen, np.maximum(mean * (1 - mean) / var - 3.0, 0.0), np.nan)
 
 
 def leave_one_out(
@@ -197,10 +141,10 @@ def accuracy_evidence(
     level: float = 0.9,
     *,
     confusion: np.ndarray | None = None,
-    crowd_prior: bool = True,
 ) -> AccuracyEvidence:
-    """Accuracy with posterior intervals and skill above chance for every annotator (module docstring);
-    ``confusion`` (workers × true × reported, the fit's) divides each annotator's own vote out of the posterior."""
+    """Accuracy with posterior intervals, skill above chance and effective responses for every annotator (module
+    docstring); ``confusion`` (workers × true × reported, the fit's) divides each annotator's own vote out of the
+    posterior for the effective responses."""
     q = np.asarray(posterior, dtype=float)
     prior = np.asarray(class_prior if class_prior is not None else q.mean(axis=0), dtype=float)
     prior = prior / prior.sum()
@@ -212,9 +156,11 @@ def accuracy_evidence(
     q_reported, u = leave_one_out(q[resp.item[shared]], wk, lab, w, confusion)
     shares = np.bincount(wk * k + lab, minlength=w * k).reshape(w, k) / np.maximum(n, 1.0)[:, None]
     chance = shares @ prior
-    accuracy, low, high, n_eff = accuracy_posterior(
-        wk, q_reported, u, w, level, chance=chance, crowd_prior=crowd_prior and w > 1
-    )
+    a_post, b_post = 1.0 + correct, 1.0 + np.maximum(n - correct, 0.0)
+    accuracy = a_post / (a_post + b_post)
+    low = stats.beta.ppf((1 - level) / 2, a_post, b_post)
+    high = stats.beta.ppf((1 + level) / 2, a_post, b_post)
+    n_eff = effective_responses(wk, q_reported, u, w)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(1.0 - chance > 1e-9, 1.0 / (1.0 - chance), np.nan)
         empty = np.where(n > 0, 1.0, np.nan)
