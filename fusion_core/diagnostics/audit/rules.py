@@ -11,7 +11,9 @@ interval is the Beta posterior interval of ``a_j`` mapped through the same formu
 
 1. **colluding** — a member of a group the cartel check found (it overrides the accuracy: a cartel copies a
    shared target, so its accuracy says little);
-2. **not enough responses to tell** — fewer than ``min_responses`` responses on items someone else labelled too;
+2. **not enough responses to tell** — fewer than ``min_responses`` responses on items someone else labelled too,
+   or responses worth fewer than that on certain labels (``n_effective``, :mod:`.evidence`: the rest of the crowd
+   cannot tell the labels of the annotator's items);
 3. **worse than chance** (adversarial) — the whole interval is below 0 and the estimate below ``−chance_band``
    (a guesser's estimate falls below 0 half of the time, and its interval excludes 0 one time in twenty);
 4. **reliable** / **noisy** — the whole interval is above ``chance_band``: reliable when the estimate reaches
@@ -62,7 +64,8 @@ class VerdictRule:
         return (
             f"Skill above chance is 0 for guessing and 1 for always right. With its {100 * self.level:.0f}% "
             f"interval: cartel members are 'colluding'; fewer than {self.min_responses} responses on items others "
-            f"labelled too is 'not enough responses to tell'; an interval wholly below 0 with an estimate below "
+            "labelled too (or responses worth fewer than that, when the labels of those items are too uncertain) "
+            f"is 'not enough responses to tell'; an interval wholly below 0 with an estimate below "
             f"−{self.chance_band:g} is 'worse than chance'; "
             f"wholly above {self.chance_band:g} is 'reliable' when the estimate reaches {self.reliable_skill:g}, "
             f"'noisy' otherwise; wholly below {self.chance_band:g} is 'near chance'; an interval across "
