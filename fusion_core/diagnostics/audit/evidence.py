@@ -31,10 +31,10 @@ from scipy import sparse, stats
 
 from fusion_core.data.responses import Responses
 
-GRID = 257
+GRID = 129
 """Points of the accuracy grid (twice: once over [0, 1], then over each annotator's region of non-negligible
 posterior)."""
-Q_STEPS = 1000
+Q_STEPS = 200
 """The two per-response probabilities (module docstring) are rounded to 1/Q_STEPS; responses of one annotator
 with the same rounded pair are summed once (the grid then costs distinct pairs, not responses)."""
 CHUNK = 16384
