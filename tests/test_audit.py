@@ -92,6 +92,9 @@ def test_accuracy_evidence_hand_computed():
     assert ev.skill[a] == pytest.approx((10 / 12 - 0.5) / 0.5)
     # certain labels: the one-coin posterior is Beta(10, 2) itself (on a grid), worth its 10 responses
     assert ev.n_effective is not None and ev.n_effective[a] == pytest.approx(10, abs=0.1)
+    # … so 10 responses on certain labels still reach min_responses (the grid's 9.99 is not "too few")
+    args = (ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(len(ev.skill), bool))
+    assert decide(*args, rule=RULE, n_effective=ev.n_effective)[0][a] != TOO_FEW
     b = list(ev.workers).index("b")
     assert ev.accuracy[b] == pytest.approx(11 / 12) and ev.n_shared[b] == 10
 

@@ -99,7 +99,7 @@ def decide(
     undefined = ~(np.isfinite(skill) & np.isfinite(low) & np.isfinite(high))
     narrow = (high - low) <= rule.max_width
     n_eff = n if n_effective is None else np.asarray(n_effective, dtype=float)
-    few_effective = n_eff < rule.min_responses
+    few_effective = np.rint(n_eff) < rule.min_responses  # an estimate: 10 certain responses may come out 9.99
     pct = f"{100 * rule.level:.0f}%"
     cases = [
         (cartel, COLLUDING, "in a group the cartel check found: agrees with its members beyond their accuracy"),
