@@ -9,7 +9,14 @@ import pytest
 from fusion_core import UserInputError
 from fusion_core.data.export import csv_bytes, read_csv_export
 from fusion_core.diagnostics.plan import plan_relabel, predictive_confusion
-from fusion_core.diagnostics.voi import candidate_gain, initial_gains, pair_gain
+from fusion_core.diagnostics.voi import (
+    candidate_gain,
+    expected_accuracy,
+    extend,
+    gain_variance,
+    initial_gains,
+    pair_gain,
+)
 from fusion_core.methods import create
 from fusion_core.methods.results import FitResult
 from fusion_core.simulate import dawid_skene
@@ -66,6 +73,54 @@ def test_two_labels_are_planned_where_one_alone_is_worth_nothing() -> None:
     plan = plan_relabel(pd.DataFrame({"task": ["t"], "worker": ["a"], "label": ["0"]}), fit, 2, prior_count=0)
     assert plan.n_labels == 2 and set(plan.assignment_annotator) == {"b", "c"}
     assert plan.expected_gain[0] == pytest.approx(pair_gain(fit.posterior[0], sym, sym))
+
+
+def test_gain_variance_matches_enumeration() -> None:
+    rng = np.random.default_rng(3)
+    q = rng.dirichlet(np.ones(3))
+    g1, g2 = rng.dirichlet(np.ones(3) * 2, size=3), rng.dirichlet(np.ones(3), size=3)
+    joint = extend(extend(q[:, None], g1), g2)
+    b = int(np.argmax(q))
+    prob, delta = [], []  # every (truth, outcome) pair: probability and change in correctness of the argmax label
+    for k in range(3):
+        for o in range(joint.shape[1]):
+            prob.append(joint[k, o])
+            delta.append(int(np.argmax(joint[:, o]) == k) - int(b == k))
+    p, d = np.array(prob), np.array(delta)
+    assert (p * d).sum() == pytest.approx(expected_accuracy(joint) - q.max())
+    assert gain_variance(joint) == pytest.approx((p * d * d).sum() - (p * d).sum() ** 2)
+    assert gain_variance(q[:, None]) == pytest.approx(0.0)  # no response: nothing can change
+
+
+def test_gain_interval_covers_the_realised_gain_when_the_model_is_right() -> None:
+    # truth drawn from the items' posterior and the planned responses from the annotators' confusions (the model
+    # holds exactly): the realised accuracy gain falls in the plan's 90 % interval about 90 % of the time
+    rng = np.random.default_rng(0)
+    n, k, m = 300, 3, 8
+    q = rng.dirichlet(np.ones(k) * 0.7, size=n)
+    acc = rng.uniform(0.55, 0.9, m)
+    conf = np.stack([np.full((k, k), (1 - a) / (k - 1)) + np.eye(k) * (a - (1 - a) / (k - 1)) for a in acc])
+    items, workers = [f"t{i}" for i in range(n)], [f"w{j}" for j in range(m)]
+    fit = _fit(q, conf, items, workers)
+    none = pd.DataFrame({"task": items[:1], "worker": workers[:1], "label": ["0"]})
+    plan = plan_relabel(none, fit, 120, prior_count=0, max_share=0.3)
+    lo, hi = plan.gain_interval()
+    assert lo < plan.accuracy_after - plan.accuracy_before < hi and plan.gain_sd > 0
+    it = pd.Index(items).get_indexer(plan.assignment_task)
+    wk = pd.Index(workers).get_indexer(plan.assignment_annotator)
+    before = q.argmax(axis=1)
+    reps, inside, gains = 400, 0, []
+    for _ in range(reps):
+        truth = (rng.random(n)[:, None] > np.cumsum(q, axis=1)).sum(axis=1)
+        rows = conf[wk, truth[it]]  # planned responses × K reported
+        lab = np.minimum((rng.random(len(it))[:, None] > np.cumsum(rows, axis=1)).sum(axis=1), k - 1)
+        logp = np.log(q)
+        np.add.at(logp, it, np.log(conf[wk, :, lab]))
+        gain = (logp.argmax(axis=1) == truth).mean() - (before == truth).mean()
+        gains.append(gain)
+        inside += lo <= gain <= hi
+    assert 0.84 <= inside / reps <= 0.96
+    assert abs(np.mean(gains) - (plan.accuracy_after - plan.accuracy_before)) < 3 * np.std(gains) / np.sqrt(reps)
 
 
 def test_predictive_confusion_shrinks_little_seen_annotators() -> None:

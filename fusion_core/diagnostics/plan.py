@@ -31,7 +31,14 @@ import numpy as np
 import pandas as pd
 
 from fusion_core.data.responses import Responses, as_responses
-from fusion_core.diagnostics.voi import CHUNK_ELEMENTS, candidate_score, expected_accuracy, extend, initial_gains
+from fusion_core.diagnostics.voi import (
+    CHUNK_ELEMENTS,
+    candidate_score,
+    expected_accuracy,
+    extend,
+    gain_variance,
+    initial_gains,
+)
 from fusion_core.errors import UserInputError
 from fusion_core.methods.numerics import PROB_FLOOR
 from fusion_core.methods.results import FitResult
@@ -70,6 +77,16 @@ class RelabelPlan:
     n_candidates: int
     method: str
     notes: tuple[str, ...] = ()
+    gain_sd: float = 0.0  # sd of the realised accuracy gain under the model (voi.gain_variance)
+
+    def gain_interval(self, level: float = 0.9) -> tuple[float, float]:
+        """Interval for the realised accuracy gain (after − before) under the model: the expected gain ± z·sd, the
+        responses' outcomes being random (normal approximation to the sum over independent items)."""
+        from statistics import NormalDist
+
+        z = NormalDist().inv_cdf(0.5 + level / 2)
+        g = self.accuracy_after - self.accuracy_before
+        return g - z * self.gain_sd, g + z * self.gain_sd
 
     @property
     def n_labels(self) -> int:
@@ -107,8 +124,12 @@ class RelabelPlan:
         else:
             head = (
                 f"With {self.n_labels:,} more labels on {len(self.tasks):,} items the expected accuracy rises from "
-                f"{self.accuracy_before:.1%} to {self.accuracy_after:.1%} (stopped: {self.stop_reason})."
+                f"{self.accuracy_before:.1%} to {self.accuracy_after:.1%}"
             )
+            if self.gain_sd > 0:
+                lo, hi = self.gain_interval()
+                head += f" (90 % interval {self.accuracy_before + lo:.1%}–{self.accuracy_before + hi:.1%})"
+            head += f" (stopped: {self.stop_reason})."
         if self.target is not None:
             head += f" {self.items_at_target:,} of {self.n_items:,} items already meet the target confidence {self.target:g}."
         return head
@@ -124,6 +145,7 @@ class RelabelPlan:
             "items_at_target": int(self.items_at_target),
             "expected_accuracy_before": float(self.accuracy_before),
             "expected_accuracy_after": float(self.accuracy_after),
+            "expected_gain_interval_90": [float(x) for x in self.gain_interval()],
             "stop_reason": self.stop_reason,
             "candidates": int(self.n_candidates),
             "method": self.method,
@@ -177,6 +199,27 @@ def model_confusion(fit: FitResult) -> tuple[np.ndarray, np.ndarray, str | None]
         np.asarray(prior, float),
         f"'{fit.method}' has no confusion matrices: one-coin matrices from its skills.",
     )
+
+
+def predictive_model(
+    resp: Responses, fit: FitResult, prior_count: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, str | None]:
+    """The model the plan reasons with: items' posterior and annotators' confusions under the predictive
+    confusions (:func:`predictive_confusion`, :func:`predictive_posterior`; the fit's own with ``prior_count``
+    0), the class prior, every response's item and annotator code in the fit, and :func:`model_confusion`'s
+    note."""
+    conf, prior, note = model_confusion(fit)
+    workers = pd.Index(fit.workers)
+    item_of = pd.Index(fit.items).get_indexer(resp.items)[resp.item]
+    worker_of = workers.get_indexer(resp.workers)[resp.worker]
+    if (item_of < 0).any():
+        raise UserInputError("the responses have tasks the fit does not know; plan with the data that was fitted.")
+    post = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
+    seen = np.bincount(worker_of[worker_of >= 0], minlength=len(workers))
+    conf = predictive_confusion(conf, prior, seen, prior_count)
+    if prior_count > 0:  # the items' posterior under the same predictive confusions (module docstring)
+        post = predictive_posterior(item_of, worker_of, resp.label, conf, prior, n_items=len(post))
+    return post, conf, prior, item_of, worker_of, note
 
 
 def _per_worker(
@@ -251,20 +294,11 @@ def plan_relabel(
             "max_share must be in (0, 1], max_per_item and max_candidates at least 1, prior_count ≥ 0."
         )
     resp = as_responses(responses, classes=list(fit.classes), min_workers=1)
-    post = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
-    n, k = post.shape
-    conf, prior, note = model_confusion(fit)
+    fitted = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
+    n, k = fitted.shape
+    post, conf, _, item_of, worker_of, note = predictive_model(resp, fit, prior_count)
     notes = [note] if note else []
     workers = pd.Index(fit.workers)
-    item_of = pd.Index(fit.items).get_indexer(resp.items)[resp.item]
-    worker_of = workers.get_indexer(resp.workers)[resp.worker]
-    seen = np.bincount(worker_of[worker_of >= 0], minlength=len(workers))
-    conf = predictive_confusion(conf, prior, seen, prior_count)
-    fitted = post
-    if prior_count > 0:  # the items' posterior under the same predictive confusions (module docstring)
-        post = predictive_posterior(item_of, worker_of, resp.label, conf, prior, n_items=n)
-    if (item_of < 0).any():
-        raise UserInputError("the responses have tasks the fit does not know; plan with the data that was fitted.")
 
     costs = _per_worker(cost, workers, "cost", np.nan)
     if costs is not None and (costs <= 0).any():
@@ -390,6 +424,7 @@ def plan_relabel(
     cw = workers[cand] if c else workers[:0]
     cw_ids = cw.tolist()  # one conversion (a pandas take per item costs ~0.2 ms)
     after = before + float(item_gain.sum()) / n if n else before
+    sd = math.sqrt(sum(gain_variance(joints[r]) for r in rows)) / n if n else 0.0
     return RelabelPlan(
         tasks=pd.Index(fit.items).take(codes).rename("task"),
         annotators=tuple(tuple(cw_ids[j] for j in planned[r]) for r in rows),
@@ -410,6 +445,7 @@ def plan_relabel(
         n_candidates=c,
         method=fit.method,
         notes=tuple(notes),
+        gain_sd=sd,
     )
 
 
@@ -428,4 +464,5 @@ __all__ = [
     "model_confusion",
     "plan_relabel",
     "predictive_confusion",
+    "predictive_model",
 ]
