@@ -9,6 +9,7 @@ import pytest
 from fusion_core import UserInputError
 from fusion_core.data.export import csv_bytes, read_csv_export
 from fusion_core.diagnostics.plan import plan_relabel, predictive_confusion
+from fusion_core.diagnostics.predictive import crowd_confusion, held_out_strength
 from fusion_core.diagnostics.voi import (
     candidate_gain,
     expected_accuracy,
@@ -130,6 +131,30 @@ def test_predictive_confusion_shrinks_little_seen_annotators() -> None:
     assert np.abs(pred[1] - GAMMA).max() < 1e-3  # well measured: its fitted matrix
     assert pred[0, 0, 0] == pytest.approx((1 * 0.9 + 1) / (1 + 2))  # one expected item per class: halfway to uniform
     assert initial_gains(np.array([[0.6, 0.4]]), pred)[0, 0] < initial_gains(np.array([[0.6, 0.4]]), pred)[0, 1]
+
+
+def test_crowd_shrinkage_and_its_held_out_strength() -> None:
+    # a little-seen annotator's predictive matrix is near the crowd's, a well-seen one's near its own
+    conf = np.stack([GAMMA, np.array([[0.5, 0.5], [0.5, 0.5]]), np.array([[0.7, 0.3], [0.4, 0.6]])])
+    seen, prior = np.array([10_000, 10_000, 2]), np.array([0.5, 0.5])
+    center = crowd_confusion(conf, prior, seen)
+    assert np.allclose(center, (GAMMA + 0.5) / 2, atol=1e-3)
+    pred = predictive_confusion(conf, prior, seen, 2.0, center=center)
+    assert np.allclose(pred.sum(axis=2), 1.0)
+    assert np.abs(pred[0] - GAMMA).max() < 1e-3
+    assert pred[2, 0, 0] == pytest.approx((1 * 0.7 + 2 * 2 * center[0, 0]) / (1 + 2 * 2))
+    # the held-out strength: large when the annotators are alike, small when they differ (spammers and experts)
+    chosen = []
+    for spam, acc in ((0, 0.75), (20, 0.95)):
+        sim = dawid_skene(
+            n_items=600, n_workers=40, n_classes=3, responses_per_item=3, accuracy=(acc, acc), spammers=spam
+        )
+        est = create("ds").fit(sim.responses)
+        res, r = est.result_, est.responses_
+        it = res.items.get_indexer(r.items)[r.item]
+        wk = res.workers.get_indexer(r.workers)[r.worker]
+        chosen.append(held_out_strength(it, wk, r.label, res.posterior, res.class_prior, n_workers=len(res.workers))[0])
+    assert chosen[0] >= 2 and chosen[1] <= 1
 
 
 def test_greedy_respects_capacity_exclusions_and_budget() -> None:
