@@ -109,8 +109,8 @@ def held_out_strength(
     out (:func:`held_out_log_likelihood`; at most about :data:`MAX_SCORED` responses, those of random items)."""
     n, k = posterior.shape
     rng = np.random.default_rng(seed)
-    fold: np.ndarray = rng.random(n) < 0.5
-    scored: np.ndarray = rng.random(n) < min(1.0, MAX_SCORED / max(len(item), 1))  # items whose responses are scored
+    fold = np.less(rng.random(n), 0.5)
+    scored = np.less(rng.random(n), min(1.0, MAX_SCORED / max(len(item), 1)))  # items whose responses are scored
     scores = np.zeros(len(grid))
     for f in (True, False):
         fit_r = fold[item] == f
