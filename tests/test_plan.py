@@ -110,16 +110,14 @@ def test_gain_interval_covers_the_realised_gain_when_the_model_is_right() -> Non
     it = pd.Index(items).get_indexer(plan.assignment_task)
     wk = pd.Index(workers).get_indexer(plan.assignment_annotator)
     before = q.argmax(axis=1)
-    reps, inside, gains = 400, 0, []
-    for _ in range(reps):
-        truth = (rng.random(n)[:, None] > np.cumsum(q, axis=1)).sum(axis=1)
-        rows = conf[wk, truth[it]]  # planned responses × K reported
-        lab = np.minimum((rng.random(len(it))[:, None] > np.cumsum(rows, axis=1)).sum(axis=1), k - 1)
-        logp = np.log(q)
-        np.add.at(logp, it, np.log(conf[wk, :, lab]))
-        gain = (logp.argmax(axis=1) == truth).mean() - (before == truth).mean()
-        gains.append(gain)
-        inside += lo <= gain <= hi
+    reps = 400  # all replicates at once: truth reps × n, planned responses reps × pairs
+    truth = (rng.random((reps, n))[:, :, None] > np.cumsum(q, axis=1)[None]).sum(axis=2)
+    rows = conf[wk[None, :], truth[:, it]]  # reps × pairs × K reported
+    lab = np.minimum((rng.random((reps, len(it)))[:, :, None] > np.cumsum(rows, axis=2)).sum(axis=2), k - 1)
+    logp = np.repeat(np.log(q)[None], reps, axis=0)
+    np.add.at(logp, (np.arange(reps)[:, None], it[None, :]), np.log(conf[wk[None, :], :, lab]))
+    gains = (logp.argmax(axis=2) == truth).mean(axis=1) - (before[None] == truth).mean(axis=1)
+    inside = int(((lo <= gains) & (gains <= hi)).sum())
     assert 0.84 <= inside / reps <= 0.96
     assert abs(np.mean(gains) - (plan.accuracy_after - plan.accuracy_before)) < 3 * np.std(gains) / np.sqrt(reps)
 
