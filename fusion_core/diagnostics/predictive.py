@@ -21,8 +21,8 @@ from fusion_core.errors import UserInputError
 from fusion_core.methods.numerics import PROB_FLOOR
 from fusion_core.methods.results import FitResult
 
-#: prior strengths (pseudo-responses per true class) tried by :func:`held_out_strength`
-STRENGTH_GRID = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+#: prior strengths (pseudo-responses per cell: K per row) tried by :func:`held_out_strength`
+STRENGTH_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 #: responses scored by :func:`held_out_strength` at most (about; whole items are kept) — bounds its cost
 MAX_SCORED = 200_000
 
@@ -101,17 +101,18 @@ def held_out_strength(
     n_workers: int,
     seed: int = 0,
     grid: tuple[float, ...] = STRENGTH_GRID,
-) -> tuple[float, np.ndarray]:
-    """The strength of the shrinkage towards the crowd's matrix under which annotators' matrices best predict
-    responses they were *not* fitted on, and every candidate's held-out log-likelihood.  Two folds of items: each
-    fold's matrices are one M-step from the fit's posterior on its items (expected counts), shrunk as
-    :func:`predictive_confusion` towards that fold's crowd matrix, and score the other fold's responses leave one
-    out (:func:`held_out_log_likelihood`; at most about :data:`MAX_SCORED` responses, those of random items)."""
+) -> tuple[float, bool, np.ndarray]:
+    """The shrinkage under which annotators' matrices best predict responses they were *not* fitted on: its
+    strength, whether towards the crowd's matrix (else towards uniform: little-seen annotators count as
+    uninformative), and every candidate's held-out log-likelihood (2 × grid: crowd, uniform).  Two folds of items:
+    each fold's matrices are one M-step from the fit's posterior on its items (expected counts), shrunk as
+    :func:`predictive_confusion` towards that fold's crowd matrix or uniform, and score the other fold's responses
+    leave one out (:func:`held_out_log_likelihood`; at most about :data:`MAX_SCORED` responses, of random items)."""
     n, k = posterior.shape
     rng = np.random.default_rng(seed)
     fold = np.less(rng.random(n), 0.5)
     scored = np.less(rng.random(n), min(1.0, MAX_SCORED / max(len(item), 1)))  # items whose responses are scored
-    scores = np.zeros(len(grid))
+    scores = np.zeros((2, len(grid)))
     for f in (True, False):
         fit_r = fold[item] == f
         test_r = ~fit_r & scored[item]
@@ -125,10 +126,12 @@ def held_out_strength(
         rows = counts.sum(axis=2, keepdims=True)
         center = counts.sum(axis=0) / np.maximum(counts.sum(axis=(0, 2))[:, None], 1e-300)
         it, wk, lb = item[test_r], worker[test_r], label[test_r]
-        for g, a in enumerate(grid):
-            conf = (counts + k * a * center[None]) / (rows + k * a)
-            scores[g] += held_out_log_likelihood(it, wk, lb, conf, prior, n_items=n)
-    return float(grid[int(np.argmax(scores))]), scores
+        for c, towards in enumerate((center, np.full((k, k), 1.0 / k))):
+            for g, a in enumerate(grid):
+                conf = (counts + k * a * towards[None]) / (rows + k * a)
+                scores[c, g] += held_out_log_likelihood(it, wk, lb, conf, prior, n_items=n)
+    c, g = np.unravel_index(int(np.argmax(scores)), scores.shape)
+    return float(grid[g]), bool(c == 0), scores
 
 
 def predictive_posterior(
