@@ -130,8 +130,8 @@ def held_out_strength(
             for g, a in enumerate(grid):
                 conf = (counts + k * a * towards[None]) / (rows + k * a)
                 scores[c, g] += held_out_log_likelihood(it, wk, lb, conf, prior, n_items=n)
-    c, g = np.unravel_index(int(np.argmax(scores)), scores.shape)
-    return float(grid[g]), bool(c == 0), scores
+    best, g = divmod(int(np.argmax(scores)), len(grid))
+    return float(grid[g]), best == 0, scores
 
 
 def predictive_posterior(
@@ -168,10 +168,14 @@ def predictive_model(
     ok = worker_of >= 0
     seen = np.bincount(worker_of[ok], minlength=len(workers))
     if prior_count == "auto":
-        strength, _ = held_out_strength(item_of[ok], worker_of[ok], resp.label[ok], post, prior, n_workers=len(workers))
-        conf = predictive_confusion(conf, prior, seen, strength, center=crowd_confusion(conf, prior, seen))
+        strength, crowd, _ = held_out_strength(
+            item_of[ok], worker_of[ok], resp.label[ok], post, prior, n_workers=len(workers)
+        )
+        center = crowd_confusion(conf, prior, seen) if crowd else None
+        conf = predictive_confusion(conf, prior, seen, strength, center=center)
         shrink = (
-            f"annotators' matrices shrunk towards the crowd's with {strength:g} pseudo-responses per class (held out)."
+            f"annotators' matrices shrunk towards {'the crowd average' if crowd else 'uniform'} with {strength:g} "
+            "pseudo-responses per cell (chosen on held-out responses)."
         )
         note = f"{note} {shrink}" if note else shrink
     elif float(prior_count) > 0:
