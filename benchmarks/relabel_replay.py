@@ -7,9 +7,9 @@ against gold (used only here, never by a strategy):
 * ``plan``     — :func:`fusion_core.diagnostics.plan.plan_relabel` with a per-round budget (items with nothing
                  left to buy are closed: ``items=``).  When the plan asks annotator X for item i and X's real
                  response to i is not held back (X never labelled i), the benchmark buys another held-back
-                 response of i: a random one (``--substitute random``, the default: whoever the platform finds)
-                 or its most informative annotator's under the plan's model (``informative``; one the fit has not
-                 seen counts as median) — counted and printed as "substituted";
+                 response of i: its most informative annotator's under the plan's model (``--substitute
+                 informative``, the default; one the fit has not seen counts as median) or a random one
+                 (``random``: whoever the platform finds) — counted and printed as "substituted";
 * ``uniform``  — one more random held-back response for every item per round (extra overlap 3, 4, …);
 * ``fixed``    — today's audit rule (``ReviewRule``: label probability < 0.9, label differs from the vote, or
                  < 3 responses), least confident first, one random held-back response per flagged item, with the
@@ -106,7 +106,7 @@ def replay(
     plan_kw: dict | None = None,
     strategies: tuple[str, ...] = ("plan", "fixed"),
     plan_buy: str = "asked",
-    substitute: str = "random",
+    substitute: str = "informative",
 ) -> dict[str, Curve]:
     """One replay of the three strategies from the same 2-response start."""
     rng = np.random.default_rng(seed)
@@ -384,9 +384,9 @@ def main() -> None:
     ap.add_argument(
         "--substitute",
         choices=["random", "informative"],
-        default="random",
-        help="when the annotator the plan asks never labelled the item: a random held-back response of the item "
-        "(whoever the platform finds), or the one of its most informative annotator under the plan's model",
+        default="informative",
+        help="when the annotator the plan asks never labelled the item: the held-back response of its most "
+        "informative annotator under the plan's model, or a random one (whoever the platform finds)",
     )
     ap.add_argument("--plot", action="store_true", help="write benchmarks/out/relabel_replay.html")
     args = ap.parse_args()
