@@ -128,8 +128,10 @@ class RelabelPlan:
             )
             if self.gain_sd > 0:
                 lo, hi = self.gain_interval()
-                head += f" (90 % interval {self.accuracy_before + lo:.1%}–{self.accuracy_before + hi:.1%})"
-            head += f" (stopped: {self.stop_reason})."
+                a, b = (min(1.0, max(0.0, self.accuracy_before + x)) for x in (lo, hi))
+                head += f" (90 % interval {a:.1%}–{b:.1%}; stopped: {self.stop_reason})."
+            else:
+                head += f" (stopped: {self.stop_reason})."
         if self.target is not None:
             head += f" {self.items_at_target:,} of {self.n_items:,} items already meet the target confidence {self.target:g}."
         return head
