@@ -213,7 +213,7 @@ def test_fisher_m_step_reaches_the_lbfgs_optimum(kind, estimated):
             backbone_objective, log_confusion=np.log(conf), strength=3.0, scale=fixed, regularization=0.7
         )
     start = (np.zeros(w), np.full(w, np.log(0.5)), np.zeros(2 * k - 2))
-    b, log_s, eta = fisher_profiles(loss, *start, estimate_scale=estimated, regularization=0.7, rounds=200)
+    b, log_s, eta, conf_fit = fisher_profiles(loss, *start, estimate_scale=estimated, regularization=0.7, rounds=200)
     x = np.concatenate([b, log_s, *([eta] if estimated else [])])
     box = Bounds(*parameter_bounds(w, k, estimated))
     options = {"maxiter": 5000, "ftol": 1e-15, "gtol": 1e-10}
@@ -226,6 +226,7 @@ def test_fisher_m_step_reaches_the_lbfgs_optimum(kind, estimated):
     assert float(polish.fun) >= f_new - 1e-7 * abs(f_new)
     assert np.abs(polish.x - x).max() < 1e-3
     assert x[0] == box.lb[0] or kind == "backbone"  # the level-0 annotator's bias is on its bound
+    assert np.array_equal(conf_fit, ordinal_confusion(b, np.exp(log_s), eta))  # the confusion it reports is theirs
 
 
 def test_ordinal_ds_hand_computed_case():

@@ -61,6 +61,7 @@ class OrdinalDSState(NamedTuple):
     log_noise: np.ndarray
     scale: np.ndarray
     class_prior: np.ndarray
+    backbone: np.ndarray | None = None  # the ordered-probit confusion of (bias, log_noise, scale), when computed
 
 
 def kl_rows(backbone: np.ndarray, confusion: np.ndarray) -> float:
@@ -107,6 +108,8 @@ class OrdinalDSModel:
     gold: Gold | None = None
 
     def backbone(self, state: OrdinalDSState) -> np.ndarray:
+        if state.backbone is not None:
+            return state.backbone
         return ordinal_confusion(state.bias, np.exp(state.log_noise), state.scale)
 
     def objective_terms(self, state: OrdinalDSState) -> float:
@@ -126,7 +129,7 @@ class OrdinalDSModel:
     def m_step(self, stats: tuple[np.ndarray, OrdinalDSState]) -> OrdinalDSState:
         posterior, previous = stats
         counts = expected_counts(self.resp, posterior)
-        bias, log_noise, scale = fisher_profiles(
+        bias, log_noise, scale, backbone = fisher_profiles(
             KLLoss(safe_log(previous.confusion), self.strength),
             previous.bias,
             previous.log_noise,
@@ -135,10 +138,9 @@ class OrdinalDSModel:
             regularization=self.regularization,
             rounds=BACKBONE_ROUNDS,
         )
-        backbone = ordinal_confusion(bias, np.exp(log_noise), scale)
         prior = posterior.sum(axis=0) + 1e-12
         conf = shrunk_confusion(counts, backbone, self.strength)
-        return OrdinalDSState(conf, bias, log_noise, scale, prior / prior.sum())
+        return OrdinalDSState(conf, bias, log_noise, scale, prior / prior.sum(), backbone)
 
     def start(self, posterior: np.ndarray) -> OrdinalDSState:
         """From initial posteriors (gold rows clamped): ``ordinal-em``'s start (its M-step fits the backbone to the
@@ -147,7 +149,7 @@ class OrdinalDSModel:
         probit: OrdinalState = OrdinalModel(self.resp, self.estimate_scale, self.regularization, self.gold).start(q)
         backbone = ordinal_confusion(probit.bias, np.exp(probit.log_noise), probit.scale)
         conf = shrunk_confusion(expected_counts(self.resp, q), backbone, self.strength)
-        return OrdinalDSState(conf, probit.bias, probit.log_noise, probit.scale, probit.class_prior)
+        return OrdinalDSState(conf, probit.bias, probit.log_noise, probit.scale, probit.class_prior, backbone)
 
 
 @register(

@@ -100,7 +100,7 @@ class OrdinalModel:
     def m_step(self, stats: tuple[np.ndarray, OrdinalState]) -> OrdinalState:
         posterior, previous = stats
         counts = expected_counts(self.resp, posterior)
-        bias, log_noise, scale = fisher_profiles(
+        bias, log_noise, scale, _ = fisher_profiles(
             CountsLoss(counts),
             previous.bias,
             previous.log_noise,

@@ -25,7 +25,7 @@ and no optimiser bookkeeping (it replaced L-BFGS-B: adult ``ordinal-em`` 9.1 s �
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -34,6 +34,16 @@ from fusion_core.methods.ordinal.scale import NOISE_CENTER, cut_z, interval_prob
 
 _HALVINGS = 30  # step halvings before an annotator (or the scale) keeps its parameters for this round
 _FTOL = 1e-10  # relative decrease below which a round (or one annotator's step) counts as no progress
+
+
+class Profiles(NamedTuple):
+    """The M-step's result: ``bias``, ``log_noise``, the gap logits ``scale`` and the ordered-probit confusion
+    matrices they imply (workers × true × reported, as :func:`~.scale.ordinal_confusion`)."""
+
+    bias: np.ndarray
+    log_noise: np.ndarray
+    scale: np.ndarray
+    confusion: np.ndarray
 
 
 class RowLoss(Protocol):
@@ -266,8 +276,8 @@ def fisher_profiles(
     estimate_scale: bool,
     regularization: float,
     rounds: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(bias, log_noise, scale)`` lowering ``loss + λ/2 ‖θ‖²_prior`` from the given start by up to ``rounds``
+) -> Profiles:
+    """:class:`Profiles` lowering ``loss + λ/2 ‖θ‖²_prior`` from the given start by up to ``rounds``
     rounds (a joint step when the scale is estimated, then a per-annotator step), fewer when a round lowers it by
     less than :data:`_FTOL` relative (module docstring); the objective never rises."""
     w, k = len(bias), len(scale) // 2 + 1
@@ -289,4 +299,4 @@ def fisher_profiles(
         if before - total <= _FTOL * (abs(total) + 1.0):
             break
         before = total
-    return b, log_s, eta
+    return Profiles(b, log_s, eta, rows[1])
