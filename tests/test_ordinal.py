@@ -4,6 +4,7 @@ and the graded-crowd simulators, issue 21 item 5."""
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -181,6 +182,51 @@ def test_backbone_gradient_matches_finite_differences(estimated):
 
     numeric = approx_fprime(x, lambda v: f(v)[0], 1e-7)
     assert np.max(np.abs(f(x)[1] - numeric)) <= 1e-5 * np.max(np.abs(numeric))
+
+
+@pytest.mark.parametrize("estimated", [True, False])
+@pytest.mark.parametrize("kind", ["counts", "backbone"])
+def test_fisher_m_step_reaches_the_lbfgs_optimum(kind, estimated):
+    """The Fisher-scoring M-step (fusion_core.methods.ordinal.fisher) against L-BFGS-B on the same objective, with an
+    annotator who nearly always reports level 0 (as one on adult: its bias goes to the box bound) and one with
+    almost no responses: a value no higher than L-BFGS-B's from the same start, and a local minimum (L-BFGS-B
+    started there neither moves it nor lowers the objective)."""
+    from scipy.optimize import Bounds, minimize
+    from threadpoolctl import threadpool_limits
+
+    from fusion_core.methods.ordinal.fisher import CountsLoss, KLLoss, fisher_profiles
+    from fusion_core.methods.ordinal.scale import parameter_bounds
+
+    rng = np.random.default_rng(4)
+    w, k = 12, 4
+    counts = rng.gamma(0.6, 4.0, size=(w, k, k)) * (1 + 4 * np.eye(k))
+    counts[0] = [[6246.0, 1.6, 0.0, 1.3], [535.0, 0.5, 0.0, 0.1], [245.0, 0.3, 0.0, 0.2], [273.0, 0.5, 0.0, 1.3]]
+    counts[1] *= 0.01
+    conf = (counts + 0.3) / (counts + 0.3).sum(axis=2, keepdims=True)
+    fixed = None if estimated else np.zeros(2 * k - 2)
+    if kind == "counts":
+        loss = CountsLoss(counts)
+        objective = partial(m_step_objective, counts=counts, scale=fixed, regularization=0.7)
+    else:
+        loss = KLLoss(np.log(conf), 3.0)
+        objective = partial(
+            backbone_objective, log_confusion=np.log(conf), strength=3.0, scale=fixed, regularization=0.7
+        )
+    start = (np.zeros(w), np.full(w, np.log(0.5)), np.zeros(2 * k - 2))
+    b, log_s, eta, conf_fit = fisher_profiles(loss, *start, estimate_scale=estimated, regularization=0.7, rounds=200)
+    x = np.concatenate([b, log_s, *([eta] if estimated else [])])
+    box = Bounds(*parameter_bounds(w, k, estimated))
+    options = {"maxiter": 5000, "ftol": 1e-15, "gtol": 1e-10}
+    x0 = np.concatenate(start[: 3 if estimated else 2])
+    with threadpool_limits(limits=1, user_api="blas"):  # L-BFGS-B's tiny BLAS calls: threads only slow it down
+        ref = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=box, options=options)
+        polish = minimize(objective, x, jac=True, method="L-BFGS-B", bounds=box, options=options)
+    f_new = objective(x)[0]
+    assert f_new <= float(ref.fun) + 1e-7 * abs(float(ref.fun))
+    assert float(polish.fun) >= f_new - 1e-7 * abs(f_new)
+    assert np.abs(polish.x - x).max() < 1e-3
+    assert x[0] == box.lb[0] or kind == "backbone"  # the level-0 annotator's bias is on its bound
+    assert np.array_equal(conf_fit, ordinal_confusion(b, np.exp(log_s), eta))  # the confusion it reports is theirs
 
 
 def test_ordinal_ds_hand_computed_case():

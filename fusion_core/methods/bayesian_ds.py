@@ -102,6 +102,7 @@ def dirichlet_ml(mean_log: np.ndarray, start: np.ndarray, n_iter: int = 50, rtol
     the row's objective, so each call raises the ELBO's hyper-parameter term (a generalised M-step)."""
     alpha = np.clip(np.array(start, dtype=float), *HYPER_RANGE)
     f0 = dirichlet_objective(alpha, mean_log)
+    lo, hi = HYPER_RANGE
     for _ in range(n_iter):
         total = alpha.sum(axis=-1, keepdims=True)
         grad = digamma(total) - digamma(alpha) + mean_log
@@ -109,17 +110,17 @@ def dirichlet_ml(mean_log: np.ndarray, start: np.ndarray, n_iter: int = 50, rtol
         z = trigamma(total)
         b = (grad / q).sum(axis=-1, keepdims=True) / (1.0 / z + (1.0 / q).sum(axis=-1, keepdims=True))
         step = (grad - b) / q  # H⁻¹ g (Sherman–Morrison); Newton: α − H⁻¹ g
-        todo = np.ones(alpha.shape[:-1], dtype=bool)
         new = alpha.copy()
-        for _ in range(30):
-            trial = np.clip(alpha - step, *HYPER_RANGE)
-            f1 = dirichlet_objective(trial, mean_log)
-            ok = todo & (f1 >= f0 - 1e-12 * np.abs(f0))
-            new[ok], f0 = trial[ok], np.where(ok, f1, f0)
-            todo &= ~ok
-            if not todo.any():
+        rows = np.arange(len(alpha))
+        for _ in range(30):  # halve the steps of the rows whose objective would fall (only those are evaluated)
+            if not len(rows):
                 break
-            step = np.where(todo[..., None], 0.5 * step, step)
+            trial = np.clip(alpha[rows] - step[rows], lo, hi)
+            f1 = dirichlet_objective(trial, mean_log[rows])
+            ok = f1 >= f0[rows] - 1e-12 * np.abs(f0[rows])
+            new[rows[ok]], f0[rows[ok]] = trial[ok], f1[ok]
+            rows = rows[~ok]
+            step[rows] *= 0.5
         change = np.max(np.abs(new - alpha) / alpha)
         alpha = new
         if change < rtol:

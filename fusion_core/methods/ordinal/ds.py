@@ -15,7 +15,7 @@ sharp or noisy, from a handful of responses — and a heavy annotator's rows are
 
 EM through the shared driver: the E-step is Dawid–Skene's with Γ (log space, gold clamped); the M-step is one
 coordinate ascent of J from the expected counts ``C`` (workers × true × reported): θ ← argmin Σ_jk KL(B_θ,jk ‖ Γ_jk)
-+ prior (L-BFGS-B, analytic gradient through :func:`~.scale.probit_gradient`, warm-started), then the closed form
++ prior (one round of Fisher scoring, :mod:`.fisher`, warm-started), then the closed form
 ``Γ_jk = (C_jk + α B_jk) / (n_jk + α)`` and ``π ∝ Σ_i q_i``.  Both steps increase J, so the trace never falls.
 As α → 0 this is Dawid–Skene; as α → ∞ an ordered-probit model fitted through its rows.
 """
@@ -23,7 +23,6 @@ As α → 0 this is Dawid–Skene; as α → ∞ an ordered-probit model fitted 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -35,10 +34,10 @@ from fusion_core.methods.dawid_skene import e_step_joint, expected_counts
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.numerics import PROB_FLOOR, safe_log
 from fusion_core.methods.ordinal.em import OrdinalEM, OrdinalModel, OrdinalState, ordinal_fit
+from fusion_core.methods.ordinal.fisher import KLLoss, fisher_profiles
 from fusion_core.methods.ordinal.scale import (
     NOISE_CENTER,
     cut_z,
-    fit_profiles,
     interval_prob,
     ordinal_confusion,
     probit_gradient,
@@ -48,9 +47,9 @@ from fusion_core.methods.params import Float, Param
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import Fit
 
-BACKBONE_STEPS = 5
-"""L-BFGS-B iterations per M-step for the backbone (warm-started: a partial step still increases J — generalised
-EM — and the backbone converges over the EM iterations)."""
+BACKBONE_ROUNDS = 1
+"""Fisher-scoring rounds per M-step for the backbone (:mod:`.fisher`; warm-started: a partial step still increases
+J — generalised EM — and the backbone converges over the EM iterations)."""
 
 
 class OrdinalDSState(NamedTuple):
@@ -62,6 +61,7 @@ class OrdinalDSState(NamedTuple):
     log_noise: np.ndarray
     scale: np.ndarray
     class_prior: np.ndarray
+    backbone: np.ndarray | None = None  # the ordered-probit confusion of (bias, log_noise, scale), when computed
 
 
 def kl_rows(backbone: np.ndarray, confusion: np.ndarray) -> float:
@@ -108,6 +108,8 @@ class OrdinalDSModel:
     gold: Gold | None = None
 
     def backbone(self, state: OrdinalDSState) -> np.ndarray:
+        if state.backbone is not None:
+            return state.backbone
         return ordinal_confusion(state.bias, np.exp(state.log_noise), state.scale)
 
     def objective_terms(self, state: OrdinalDSState) -> float:
@@ -127,20 +129,18 @@ class OrdinalDSModel:
     def m_step(self, stats: tuple[np.ndarray, OrdinalDSState]) -> OrdinalDSState:
         posterior, previous = stats
         counts = expected_counts(self.resp, posterior)
-        w, k = self.resp.n_workers, self.resp.n_classes
-        objective = partial(
-            backbone_objective,
-            log_confusion=safe_log(previous.confusion),
-            strength=self.strength,
-            scale=None if self.estimate_scale else previous.scale,
+        bias, log_noise, scale, backbone = fisher_profiles(
+            KLLoss(safe_log(previous.confusion), self.strength),
+            previous.bias,
+            previous.log_noise,
+            previous.scale,
+            estimate_scale=self.estimate_scale,
             regularization=self.regularization,
+            rounds=BACKBONE_ROUNDS,
         )
-        x = fit_profiles(objective, previous, k=k, estimate_scale=self.estimate_scale, steps=BACKBONE_STEPS)
-        scale = np.asarray(x[2 * w :] if self.estimate_scale else previous.scale, dtype=float)
-        backbone = ordinal_confusion(x[:w], np.exp(x[w : 2 * w]), scale)
         prior = posterior.sum(axis=0) + 1e-12
         conf = shrunk_confusion(counts, backbone, self.strength)
-        return OrdinalDSState(conf, x[:w], x[w : 2 * w], scale, prior / prior.sum())
+        return OrdinalDSState(conf, bias, log_noise, scale, prior / prior.sum(), backbone)
 
     def start(self, posterior: np.ndarray) -> OrdinalDSState:
         """From initial posteriors (gold rows clamped): ``ordinal-em``'s start (its M-step fits the backbone to the
@@ -149,7 +149,7 @@ class OrdinalDSModel:
         probit: OrdinalState = OrdinalModel(self.resp, self.estimate_scale, self.regularization, self.gold).start(q)
         backbone = ordinal_confusion(probit.bias, np.exp(probit.log_noise), probit.scale)
         conf = shrunk_confusion(expected_counts(self.resp, q), backbone, self.strength)
-        return OrdinalDSState(conf, probit.bias, probit.log_noise, probit.scale, probit.class_prior)
+        return OrdinalDSState(conf, probit.bias, probit.log_noise, probit.scale, probit.class_prior, backbone)
 
 
 @register(
@@ -196,6 +196,6 @@ class OrdinalDawidSkene(OrdinalEM):
             responses, float(self.strength), self.scale == "estimated", float(self.regularization), gold
         )
         settings = EMSettings(tol=float(self.tol), max_iter=int(self.max_iter), name=f"{self.method_name} EM")
-        with threadpool_limits(limits=1, user_api="blas"):  # L-BFGS-B's many tiny BLAS calls, as ordinal-em
+        with threadpool_limits(limits=1, user_api="blas"):  # many small array operations, as ordinal-em
             run = run_em(model, model.start(initial_posterior(responses, "mv")), settings)
         return ordinal_fit(run, run.state.confusion, model.estimate_scale)
