@@ -37,7 +37,7 @@ from pathlib import Path
 import fusion_core.cli as cli
 from fusion_core.data.formats.dispatch import read_encoded
 from fusion_core.data.readers import ReadOptions
-from fusion_core.data.coding import code_table
+from fusion_core.data.responses import Responses
 from fusion_core.methods import create
 out = []
 def rec(name, f):
@@ -48,7 +48,7 @@ def rec(name, f):
 out.append(["imports", time.perf_counter() - t0, time.process_time() - c0])
 path, out_dir, max_iter = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 table = rec("read", lambda: read_encoded(path, options=ReadOptions(max_bytes=1 << 40)))
-resp = rec("validate + code", lambda: code_table(table))
+resp = rec("validate + code", lambda: Responses.from_table(table))
 params = {"max_iter": max_iter} if max_iter > 0 else {}
 est = rec("fit", lambda: create("ds", **params).fit(resp))
 plain = cli.write_table

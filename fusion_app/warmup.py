@@ -42,7 +42,7 @@ def _warm() -> None:
         from fusion_core.diagnostics.audit import run_audit
         from fusion_core.methods.context.chain import warm_chain_programme
         from fusion_core.methods.dawid_skene.sweep import ds_sweep, expected_counts_of
-        from fusion_core.methods.majority import vote_shares
+        from fusion_core.methods.votes import vote_shares
         from fusion_core.plots.audit import audit_figures
         from fusion_core.simulate import dawid_skene
 

@@ -32,7 +32,7 @@ from fusion_core.diagnostics.cartels.statistic import batched_stats
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods.base import initial_posterior
 from fusion_core.methods.dawid_skene import fit_em_from
-from fusion_core.methods.dawid_skene.sweep import n_threads
+from fusion_core.methods.layout import n_threads
 from fusion_core.methods.numerics import jit_enabled
 from fusion_core.methods.spectral import BinaryMatrix, Moments, fit_binary
 

@@ -1,4 +1,4 @@
-"""The compiled vote-share pass of majority vote (numba; imported only by :func:`.majority.vote_shares`)."""
+"""The compiled vote-share pass (numba; imported only by :func:`.votes.vote_shares`)."""
 
 from __future__ import annotations
 
