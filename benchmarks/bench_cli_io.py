@@ -19,7 +19,6 @@ Run:  python benchmarks/bench_cli_io.py [--rows 1000000 10000000] [--max-iter 5]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -27,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import make_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,7 +95,7 @@ def load() -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = make_parser(__doc__)
     ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     ap.add_argument("--max-iter", type=int, default=5, help="DS iterations of the fixed-iteration runs")
     ap.add_argument("--default-iter", action="store_true", help="also run DS with its default max_iter/tol")

@@ -18,6 +18,7 @@ import time
 import warnings
 
 import numpy as np
+from _common import make_parser
 
 from fusion_core.data.loading import load_responses
 from fusion_core.diagnostics.drift import drift_report
@@ -52,7 +53,7 @@ def one(seed: int, drift: bool, args: argparse.Namespace) -> tuple[bool, float, 
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = make_parser(__doc__)
     p.add_argument("--seeds", type=int, default=20, help="simulated crowds with and without drift (default 20)")
     p.add_argument("--items", type=int, default=3000)
     p.add_argument("--workers", type=int, default=20)
