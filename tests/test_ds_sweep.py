@@ -180,20 +180,3 @@ def test_structure_from_unsorted_items_and_repeated_responses(backend, monkeypat
     sw = sweep.ds_sweep(resp, conf, np.full(k, 1 / k), backend=backend)
     np.testing.assert_allclose(sw.posterior, post, rtol=0, atol=1e-12)
     assert sw.log_likelihood == pytest.approx(ll, rel=1e-12)
-
-
-@pytest.mark.skipif(not sweep.HAVE_NUMBA, reason="numba absent")
-@pytest.mark.parametrize("weighted", [False, True])
-def test_majority_vote_shares_compiled_equal_numpy(weighted, monkeypatch):
-    from fusion_core.methods import votes
-
-    resp, _, _ = _case(4, weighted, seed=6)
-    ww = np.random.default_rng(0).uniform(0, 2, resp.n_workers)
-    ww[0] = 0.0
-    monkeypatch.setattr(votes, "JIT_MIN_RESPONSES", 0)
-    for w in (None, ww):
-        monkeypatch.setenv("FUSION_CORE_JIT", "1")
-        a = votes.vote_shares(resp, w)
-        monkeypatch.setenv("FUSION_CORE_JIT", "0")
-        b = votes.vote_shares(resp, w)
-        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)

@@ -269,7 +269,7 @@ def bootstrap_test(
         threads = n_threads() if reps.work >= MIN_THREADED_WORK else 1
     workers = min(threads, len(starts), MAX_THREADS)
     with ThreadPoolExecutor(max(workers, 1), thread_name_prefix="fusion-cartel") as pool:
-        # the compiled kernels, numpy and LAPACK (:mod:`.lapack`) release the GIL: ``workers`` chunks in flight,
+        # the compiled kernels and numpy release the GIL (scipy.linalg.eigh holds it): ``workers`` chunks in flight,
         # read back in order; the stop rule only looks at the chunks before it, so the result is the sequential one
         pending = {c: pool.submit(run, c) for c in range(workers)}
         s_obs, spec_obs = reps.observed()  # while the first chunks are drawn
