@@ -1,8 +1,8 @@
 """The shared sparse layout of the responses, family-free: items × workers·K in CSR form with column
 ``worker·K + label`` (:class:`SweepData`), the rule that picks the compiled or the numpy path, and the thread count.
 
-Dawid–Skene's fused pass (:mod:`~fusion_core.methods.dawid_skene.sweep`), majority vote's shares
-(:mod:`~fusion_core.methods.votes`) and the other families' compiled loops read it; it depends on no family.
+Dawid–Skene's fused pass (:mod:`~fusion_core.methods.dawid_skene.sweep`), its incremental update and the Dask
+engine read it, and the spectral family and the cartel check take their thread count here; it depends on no family.
 """
 
 from __future__ import annotations
