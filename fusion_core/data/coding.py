@@ -387,10 +387,7 @@ def code_wide(
     if annot.shape[1] == 0:
         raise UserInputError("the wide table has no annotator columns.")
     item = role_codes(ids.reset_index(drop=True), column=str(task or "index"), options=opts)
-    per_column = [
-        role_codes(annot.iloc[:, j].reset_index(drop=True), column=str(c), options=opts)
-        for j, c in enumerate(annot.columns)
-    ]
+    per_column = [role_codes(col, column=str(c), options=opts) for c, col in annot.items()]  # codes by position
     label = _shared_classes(per_column)
     n, m = len(df), annot.shape[1]
     matrix = np.column_stack([c.codes for c in label])  # n × m label codes, −1 = no response
