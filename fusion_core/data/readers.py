@@ -309,8 +309,8 @@ class Encoder:
     def _merge(self) -> None:
         if not self.pending:
             return
-        if len(self.values) == 0 and len(self.pending) == 1 and self.pending[0][3]:  # nothing to merge with
-            self.values = self.pending[0][2]
+        if len(self.values) == 0 and len(self.pending) == 1 and (self.pending[0][3] or _few_unique(self.pending[0][2])):
+            self.values = self.pending[0][2]  # nothing to merge with
             self.pending, self.pending_bytes = [], 0
             return
         if self.values.type == pa.string() and self.values.nbytes + self.pending_bytes > 1 << 30:
@@ -335,8 +335,12 @@ class Encoder:
         self._release()
         self._merge()
         self._reserve(n_rows)
-        cleaned = clean_text(self.values, options)
         codes = self.codes[:n_rows]
+        # a few values (a wide table's annotator columns): the same cleaning in Python, without Arrow's per-call
+        # cost (~8 calls a column: 5,000 columns 3.6 → 1.4 s CPU)
+        if len(self.values) <= FEW and not self.values.null_count and not options.strip_whitespace:
+            return self._finish_few(codes, options)
+        cleaned = clean_text(self.values, options)
         if cleaned.null_count or not cleaned.equals(self.values):
             again = pc.dictionary_encode(cleaned, memory_pool=POOL)
             mapping = np.append(pc.fill_null(again.indices, -1).to_numpy(zero_copy_only=False), np.int32(-1))
@@ -348,6 +352,35 @@ class Encoder:
         del codes
         self.codes = np.empty(0, dtype=np.int32)
         return Column(out, pd.Index(cleaned.to_pandas(), dtype="str"))
+
+    def _finish_few(self, codes: np.ndarray, options: ReadOptions) -> Column:
+        """:meth:`finish` for at most :data:`FEW` distinct values and no trimming: the empty string and
+        ``na_values`` become missing, the other values keep their order (as ``clean_text`` then
+        ``dictionary_encode`` would leave them)."""
+        values = self.values.to_pylist()
+        missing = {"", *options.na_values}
+        kept = [v for v in values if v not in missing]
+        if len(kept) < len(values):
+            position = {v: i for i, v in enumerate(kept)}
+            mapping = np.array([position.get(v, -1) for v in values] + [-1], dtype=np.int32)
+            for i in range(0, len(codes), 1 << 20):
+                codes[i : i + (1 << 20)] = mapping[codes[i : i + (1 << 20)]]
+        dtype = code_dtype(len(kept))
+        out = codes if dtype == np.int32 else codes.astype(dtype)
+        self.codes = np.empty(0, dtype=np.int32)
+        return Column(out, pd.Index(kept, dtype="str"))
+
+
+FEW = 64
+"""Distinct values up to which a column is finished in Python (:meth:`Encoder._finish_few`)."""
+
+
+def _few_unique(dictionary: pa.Array) -> bool:
+    """Whether a short dictionary (≤ :data:`FEW` values, no null) repeats no value: then it needs no merge."""
+    if len(dictionary) > FEW or dictionary.null_count:
+        return False
+    values = dictionary.to_pylist()
+    return len(set(values)) == len(values)
 
 
 @dataclass
