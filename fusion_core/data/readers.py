@@ -309,9 +309,12 @@ class Encoder:
     def _merge(self) -> None:
         if not self.pending:
             return
-        if len(self.values) == 0 and len(self.pending) == 1 and (self.pending[0][3] or _few_unique(self.pending[0][2])):
-            self.values = self.pending[0][2]  # nothing to merge with
+        if len(self.values) == 0 and len(self.pending) == 1 and self.pending[0][3]:  # nothing to merge with
+            self.values = self.pending[0][2]
             self.pending, self.pending_bytes = [], 0
+            return
+        if len(self.values) + sum(len(d) for _, _, d, _ in self.pending) <= FEW:
+            self._merge_few()
             return
         if self.values.type == pa.string() and self.values.nbytes + self.pending_bytes > 1 << 30:
             self.values = self.values.cast(pa.large_string(), memory_pool=POOL)  # offsets beyond 2 GB
@@ -328,6 +331,26 @@ class Encoder:
             self.codes[start:stop] = mapping[self.codes[start:stop]]
         if merged.num_chunks:
             self.values = merged.chunk(0).dictionary
+        self.pending, self.pending_bytes = [], 0
+
+    def _merge_few(self) -> None:
+        """:meth:`_merge` of at most :data:`FEW` values in all, in Python: the merged values keep their codes and
+        new values follow in order of first appearance (as Arrow's ``dictionary_encode`` orders them)."""
+        merged = self.values.to_pylist()
+        position = {v: i for i, v in enumerate(merged)}
+        for start, stop, dictionary, _ in self.pending:
+            ids = []
+            for v in dictionary.to_pylist():
+                if v is None:
+                    ids.append(-1)
+                    continue
+                if v not in position:
+                    position[v] = len(merged)
+                    merged.append(v)
+                ids.append(position[v])
+            mapping = np.array([*ids, -1], dtype=np.int32)  # code −1 (missing) → −1
+            self.codes[start:stop] = mapping[self.codes[start:stop]]
+        self.values = pa.array(merged, self.values.type)
         self.pending, self.pending_bytes = [], 0
 
     def finish(self, n_rows: int, options: ReadOptions) -> Column:
@@ -373,14 +396,6 @@ class Encoder:
 
 FEW = 64
 """Distinct values up to which a column is finished in Python (:meth:`Encoder._finish_few`)."""
-
-
-def _few_unique(dictionary: pa.Array) -> bool:
-    """Whether a short dictionary (≤ :data:`FEW` values, no null) repeats no value: then it needs no merge."""
-    if len(dictionary) > FEW or dictionary.null_count:
-        return False
-    values = dictionary.to_pylist()
-    return len(set(values)) == len(values)
 
 
 @dataclass
