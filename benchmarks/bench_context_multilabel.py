@@ -45,14 +45,14 @@ def context_benchmarks() -> None:
         for seed in (1, 2):
             sim = table1(8, 10_000, seed=seed)
             if table_c:
-                kw = {**kw, "lipschitz": sim.extras["lipschitz"]}
+                kw = {**kw, "lipschitz": sim.lipschitz}
             t0, c0 = time.perf_counter(), time.process_time()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                m = ContextEM(**kw).fit(sim.responses, context=sim.extras["context"])
+                m = ContextEM(**kw).fit(sim.responses, context=sim.context)
             dt, ct = time.perf_counter() - t0, time.process_time() - c0
             err = float((m.labels_.reindex(sim.truth.index) != sim.truth).mean())
-            dp = dp_metric(m, sim.extras["p0"], sim.extras["p1"])
+            dp = dp_metric(m, sim.p0, sim.p1)
             print(
                 f"  {label:45s} seed {seed}: wall {dt:6.2f} s  CPU {ct:6.2f} s  EM iterations {m.n_iter_:3d}  error {err:.4f}  DP {dp:.4f}  max M-step gap {m.mstep_gap_:.1e}  fallbacks {m.n_mstep_fallbacks_}"
             )
@@ -95,9 +95,7 @@ def confusion_benchmarks() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        m = ContextEM(multiclass="confusion", lipschitz=sim.extras["lipschitz"]).fit(
-            sim.responses, context=sim.extras["context"]
-        )
+        m = ContextEM(multiclass="confusion", lipschitz=sim.lipschitz).fit(sim.responses, context=sim.context)
     err = float((m.labels_.reindex(sim.truth.index) != sim.truth).mean())
     print(
         f"  J = 2 (Table 1, T = 10,000, K = 8, = the binary model): wall {time.perf_counter() - t0:.2f} s  CPU {time.process_time() - c0:.2f} s  EM iterations {m.n_iter_}  error {err:.4f}  gap {m.mstep_gap_:.1e}"
@@ -107,14 +105,14 @@ def confusion_benchmarks() -> None:
         t0, c0 = time.perf_counter(), time.process_time()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = ContextEM(multiclass="confusion", swing=1.0).fit(sim.responses, context=sim.extras["context"])
+            m = ContextEM(multiclass="confusion", swing=1.0).fit(sim.responses, context=sim.context)
         dt, ct = time.perf_counter() - t0, time.process_time() - c0
         ds = DawidSkene().fit(sim.responses)
         mv = MajorityVote(tie_break="random", random_state=0).fit(sim.responses)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ovr = ContextEM(swing=1.0).fit(sim.responses, context=sim.extras["context"])
-        true = np.stack([f(m.context_grid_) for f in sim.extras["confusion_fn"]])
+            ovr = ContextEM(swing=1.0).fit(sim.responses, context=sim.context)
+        true = np.stack([f(m.context_grid_) for f in sim.confusion_fn])
         mae = float(np.abs(m.confusion_curves_ - true).mean())
         mae_ds = float(np.abs(ds.confusion_[:, None] - true).mean())
         dens = "dense" if rpi is None else f"{rpi} per item"

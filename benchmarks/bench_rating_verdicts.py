@@ -37,9 +37,9 @@ def run(kind: str, seeds: int, n_bootstrap: int, items: int) -> None:
         else:
             sim = numeric_crowd(n_items=items, seed=1000 + seed, **DESIGN)
             v = numeric_verdicts(sim.responses, n_bootstrap=n_bootstrap, random_state=seed)
-            true = sim.extras["bias"].reindex(v.table.index)
+            true = sim.bias.reindex(v.table.index)
             covered += ((v.table["bias_low"] <= true) & (true <= v.table["bias_high"])).tolist()
-        role = sim.extras["role"]
+        role = sim.role
         verdict = v.table["verdict"].reindex(role.index)
         for w, r in role.items():
             if r == "reliable":

@@ -61,9 +61,9 @@ def ordinal_section(seeds: int) -> None:
             rows.append({"method": name + ("" if "scale" not in params else " (equal scale)"), "acc": acc, "mae": mae})
             if name == "ordinal-em" and "scale" not in params:
                 sc = est.result_.ordinal
-                rows[-1]["bias_r"] = np.corrcoef(sc.bias, sim.extras["bias"].reindex(est.workers_))[0, 1]
-                rows[-1]["noise_r"] = np.corrcoef(sc.noise, sim.extras["noise"].reindex(est.workers_))[0, 1]
-                rows[-1]["verdicts"] = float((sc.verdict == sim.extras["role"].reindex(est.workers_).to_numpy()).mean())
+                rows[-1]["bias_r"] = np.corrcoef(sc.bias, sim.bias.reindex(est.workers_))[0, 1]
+                rows[-1]["noise_r"] = np.corrcoef(sc.noise, sim.noise.reindex(est.workers_))[0, 1]
+                rows[-1]["verdicts"] = float((sc.verdict == sim.role.reindex(est.workers_).to_numpy()).mean())
     table = pd.DataFrame(rows).groupby("method", sort=False).mean()
     print(f"(mean over {seeds} seeds)")
     print(table.round(4).to_string())
@@ -91,7 +91,7 @@ def numeric_section(seeds: int) -> None:
                 res = fit.result_
                 lo, hi = res.interval_low.reindex(t.index), res.interval_high.reindex(t.index)
                 out[noise] = float(np.sqrt(((fit.truth_.reindex(t.index) - t) ** 2).mean()))
-                out[f"{noise} bias r"] = float(fit.bias_.corr(sim.extras["bias"]))
+                out[f"{noise} bias r"] = float(fit.bias_.corr(sim.bias))
                 out[f"{noise} coverage"] = float(((lo <= t) & (t <= hi)).mean())
             rows.append(out)
         print(f"outliers {outliers:.0%} (RMSE, mean over {seeds} seeds):")
@@ -166,9 +166,9 @@ def judges_section(seeds: int) -> None:
     rows = []
     for seed in range(seeds):
         sim = judge_panel(seed=seed)
-        truth_group = tuple(sorted(sim.extras["group"].index[sim.extras["group"]]))
+        truth_group = tuple(sorted(sim.group.index[sim.group]))
         for method in ("ds", "mv"):
-            res = correlated_judges(sim.responses, method=method, true_labels=sim.truth, judges=sim.extras["judges"])
+            res = correlated_judges(sim.responses, method=method, true_labels=sim.truth, judges=sim.judges)
             rows.append(
                 {
                     "seed": seed,

@@ -39,7 +39,7 @@ def crowds(seed: int) -> dict[str, tuple[object, set[str]]]:
         seed=seed,
     )
     planted = cartel(m=50, n=800, r=0.2, pi_c=0.7, pi_range=(0.55, 0.95), xi_range=(0.8, 0.95), observed=0.3, seed=seed)
-    g = planted.extras["group"]
+    g = planted.group
     return {
         "honest": (honest, set()),
         "zipf": (zipf, set()),
@@ -62,7 +62,7 @@ def run_seed(seed: int, audit: bool = True) -> dict[str, float]:
         out["honest"] += len(workers - true)
         out["accused"] += len(accused - true)
         if name == "honest":  # the groups real crowds wrongly accused: the best and the worst annotators
-            acc = sim.extras["balanced_accuracy"].sort_values()  # type: ignore[attr-defined]
+            acc = sim.balanced_accuracy.sort_values()  # type: ignore[attr-defined]
             rng = np.random.default_rng(seed)
             for grp in (list(acc.index[-8:]), list(acc.index[:8])):
                 ev = group_evidence(resp, [str(w) for w in grp], DEFAULTS, rng)

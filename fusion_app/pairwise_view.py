@@ -35,9 +35,9 @@ def _read(upload: Any) -> Any:
     return read_table(upload, name=upload.name)
 
 
-def _mapping(columns: list[str]) -> dict[str, str] | None:
+def pairwise_mapping(columns: list[str], prefix: str = "pw_col") -> dict[str, str] | None:
     """Which column plays which role: the conventional names are found, any other can be picked; None while a
-    required role has no column."""
+    required role has no column (widget keys ``{prefix}_{role}``; the Data page's mapping uses it too)."""
     from fusion_core.data.pairwise import OPTIONAL, ROLES, pairwise_columns
 
     found = pairwise_columns(columns) or {}
@@ -49,7 +49,7 @@ def _mapping(columns: list[str]) -> dict[str, str] | None:
             choices = [blank, *columns]
             default = found.get(role, blank)
             pick = cols[i % 4].selectbox(
-                role.replace("_", " "), choices, index=choices.index(default), key=f"pw_col_{role}"
+                role.replace("_", " "), choices, index=choices.index(default), key=f"{prefix}_{role}"
             )
             if pick != blank:
                 out[role] = pick
@@ -63,8 +63,7 @@ def _mapping(columns: list[str]) -> dict[str, str] | None:
 def show_pairwise() -> None:
     """Render the view (called by pages/7_Ratings.py when the label type is pairwise)."""
     from fusion_core.data.pairwise import PairwiseResponses
-    from fusion_core.diagnostics.pairwise_audit import pairwise_audit, pairwise_findings
-    from fusion_core.plots.pairwise import bias_chart, ranking_chart, win_rate_chart
+    from fusion_core.diagnostics.pairwise_audit import pairwise_audit
 
     ss = session()
     source = st.radio("Data", ["Simulated demo", "Upload a pairwise file"], horizontal=True, key="pw_source")
@@ -90,7 +89,7 @@ def show_pairwise() -> None:
         except UserInputError as exc:
             show_error(exc)
             st.stop()
-        mapping = _mapping(list(table.columns))
+        mapping = pairwise_mapping(list(table.columns))
         if mapping is None:
             st.stop()
         try:
@@ -114,22 +113,30 @@ def show_pairwise() -> None:
         except UserInputError as exc:
             show_error(exc)
             st.stop()
-    audit = cache[key]
+    show_pairwise_audit(cache[key])
+
+
+def show_pairwise_audit(audit: Any, prefix: str = "pw") -> None:
+    """The pairwise audit's findings, figures and tables (the Ratings view, and the Audit page for pairwise
+    uploads with ``prefix`` for its widget keys)."""
+    from fusion_core.diagnostics.pairwise_audit import pairwise_findings
+    from fusion_core.plots.pairwise import bias_chart, ranking_chart, win_rate_chart
+
     for question, answer in pairwise_findings(audit):
         st.markdown(f"**{md_escape(question)}** {md_escape(answer)}")
     st.subheader("Ranking")
-    st.plotly_chart(ranking_chart(audit.ranking), key="pw_ranking")
-    st.dataframe(audit.ranking.table, key="pw_ranking_table")
-    download_buttons("Download ranking", audit.ranking.table.reset_index(), "pairwise_ranking", key="pw_dl_rank")
+    st.plotly_chart(ranking_chart(audit.ranking), key=f"{prefix}_ranking")
+    st.dataframe(audit.ranking.table, key=f"{prefix}_ranking_table")
+    download_buttons("Download ranking", audit.ranking.table.reset_index(), "pairwise_ranking", key=f"{prefix}_dl_rank")
     st.subheader("Judges: reliability and biases")
-    st.dataframe(audit.judges, key="pw_judges")
-    st.plotly_chart(bias_chart(audit.bias), key="pw_bias")
+    st.dataframe(audit.judges, key=f"{prefix}_judges")
+    st.plotly_chart(bias_chart(audit.bias), key=f"{prefix}_bias")
     st.caption(md_escape("Rule: " + audit.bias.rule.text()))
-    st.dataframe(audit.bias.table, key="pw_bias_table")
-    download_buttons("Download bias audits", audit.bias.table, "pairwise_bias", key="pw_dl_bias")
+    st.dataframe(audit.bias.table, key=f"{prefix}_bias_table")
+    download_buttons("Download bias audits", audit.bias.table, "pairwise_bias", key=f"{prefix}_dl_bias")
     if audit.win_rates is not None:
         st.subheader("Win rates corrected with the gold subset")
-        st.plotly_chart(win_rate_chart(audit.win_rates), key="pw_wins")
-        st.dataframe(audit.win_rates.table, key="pw_wins_table")
+        st.plotly_chart(win_rate_chart(audit.win_rates), key=f"{prefix}_wins")
+        st.dataframe(audit.win_rates.table, key=f"{prefix}_wins_table")
         download_buttons("Download win rates", audit.win_rates.table.reset_index(), "pairwise_win_rates",
-                         key="pw_dl_wins")  # fmt: skip
+                         key=f"{prefix}_dl_wins")  # fmt: skip

@@ -162,7 +162,8 @@ def write_fit_rating_outputs(
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
-    """Print Krippendorff's α (and ICC for numeric ratings) with bootstrap intervals; ``--json`` for programs."""
+    """Print Krippendorff's α (and ICC for numeric ratings; every registered agreement statistic for the nominal
+    metric) with bootstrap intervals; ``--json`` for programs."""
     from fusion_core.diagnostics.krippendorff import krippendorff
     from fusion_core.diagnostics.reliability import icc
 
@@ -175,9 +176,14 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     else:
         data = load_answers(args)  # a tool's export, or a table with guessed column names
         levels: Any = _levels(args.levels) if args.levels else ("numeric" if args.metric == "ordinal" else None)
-        estimates = [
-            krippendorff(data, metric=args.metric, levels=levels, n_bootstrap=args.bootstrap, level=args.level)
-        ]
+        if args.metric == "nominal":  # every registered statistic: Fleiss' κ, Krippendorff's α (nominal) …
+            from fusion_core.diagnostics.agreement import agreement_intervals
+
+            estimates = list(agreement_intervals(data, n_bootstrap=args.bootstrap, level=args.level))
+        else:
+            estimates = [
+                krippendorff(data, metric=args.metric, levels=levels, n_bootstrap=args.bootstrap, level=args.level)
+            ]
     if args.json:
         print(json.dumps([e.as_dict() for e in estimates], indent=2, default=float))
         return 0

@@ -6,6 +6,7 @@ import json
 import streamlit as st
 
 from fusion_app.audit import Throttle, audit_now, cached_audit, duration, figures_for, progress_text
+from fusion_app.pairwise_view import show_pairwise_audit
 from fusion_app.shell import csv_bytes, download_buttons, md_escape, no_data_notice, page_setup, show_error
 from fusion_app.state import session
 from fusion_core.diagnostics.audit import (
@@ -20,6 +21,7 @@ from fusion_core.diagnostics.audit import (
     needs_care,
     suggested_label_type,
 )
+from fusion_core.diagnostics.audit_options import AUDIT_OPTIONS
 from fusion_core.diagnostics.span_agreement import span_agreement_for
 from fusion_core.errors import UserInputError
 from fusion_core.plots.drift import annotator_over_time
@@ -38,7 +40,7 @@ st.markdown(
     "final labels are and which items need another look — without ground truth."
 )
 audit = cached_audit(ds)
-types = list(AUDIT_LABEL_TYPES)
+types = list(AUDIT_OPTIONS["label_type"].choices)  # the audit's declared options (diagnostics.audit_options)
 label_type = st.radio(
     "What are the labels?",
     types,
@@ -121,7 +123,8 @@ m = st.columns(4)
 m[0].metric(*flagged_tile(audit))
 m[1].metric(*accuracy_tile(audit))
 m[2].metric("items to look at again", f"{int(audit.review.flagged.sum()):,}")
-m[3].metric("Krippendorff's α", "n/a" if audit.alpha is None else f"{audit.alpha.value:.2f}")
+alpha = audit.agreement_of("krippendorff_alpha")
+m[3].metric("Krippendorff's α", "n/a" if alpha is None else f"{alpha.value:.2f}")
 
 figs = figures_for(audit)
 for f in findings(audit, categorical=categorical):
@@ -151,6 +154,14 @@ for f in findings(audit, categorical=categorical):
         text_col.markdown(answer)
     if f.chart in figs:
         chart_col.plotly_chart(figs[f.chart], key=f"audit_chart_{f.chart}")
+
+if audit.pairwise is not None:  # pairwise judgements: the options' ranking and the judges' biases (docs/JUDGES.md)
+    st.header("Pairwise judge panel")
+    st.caption(
+        "The findings above audit the judges' choices like any labels (task: prompt and pair, label: the preferred "
+        "option); here the options are ranked and each judge's position, length and self-preference bias is tested."
+    )
+    show_pairwise_audit(audit.pairwise, prefix="audit_pw")
 
 if audit.drift is not None:  # a time column: reliability over time, per annotator, with the downloads
     drift = audit.drift

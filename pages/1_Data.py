@@ -3,11 +3,13 @@
 import streamlit as st
 
 from fusion_app.cache import agreement_stats
+from fusion_app.pairwise_view import pairwise_mapping
 from fusion_app.shell import download_buttons, md_escape, page_setup, show_error
 from fusion_app.state import current, max_upload_bytes, session, set_dataset
-from fusion_core.data.dataset import make_dataset
+from fusion_core.data.dataset import make_dataset, pairwise_dataset
 from fusion_core.data.formats import upload_types
 from fusion_core.data.guess import guess_gold_columns
+from fusion_core.data.pairwise import PairwiseResponses, pairwise_columns
 from fusion_core.data.uploads import (
     build_responses,
     context_from_table,
@@ -98,6 +100,8 @@ with tab_upload:
                 table = read_upload(up.name, up.getvalue(), max_upload_bytes(), **reading)
                 table.columns = [str(c) for c in table.columns]
                 guessed, n_like = guess_layout(table)
+                if pairwise_columns(table.columns) is not None:  # option A / option B columns: A-vs-B judgements
+                    guessed = "pairwise"
                 ss["fc_pending"] = {"name": up.name, "table": table, "layout": guessed, "annotator_like": n_like}
                 ss["map_layout"] = guessed  # preselect the layout the file looks like
             except UserInputError as exc:  # the previous data (and any pending mapping) stay as they were
@@ -117,10 +121,11 @@ with tab_upload:
         st.dataframe(table.head(20), key="upload_preview", height=240)
         layout = st.radio(
             "Layout",
-            ["long", "wide"],
+            ["long", "wide", "pairwise"],
             horizontal=True,
             key="map_layout",
-            help="long: task, annotator, label per row; wide: one row per item, one column per annotator",
+            help="long: task, annotator, label per row; wide: one row per item, one column per annotator; "
+            "pairwise: one row per judgement of two answers (prompt, option A, option B, judge, preference)",
         )
         n_like = pending.get("annotator_like", 0)
         if pending.get("layout") == "wide" and layout == "long":
@@ -131,64 +136,80 @@ with tab_upload:
             )
         elif pending.get("layout") == "wide":
             st.caption(f"Detected a wide file: {n_like} columns look like annotators (one row per item).")
-        taken: set[str] = set()
-
-        def pick(role: str, label: str, optional: bool = False) -> str | None:
-            # the label's first guess is never an id or a time column (e.g. created_at by position)
-            guess = guess_label_column(table, sorted(taken)) if role == "label" else guess_column(cols, role, taken)
-            options = ([NONE] if optional else []) + cols
-            index = options.index(guess) if guess in options else 0
-            if not optional and guess is None:
-                index = min(len(taken), len(options) - 1)
-            picked = st.selectbox(label, options, index=index, key=f"map_{role}")
-            value = None if picked == NONE else picked
-            if value:
-                taken.add(value)
-            return value
-
-        c1, c2, c3 = st.columns(3)
-        with c1:
-            task_col = pick("task", "Task (item id) column", optional=layout == "wide")
-        if layout == "long":
-            with c2:
-                worker_col = pick("worker", "Annotator column")
-            with c3:
-                label_col = pick("label", "Label column")
-            problem = label_problem(table, label_col)  # shown now; "Use these columns" refuses it
-            if problem:
-                st.warning(md_escape(problem[0].upper() + problem[1:]), icon=":material/warning:")
-            with st.expander("Optional: time, sequences, context, duplicates"):
-                time_col = pick("time", "Time column (date, timestamp or batch number)", optional=True)
-                seq_col = pick("sequence", "Sequence id column", optional=True)
-                pos_col = pick("position", "Position column", optional=True)
-                ctx_col = pick("context", "Context column (numeric, one value per item)", optional=True)
-                dup = st.selectbox(
-                    "Repeated (task, annotator) pairs", ["keep", "first", "last", "error"], key="map_dup"
-                )
+        if layout == "pairwise":  # A-vs-B judgements: the pairwise roles, then the one-click audit as usual
+            st.caption(
+                "Pairwise judgements: the audit ranks the options, weighs the judges and checks their position, "
+                "length and self-preference biases (docs/JUDGES.md)."
+            )
+            mapping = pairwise_mapping(cols, prefix="map_pw")
+            if st.button("Use these columns", type="primary", key="use_columns", disabled=mapping is None):
+                try:
+                    judged = PairwiseResponses.from_frame(table, mapping)
+                    set_dataset(pairwise_dataset(judged, name=f"upload: {pending['name']}"))
+                    ss["fc_pending"] = None
+                    ss["fc_data_flash"] = f"Loaded {judged.n:,} pairwise judgements from the upload."
+                    st.rerun()
+                except UserInputError as exc:
+                    show_error(exc)
         else:
-            worker_col = label_col = seq_col = pos_col = ctx_col = time_col = None
-            dup = "keep"
-        if st.button("Use these columns", type="primary", key="use_columns"):
-            try:
-                resp = build_responses(
-                    table,
-                    layout=layout,
-                    task=task_col,
-                    worker=worker_col,
-                    label=label_col,
-                    sequence=seq_col,
-                    position=pos_col,
-                    duplicates=dup,
-                    time=time_col,
-                )
-                context = context_from_table(table, task_col, ctx_col, resp) if task_col and ctx_col else None
-                new = make_dataset(resp, name=f"upload: {pending['name']}", source="upload", context=context)
-                set_dataset(new)
-                ss["fc_pending"] = None
-                ss["fc_data_flash"] = f"Loaded {resp.n_responses:,} responses from the upload."
-                st.rerun()
-            except UserInputError as exc:
-                show_error(exc)
+            taken: set[str] = set()
+
+            def pick(role: str, label: str, optional: bool = False) -> str | None:
+                # the label's first guess is never an id or a time column (e.g. created_at by position)
+                guess = guess_label_column(table, sorted(taken)) if role == "label" else guess_column(cols, role, taken)
+                options = ([NONE] if optional else []) + cols
+                index = options.index(guess) if guess in options else 0
+                if not optional and guess is None:
+                    index = min(len(taken), len(options) - 1)
+                picked = st.selectbox(label, options, index=index, key=f"map_{role}")
+                value = None if picked == NONE else picked
+                if value:
+                    taken.add(value)
+                return value
+
+            c1, c2, c3 = st.columns(3)
+            with c1:
+                task_col = pick("task", "Task (item id) column", optional=layout == "wide")
+            if layout == "long":
+                with c2:
+                    worker_col = pick("worker", "Annotator column")
+                with c3:
+                    label_col = pick("label", "Label column")
+                problem = label_problem(table, label_col)  # shown now; "Use these columns" refuses it
+                if problem:
+                    st.warning(md_escape(problem[0].upper() + problem[1:]), icon=":material/warning:")
+                with st.expander("Optional: time, sequences, context, duplicates"):
+                    time_col = pick("time", "Time column (date, timestamp or batch number)", optional=True)
+                    seq_col = pick("sequence", "Sequence id column", optional=True)
+                    pos_col = pick("position", "Position column", optional=True)
+                    ctx_col = pick("context", "Context column (numeric, one value per item)", optional=True)
+                    dup = st.selectbox(
+                        "Repeated (task, annotator) pairs", ["keep", "first", "last", "error"], key="map_dup"
+                    )
+            else:
+                worker_col = label_col = seq_col = pos_col = ctx_col = time_col = None
+                dup = "keep"
+            if st.button("Use these columns", type="primary", key="use_columns"):
+                try:
+                    resp = build_responses(
+                        table,
+                        layout=layout,
+                        task=task_col,
+                        worker=worker_col,
+                        label=label_col,
+                        sequence=seq_col,
+                        position=pos_col,
+                        duplicates=dup,
+                        time=time_col,
+                    )
+                    context = context_from_table(table, task_col, ctx_col, resp) if task_col and ctx_col else None
+                    new = make_dataset(resp, name=f"upload: {pending['name']}", source="upload", context=context)
+                    set_dataset(new)
+                    ss["fc_pending"] = None
+                    ss["fc_data_flash"] = f"Loaded {resp.n_responses:,} responses from the upload."
+                    st.rerun()
+                except UserInputError as exc:
+                    show_error(exc)
 
 with tab_inputs:
     if ds is None:
@@ -313,19 +334,15 @@ right.plotly_chart(label_distribution(r), key="data_labels")
 st.subheader("Agreement")
 stats = agreement_stats(ds.fingerprint, r)
 summ = stats["summary"]
-a = st.columns(4)
-a[0].metric(
-    "Fleiss' κ",
-    f"{summ.fleiss_kappa:.3f}",
-    help="Chance-corrected agreement over items with ≥ 2 responses (unequal numbers of raters allowed).",
-)
-a[1].metric("Krippendorff's α (nominal)", f"{summ.krippendorff_alpha:.3f}")
-a[2].metric(
+a = st.columns(len(summ.values) + 2)
+for col, v in zip(a, summ.values):  # every statistic of fusion_core.diagnostics.agreement.AGREEMENT_STATISTICS
+    col.metric(v.title, f"{v.value:.3f}", help=v.help)
+a[-2].metric(
     "mean pairwise Cohen's κ",
     f"{summ.mean_pairwise_kappa:.3f}",
     help=f"over {summ.pairs_used} pairs of the most active annotators",
 )
-a[3].metric("items with ≥ 2 responses", f"{summ.items_used:,}")
+a[-1].metric("items with ≥ 2 responses", f"{summ.items_used:,}")
 k1, k2 = st.columns(2)
 k1.plotly_chart(kappa_heatmap(stats["kappa"]), key="data_kappa")
 k2.plotly_chart(overlap_heatmap(stats["shared"]), key="data_overlap")

@@ -130,7 +130,33 @@ def test_agreement_summary_orders_good_and_noisy_crowds():
     good = dawid_skene(n_items=500, n_workers=10, accuracy=(0.85, 0.95), seed=2).responses
     noisy = dawid_skene(n_items=500, n_workers=10, accuracy=(0.4, 0.5), seed=2).responses
     g, n = agreement_summary(good), agreement_summary(noisy)
-    assert g.fleiss_kappa > n.fleiss_kappa + 0.3
-    assert g.krippendorff_alpha > n.krippendorff_alpha + 0.3
+    assert [v.key for v in g.values] == ["fleiss_kappa", "krippendorff_alpha"]
+    assert g.value("fleiss_kappa") > n.value("fleiss_kappa") + 0.3
+    assert g.value("krippendorff_alpha") > n.value("krippendorff_alpha") + 0.3
+    assert g.value("fleiss_kappa") == fleiss_kappa(good) and g.value("krippendorff_alpha") == krippendorff_alpha(good)
     assert g.mean_pairwise_kappa > n.mean_pairwise_kappa + 0.3
     assert g.items_used == 500 and g.mean_ratings_per_item == pytest.approx(5.0)
+
+
+def test_agreement_command_nominal_prints_every_registered_statistic(tmp_path, capsys):
+    import json
+
+    from fusion_core.cli import main
+    from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS
+    from fusion_core.diagnostics.krippendorff import krippendorff
+
+    sim = dawid_skene(n_items=120, n_workers=8, n_classes=3, responses_per_item=3, seed=5)
+    src = tmp_path / "answers.csv"
+    sim.responses.to_csv(src, index=False)
+    assert main(["agreement", str(src), "--metric", "nominal", "--bootstrap", "40", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out) == len(AGREEMENT_STATISTICS)
+    kappa, alpha = out
+    assert kappa["statistic"] == "Fleiss' kappa" and kappa["value"] == fleiss_kappa(sim.responses.astype(str))
+    ref = krippendorff(sim.responses.astype(str), metric="nominal", n_bootstrap=40, level=0.95)
+    assert (alpha["statistic"], alpha["value"], alpha["low"], alpha["high"]) == (
+        ref.statistic,
+        ref.value,
+        ref.low,
+        ref.high,
+    )

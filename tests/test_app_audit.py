@@ -120,7 +120,7 @@ def test_multiclass_upload_audit():
     at = _run_audit(_upload(_app(), sim.responses))
     assert any("two labels" in w.value and "could not run" in w.value for w in at.warning)
     table = _verdicts(at)
-    spam = {w for w, r in sim.extras["role"].items() if r == "spammer"}
+    spam = {w for w, r in sim.role.items() if r == "spammer"}
     assert set(table.index[table["verdict"] == SPAMMER]) == spam
 
 

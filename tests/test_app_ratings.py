@@ -116,7 +116,7 @@ def test_current_data_numeric_levels_confirmed_then_numeric():
     at.checkbox(key="rt_confirm").check().run()
     at = _run(at, "ordinal", "Current data")
     table = _frame(at, "verdict", "bias")
-    role = sim.extras["role"].reindex(table.index)
+    role = sim.role.reindex(table.index)
     assert table.loc[role == "lenient", "verdict"].str.contains("lenient").all()
     heat = at.get("plotly_chart")[1].proto.spec
     assert '"reported"' in heat and '"true"' in heat
@@ -135,7 +135,7 @@ def test_current_data_judges_with_confidences_and_gold():
     at.checkbox(key="rt_gold").check().run()
     at = _run(at, "judges", "Current data")
     table = _frame(at, "overconfidence", "verdict")
-    group = sim.extras["group"].reindex(table.index)
+    group = sim.group.reindex(table.index)
     assert (table.loc[group, "verdict"] == "over-confident").all()
 
 

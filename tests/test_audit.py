@@ -10,7 +10,7 @@ from scipy import stats
 
 from fusion_core.data.dataset import make_dataset
 from fusion_core.data.responses import Responses
-from fusion_core.diagnostics.agreement import fleiss_kappa
+from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS, agreement_intervals, fleiss_kappa
 from fusion_core.diagnostics.audit import (
     ACCEPTABLE,
     ADVERSARIAL,
@@ -26,8 +26,8 @@ from fusion_core.diagnostics.audit import (
     findings,
     run_audit,
 )
-from fusion_core.diagnostics.audit.agreement import fleiss_interval
 from fusion_core.diagnostics.audit.items import ReviewRule, label_quality, review_items
+from fusion_core.diagnostics.krippendorff import krippendorff
 from fusion_core.errors import UserInputError
 from fusion_core.simulate import dawid_skene
 from fusion_core.simulate.demo import crowd_demo
@@ -122,13 +122,17 @@ def test_label_quality_and_review_hand_computed():
     assert list(r.changes().index) == ["i3"] and r.changes().loc["i3", "majority vote"] == "n"
 
 
-def test_fleiss_interval_matches_the_point_estimate_and_covers_it():
+def test_agreement_intervals_match_the_point_estimates_and_cover_them():
     sim = dawid_skene(n_items=300, n_workers=8, n_classes=3, responses_per_item=4, seed=3)
     resp = Responses.from_frame(sim.responses)
-    e = fleiss_interval(resp, n_bootstrap=300, level=0.9, random_state=1)
+    e, a = agreement_intervals(resp, n_bootstrap=300, level=0.9, random_state=1)
+    assert [s.key for s in AGREEMENT_STATISTICS] == ["fleiss_kappa", "krippendorff_alpha"]
     assert e.value == pytest.approx(fleiss_kappa(resp))
     assert e.low < e.value < e.high and e.n_valid == 300
     assert e.high - e.low < 0.2
+    # one stream of item resamples for both: α's interval is the one α gets alone from the same seed
+    alone = krippendorff(resp, metric="nominal", n_bootstrap=300, level=0.9, random_state=1)
+    assert (a.value, a.low, a.high, a.statistic) == (alone.value, alone.low, alone.high, alone.statistic)
 
 
 # ------------------------------------------------------------------------------------------ the runner
@@ -168,8 +172,9 @@ def test_audit_result_fields_on_the_demo():
     assert audit.cartel.status == "groups_found"
     assert audit.labels.low <= audit.labels.accuracy <= audit.labels.high
     assert audit.labels.gold_accuracy is not None and abs(audit.labels.gold_accuracy - audit.labels.accuracy) < 0.05
-    for est in (audit.fleiss, audit.alpha):
-        assert est is not None and est.low <= est.value <= est.high
+    assert len(audit.agreement) == len(AGREEMENT_STATISTICS)
+    for est in audit.agreement:
+        assert est.low <= est.value <= est.high
     majority_changed = audit.review.changes()
     assert len(majority_changed) == int(audit.review.disagrees.sum()) > 0
     answers = findings(audit)
@@ -179,7 +184,7 @@ def test_audit_result_fields_on_the_demo():
 
 def test_multiclass_crowd_verdicts_and_cartel_could_not_run():
     sim = dawid_skene(n_items=600, n_workers=20, n_classes=3, responses_per_item=6, spammers=3, adversarial=2, seed=4)
-    roles = pd.Series(sim.extras["role"]).astype(str)
+    roles = pd.Series(sim.role).astype(str)
     audit = run_audit(sim.responses, n_bootstrap=50)
     assert audit.cartel.status == "could_not_run" and "two labels" in audit.cartel.reason
     v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
@@ -195,7 +200,8 @@ def test_few_responses_are_not_judged():
     audit = run_audit(pd.concat([sim.responses, extra], ignore_index=True), n_bootstrap=0, cartel_bootstrap=20)
     v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
     assert v["newcomer"] == TOO_FEW
-    assert audit.fleiss is not None and np.isnan(audit.fleiss.low)  # no bootstrap asked: no interval
+    fleiss = audit.agreement_of("fleiss_kappa")
+    assert fleiss is not None and np.isnan(fleiss.low)  # no bootstrap asked: no interval
 
 
 # ------------------------------------------------------------------------------------------ the oracle
@@ -235,7 +241,7 @@ def test_independent_binary_crowd_no_cartel_found_and_said_so():
     answer = next(f.answer for f in findings(audit) if f.question == "Is anyone colluding?")
     assert answer.startswith("No cartel found (the test ran).") and answer.endswith(".")
     v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
-    roles = pd.Series(sim.extras["role"]).astype(str).reindex(v.index)
+    roles = pd.Series(sim.role).astype(str).reindex(v.index)
     assert (v[roles == "spammer"] == SPAMMER).all() and v[roles == "honest"].isin(ACCEPTABLE).all()
 
 
@@ -255,3 +261,29 @@ def test_tiny_data_falls_back_to_dawid_skene_and_says_why():
     assert audit.cartel.status == "could_not_run"
     with pytest.raises(UserInputError, match="only 1 annotator"):
         run_audit(single.assign(worker="w0"))
+
+
+def test_audit_options_are_declared_once_and_checked_before_any_work(capsys):
+    import inspect
+
+    from fusion_core.cli import main
+    from fusion_core.diagnostics.audit_options import AUDIT_OPTIONS
+    from fusion_core.diagnostics.cartels.collusion import DEFAULTS as COLLUSION
+
+    sig = inspect.signature(run_audit)
+    assert list(sig.parameters)[1:] == list(AUDIT_OPTIONS)
+    assert all(sig.parameters[n].default == p.default for n, p in AUDIT_OPTIONS.items())
+    assert all(f"{n} : " in (run_audit.__doc__ or "") for n in AUDIT_OPTIONS)
+    assert (AUDIT_OPTIONS["cartel_bootstrap"].default, AUDIT_OPTIONS["cartel_alpha"].default) == (
+        COLLUSION.n_bootstrap,
+        COLLUSION.alpha,
+    )
+    df = pd.DataFrame({"task": [1, 1, 2, 2], "worker": list("abab"), "label": list("xxyx")})
+    for name, bad in [("n_bootstrap", -1), ("cartel_alpha", 1.0), ("label_type", "graded"), ("rule", 3)]:
+        with pytest.raises(UserInputError, match=f"'{name}' must be"):
+            run_audit(df, **{name: bad})
+    with pytest.raises(TypeError, match="unknown option"):
+        run_audit(df, n_boostrap=10)
+    # the report command reads the same declaration, and checks a flag before reading the file
+    assert main(["report", "missing.csv", "--out", "r.html", "--bootstrap", "-1"]) == 2
+    assert "--bootstrap must be a whole number ≥ 0; got -1." in capsys.readouterr().err

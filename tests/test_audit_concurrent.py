@@ -14,8 +14,8 @@ import pytest
 
 from fusion_core.data.dataset import make_dataset
 from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.agreement import agreement_intervals
 from fusion_core.diagnostics.audit import run_audit
-from fusion_core.diagnostics.audit.agreement import agreement_intervals
 from fusion_core.simulate import dawid_skene
 from fusion_core.simulate.demo import crowd_demo
 
@@ -115,4 +115,9 @@ def test_agreement_failure_is_a_note_not_a_crash():
     resp = Responses.from_frame(pd.DataFrame(rows, columns=["task", "worker", "label"]))
     seq = run_audit(resp, n_bootstrap=20, cartel_bootstrap=10, concurrent=False)
     con = run_audit(resp, n_bootstrap=20, cartel_bootstrap=10, concurrent=True)
-    assert con.fleiss is None and con.agreement_note and con.agreement_note == seq.agreement_note
+    assert (
+        con.agreement == ()
+        and con.agreement_of("fleiss_kappa") is None
+        and con.agreement_note
+        and con.agreement_note == seq.agreement_note
+    )

@@ -22,7 +22,7 @@ def _quick(data, **kw):
 
 def test_ordinal_crowd_harsh_lenient_noisy_get_their_verdicts_through_the_audit():
     sim = ordinal_crowd(n_items=300, n_workers=12, n_lenient=3, n_harsh=3, n_noisy=2, labels=LEVELS, seed=1)
-    roles = sim.extras["role"]
+    roles = sim.role
     audit = _quick(sim.responses, label_type="ordinal", levels=LEVELS)
     assert audit.label_type == "ordinal" and audit.ratings is not None and audit.ratings.kind == "ordinal"
     verdict = audit.ratings.table["verdict"].reindex(roles.index)
@@ -60,11 +60,11 @@ def test_numbers_as_text_suggestion_numeric_order_and_input_errors():
     assert audit.ratings is not None and list(map(str, audit.ratings.fit.classes)) == ["1", "2", "3", "4", "5"]
     numeric = _quick(resp, label_type="numeric")  # the same labels read as numbers
     assert numeric.ratings is not None and numeric.ratings.kind == "numeric"
-    roles = sim.extras["role"]
+    roles = sim.role
     lenient = numeric.ratings.table["bias"].reindex(roles.index)[roles == "lenient"]
     harsh = numeric.ratings.table["bias"].reindex(roles.index)[roles == "harsh"]
     assert lenient.min() > 0 > harsh.max()
-    with pytest.raises(UserInputError, match="label type"):
+    with pytest.raises(UserInputError, match="'label_type' must be one of"):
         _quick(resp, label_type="interval")
     with pytest.raises(UserInputError, match="order"):
         _quick(text, label_type="ordinal")
@@ -82,7 +82,7 @@ def test_audit_page_with_ordinal_labels():
 
     st_config.set_option("client.showErrorDetails", True)
     sim = ordinal_crowd(n_items=200, n_workers=10, n_lenient=2, n_harsh=2, n_noisy=1, seed=3)
-    roles = sim.extras["role"]
+    roles = sim.role
     at = st_testing.AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
     at.run()
     at.switch_page("pages/1_Data.py").run()

@@ -282,7 +282,7 @@ def test_sparse_crowd_simulation_fits_the_issue_description():
     sim = _sparse(0)
     per_worker = sim.responses.groupby("worker").size()
     assert len(per_worker) >= 500 and per_worker.median() <= 10
-    assert (sim.extras["role"] == "spammer").mean() == pytest.approx(0.1)
+    assert (sim.role == "spammer").mean() == pytest.approx(0.1)
 
 
 def test_sparse_crowds_beat_ds_by_two_points():

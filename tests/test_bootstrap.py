@@ -87,8 +87,8 @@ def test_other_registered_methods(name):
     assert b.method == name
     s = b.skills
     assert np.isfinite(s[["low", "high"]].to_numpy()).all()
-    spam = sim.extras["role"][sim.extras["role"] == "spammer"].index
-    honest = sim.extras["role"][sim.extras["role"] == "honest"].index
+    spam = sim.role[sim.role == "spammer"].index
+    honest = sim.role[sim.role == "honest"].index
     assert s.loc[spam, "high"].max() < s.loc[honest, "estimate"].median()
 
 
@@ -156,7 +156,7 @@ def test_context_method_bootstrap_carries_context():
     from fusion_core.simulate.context import table1
 
     sim = table1(6, 600, seed=1001)
-    ctx = sim.extras["context"]
+    ctx = sim.context
     b = bootstrap_intervals(
         sim.responses, "context-em", n_bootstrap=12, level=0.9, random_state=0, fit_kwargs={"context": ctx}
     )

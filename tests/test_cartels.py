@@ -30,8 +30,8 @@ def _f1(pred: set, true: set) -> float:
 
 def _membership_f1(sim, rep: CartelReport) -> tuple[float, float]:
     """(identifiable-member F1, all-member F1) of 'in a detected cartel' vs 'cartel member' (§8.11)."""
-    g = sim.extras["group"]
-    pi, xi = sim.extras["pi"], sim.extras["xi"]
+    g = sim.group
+    pi, xi = sim.pi, sim.xi
     true = set(g[g != "honest"].index)
     pred = set().union(*rep.groups) if rep.groups else set()
     ident = set(
@@ -50,7 +50,7 @@ def test_cartel_power_and_membership(seed):
     members = set().union(*rep.groups)
     assert (rep.membership[list(members)] != "honest").all()
     # cartel members score high, honest annotators low
-    g = sim.extras["group"].reindex(rep.scores.index)
+    g = sim.group.reindex(rep.scores.index)
     assert rep.scores[g != "honest"].mean() > 0.7 > 0.3 > rep.scores[g == "honest"].mean()
 
 
@@ -309,7 +309,7 @@ def test_two_cartels_full():
         sim = cartel(m=100, n=600, r=[0.2, 0.2], pi_c=0.5, seed=seed)
         rep = _detect(sim, n_bootstrap=100, random_state=seed)
         n3 += len(rep.groups) == 2
-        g = sim.extras["group"].reindex(rep.membership.index)
+        g = sim.group.reindex(rep.membership.index)
         pred = set().union(*rep.groups) if rep.groups else set()
         f1s.append(_f1(pred, set(g[g != "honest"].index)))
         majority = g.groupby(rep.membership).agg(lambda x: x.value_counts().index[0])

@@ -28,7 +28,7 @@ def _planted(seed: int):
 def test_planted_cartel_is_colluding_and_pages_agree(seed):
     sim = _planted(seed)
     resp = as_responses(sim.responses)
-    g = sim.extras["group"]
+    g = sim.group
     true = {str(w) for w in g.index[g != "honest"]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -49,7 +49,7 @@ def test_skilled_and_near_chance_groups_are_not_colluding():
     (near chance: spammers, not members)."""
     sim = independent(m=50, n=600, pi_range=(0.55, 0.95), observed=0.3, seed=3)
     resp = as_responses(sim.responses)
-    acc = sim.extras["balanced_accuracy"].sort_values()
+    acc = sim.balanced_accuracy.sort_values()
     rng = np.random.default_rng(0)
     best = group_evidence(resp, [str(w) for w in acc.index[-8:]], DEFAULTS, rng)
     worst = group_evidence(resp, [str(w) for w in acc.index[:8]], DEFAULTS, rng)

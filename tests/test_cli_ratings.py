@@ -26,7 +26,7 @@ def test_numeric_command_equals_the_library(tmp_path, capsys):
     assert np.allclose(items.loc[ref.index.astype(str), "truth"].to_numpy(), ref["truth"].to_numpy(), atol=1e-9)
     assert (items["interval_low"] <= items["truth"]).all() and (items["truth"] <= items["interval_high"]).all()
     workers = pd.read_csv(tmp_path / "out" / "annotators.csv", dtype={"worker": str}).set_index("worker")
-    assert np.corrcoef(workers["bias"], sim.extras["bias"].reindex(workers.index))[0, 1] > 0.9
+    assert np.corrcoef(workers["bias"], sim.bias.reindex(workers.index))[0, 1] > 0.9
     assert "numeric ratings" in capsys.readouterr().out
 
 
@@ -77,7 +77,7 @@ def test_fit_levels_order_and_verdicts(tmp_path, capsys):
         sim.responses.assign(worker="=" + sim.responses["worker"]).astype(str), levels=levels, n_bootstrap=30
     ).table
     assert (got.loc[ref.index.astype(str), "verdict"].to_numpy() == ref["verdict"].to_numpy()).all()
-    role = sim.extras["role"].rename(index=lambda w: "=" + w)
+    role = sim.role.rename(index=lambda w: "=" + w)
     assert (got.loc[role.index[role == "lenient"], "verdict"].str.contains("lenient")).all()
     # the wrong order is refused with one line; --levels and --verdicts only where they apply
     assert main([*args[:-2], "--out", str(tmp_path / "x"), "--levels", "poor,fair"]) == 2
@@ -111,7 +111,7 @@ def test_numeric_verdicts(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["numeric", str(src), "--out", str(out), "--verdicts", "--bootstrap", "30"]) == 0
     got = pd.read_csv(out / "verdicts.csv").set_index("worker")
-    role = sim.extras["role"]
+    role = sim.role
     assert (got["verdict"].reindex(role.index) == role).mean() >= 0.9
     assert {"bias_low", "bias_high", "noise_low", "noise_high", "reason"} <= set(got.columns)
     assert "verdicts" in capsys.readouterr().out
@@ -130,7 +130,7 @@ def test_judge_calibration_output(tmp_path, capsys):
     assert main([*args, "--calibration", "--gold", str(gold)]) == 0
     assert "calibration against gold labels" in capsys.readouterr().out
     cal = pd.read_csv(out / "calibration.csv").set_index("worker")
-    group = sim.extras["group"]
+    group = sim.group
     assert cal.loc[group.index[group], "overconfidence"].min() > cal.loc[group.index[~group], "overconfidence"].max()
     bins = pd.read_csv(out / "calibration_bins.csv")
     assert bins.loc[bins["judge"].isna(), "count"].sum() == len(sim.responses)

@@ -49,14 +49,14 @@ def _graph() -> Case:
     from fusion_core.simulate.graph import sbm
 
     sim = sbm(n_items=150, n_classes=3, n_workers=6, accuracy=(0.5, 0.7), seed=0)
-    return Case(sim.responses, {"graph": sim.extras["edges"]}, sim.truth)
+    return Case(sim.responses, {"graph": sim.edges}, sim.truth)
 
 
 def _context() -> Case:
     from fusion_core.simulate.context import table1
 
     sim = table1(n_annotators=4, n_items=200, seed=3)
-    return Case(sim.responses[["task", "worker", "label"]], {"context": sim.extras["context"]}, sim.truth)
+    return Case(sim.responses[["task", "worker", "label"]], {"context": sim.context}, sim.truth)
 
 
 def _multilabel() -> Case:

@@ -24,7 +24,7 @@ EPS = 1e-6
 def _fit(sim, **kw) -> ContextEM:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return ContextEM(**kw).fit(sim.responses, context=sim.extras["context"])
+        return ContextEM(**kw).fit(sim.responses, context=sim.context)
 
 
 def _err(model, sim) -> float:
@@ -35,10 +35,10 @@ def _err(model, sim) -> float:
 def experiment(K: int, T: int, seed: int, variant: str = "paper") -> dict:
     """DP and error of context EM, context-blind EM (c = 0), majority vote and the oracle (spec §13.2)."""
     sim = table1(K, T, seed=1000 + seed)
-    ctx = _fit(sim, variant=variant, lipschitz=sim.extras["lipschitz"])
+    ctx = _fit(sim, variant=variant, lipschitz=sim.lipschitz)
     blind = _fit(sim, variant=variant, lipschitz=0.0)
     mv = MajorityVote(tie_break="random", random_state=seed).fit(sim.responses)
-    p0, p1 = sim.extras["p0"], sim.extras["p1"]
+    p0, p1 = sim.p0, sim.p1
     orc = (oracle_posterior(sim) > 0.5).astype(int)
     return {
         "dp_ctx": dp_metric(ctx, p0, p1),
@@ -91,7 +91,7 @@ def test_o1_estep_matches_brute_force_bayes():
 
 def test_o2_first_estep_is_soft_majority():
     sim = table1(4, 60, seed=3)
-    m = _fit(sim, variant="paper", n_iter=1, lipschitz=sim.extras["lipschitz"])
+    m = _fit(sim, variant="paper", n_iter=1, lipschitz=sim.lipschitz)
     df = sim.responses
     d = df.groupby("task")["label"].agg(lambda s: int((s == 1).sum() - (s == 0).sum()))
     expect = 1.5 * 4.0**d / (1 + 1.5 * 4.0**d)
@@ -278,9 +278,9 @@ def test_o6_grouping_replicated_items():
     sim = table1(4, 60, seed=6)
     df = sim.responses
     rep = pd.concat([df.assign(task=df["task"] + f"_{r}") for r in range(3)], ignore_index=True)
-    ctx = sim.extras["context"]
+    ctx = sim.context
     ctx3 = pd.concat([pd.Series(ctx.to_numpy(), index=ctx.index + f"_{r}") for r in range(3)])
-    c = sim.extras["lipschitz"]
+    c = sim.lipschitz
     m1 = ContextEM(lipschitz=c, tol=0, max_iter=15).fit(
         df.assign(task=df["task"] + "_0"), context=pd.Series(ctx.to_numpy(), index=ctx.index + "_0")
     )
@@ -302,7 +302,7 @@ def test_o7_em_monotone(seeds):
     for s in seeds:
         sim = table1(4, 100, seed=1000 + s)
         for kw in ({"variant": "shared_prior", "tol": 0.0, "max_iter": 30}, {"variant": "paper", "n_iter": 8}):
-            m = _fit(sim, lipschitz=sim.extras["lipschitz"], **kw)
+            m = _fit(sim, lipschitz=sim.lipschitz, **kw)
             tr = np.asarray(m.loss_history_)
             assert np.all(np.diff(tr) >= -1e-8 * np.abs(tr[1:])), (s, kw)
 
@@ -310,9 +310,9 @@ def test_o7_em_monotone(seeds):
 # ------------------------------------------------------------------ O8: interpolation
 def test_o8_interpolation_properties():
     sim = table1(4, 100, seed=1001)
-    m = _fit(sim, lipschitz=sim.extras["lipschitz"])
+    m = _fit(sim, lipschitz=sim.lipschitz)
     cur = m.curves_
-    c = sim.extras["lipschitz"]
+    c = sim.lipschitz
     grid = np.linspace(-0.2, 1.2, 701)
     for k, w in enumerate(m.workers_):
         sel = cur[cur["worker"] == w]
@@ -336,8 +336,8 @@ def test_o8_interpolation_properties():
 # ------------------------------------------------------------------ O9–O11: symmetries, reduction to DS
 def test_o9_flip_equivariance():
     sim = table1(4, 150, seed=1009)
-    c = sim.extras["lipschitz"]
-    ctx = sim.extras["context"]
+    c = sim.lipschitz
+    ctx = sim.context
     m = ContextEM(lipschitz=c).fit(sim.responses, context=ctx)
     flipped = sim.responses.assign(label=1 - sim.responses["label"])
     mf = ContextEM(lipschitz=c[::-1]).fit(flipped, context=ctx)
@@ -349,8 +349,8 @@ def test_o9_flip_equivariance():
 
 def test_o10_permutation_equivariance():
     sim = table1(4, 120, seed=1010)
-    c = sim.extras["lipschitz"]
-    ctx = sim.extras["context"]
+    c = sim.lipschitz
+    ctx = sim.context
     m = ContextEM(lipschitz=c).fit(sim.responses, context=ctx)
     rng = np.random.default_rng(0)
     perm_rows = sim.responses.sample(frac=1.0, random_state=1)
@@ -371,9 +371,7 @@ def test_o10_permutation_equivariance():
 def test_o11_c0_is_dawid_skene():
     sim = table1(4, 200, seed=1011)
     n = 12  # iteration by iteration: plain EM (SQUAREM's iterates differ; its fixed point is checked below)
-    m = ContextEM(lipschitz=0.0, tol=0.0, max_iter=n, accelerate=False).fit(
-        sim.responses, context=sim.extras["context"]
-    )
+    m = ContextEM(lipschitz=0.0, tol=0.0, max_iter=n, accelerate=False).fit(sim.responses, context=sim.context)
     # DS from the context model's first E-step (soft majority 4^d / (1 + 4^d) under the init 0.2/0.8, π = 0.5)
     df = sim.responses
     d = df.groupby("task")["label"].agg(lambda s: int((s == 1).sum() - (s == 0).sum()))
@@ -396,7 +394,7 @@ def test_accelerated_c0_reaches_dawid_skene_fixed_point():
     g = 4.0**d / (1 + 4.0**d)
     ds = DawidSkene(init=pd.DataFrame({0: 1 - g, 1: g}), tol=1e-13, max_iter=5000).fit(df)
     fits = {
-        acc: ContextEM(lipschitz=0.0, tol=1e-13, max_iter=5000, accelerate=acc).fit(df, context=sim.extras["context"])
+        acc: ContextEM(lipschitz=0.0, tol=1e-13, max_iter=5000, accelerate=acc).fit(df, context=sim.context)
         for acc in (False, True)
     }
     fast, plain = fits[True], fits[False]
@@ -418,7 +416,7 @@ def test_accelerated_em_matches_plain_em_at_convergence(seeds):
     steps = {False: 0, True: 0}
     for s in seeds:
         sim = table1(4, 400, seed=1000 + s)
-        fits = {acc: _fit(sim, lipschitz=sim.extras["lipschitz"], accelerate=acc) for acc in (False, True)}
+        fits = {acc: _fit(sim, lipschitz=sim.lipschitz, accelerate=acc) for acc in (False, True)}
         fast, plain = fits[True], fits[False]
         tr = np.asarray(fast.loss_history_)
         assert np.all(np.diff(tr) >= -1e-8 * np.abs(tr[1:])), s
@@ -502,7 +500,7 @@ def test_o17_smoothness_tradeoff():
             sim = table1(4, 100, seed=1000 + s)
             m = _fit(sim, variant="paper", lipschitz=c)
             tvs.append(_tv(m).mean())
-            dps.append(dp_metric(m, sim.extras["p0"], sim.extras["p1"]))
+            dps.append(dp_metric(m, sim.p0, sim.p1))
         tv[c], dp[c] = np.mean(tvs), np.mean(dps)
     assert tv[0.2] < tv[1.7] < tv[3.2]
     assert dp[1.7] <= dp[0.2] and dp[1.7] <= dp[3.2]
@@ -516,7 +514,7 @@ def test_o18_no_harm_when_flat():
         b = _fit(sim, variant="paper", lipschitz=0.0)
         errs_c.append(_err(m, sim))
         errs_b.append(_err(b, sim))
-        dps.append(dp_metric(m, sim.extras["p0"], sim.extras["p1"]))
+        dps.append(dp_metric(m, sim.p0, sim.p1))
     assert np.mean(errs_c) <= np.mean(errs_b) + 0.01
     assert np.mean(dps) <= 0.25
 
@@ -528,7 +526,7 @@ def test_o19_posterior_sharpening_paper_variant(seeds):
         sharp, sat = [], []
         for s in seeds:
             sim = table1(4, 100, seed=1000 + s)
-            m = _fit(sim, variant="paper", n_iter=N, lipschitz=sim.extras["lipschitz"])
+            m = _fit(sim, variant="paper", n_iter=N, lipschitz=sim.lipschitz)
             phi = m.raw_phi_.to_numpy()
             sharp.append(np.mean(np.abs(phi - 0.5)))
             sat.append(np.mean((phi <= 0.01) | (phi >= 0.99)))
@@ -542,7 +540,7 @@ def test_o20_total_variation_bound():
     sim = table1(4, 100, seed=1020)
     m = _fit(sim, variant="paper", lipschitz=0.2)
     cur = m.curves_.sort_values(["worker", "context"])
-    span = sim.extras["context"].max() - sim.extras["context"].min()
+    span = sim.context.max() - sim.context.min()
     for _, g in cur.groupby("worker"):
         for col in ("detection", "false_alarm"):
             assert np.abs(np.diff(g[col])).sum() <= 0.2 * span + 1e-9
@@ -566,10 +564,10 @@ def test_o22_shared_prior_more_data():
 
 def _sparse_run(seed):
     sim = table1(8, 2000, seed=1000 + seed, responses_per_item=3)
-    m = _fit(sim, lipschitz=sim.extras["lipschitz"])
+    m = _fit(sim, lipschitz=sim.lipschitz)
     b = _fit(sim, lipschitz=0.0)
     mv = MajorityVote(tie_break="random", random_state=seed).fit(sim.responses)
-    p0, p1 = sim.extras["p0"], sim.extras["p1"]
+    p0, p1 = sim.p0, sim.p1
     return (
         _err(m, sim),
         _err(b, sim),
@@ -594,7 +592,7 @@ def test_o24_binning():
         a = _fit(sim)
         b = _fit(sim, max_context_levels=None)
         assert (a.labels_ == b.labels_).mean() >= 0.995
-        p0, p1 = sim.extras["p0"], sim.extras["p1"]
+        p0, p1 = sim.p0, sim.p1
         assert abs(dp_metric(a, p0, p1) - dp_metric(b, p0, p1)) <= 0.005
 
 
@@ -606,7 +604,7 @@ def test_o26_input_validation():
     bad.loc[bad.index[0], "context"] = 5.0
     with pytest.raises(UserInputError, match="constant within a task"):
         ContextEM().fit(bad, context="context")
-    ctx = sim.extras["context"].copy()
+    ctx = sim.context.copy()
     ctx.iloc[:3] = np.nan
     with pytest.raises(UserInputError, match="3 tasks have no context"):
         ContextEM().fit(df, context=ctx)
@@ -615,28 +613,28 @@ def test_o26_input_validation():
         m = ContextEM(drop_missing_context=True).fit(df, context=ctx)
     assert any("dropped 3 tasks" in w for w in m.warnings_)
     with pytest.raises(UserInputError, match="one value per task"):
-        ContextEM().fit(df, context=pd.concat([sim.extras["context"], sim.extras["context"].iloc[:2] + 1]))
+        ContextEM().fit(df, context=pd.concat([sim.context, sim.context.iloc[:2] + 1]))
     with pytest.raises(UserInputError, match="needs a context"):
         ContextEM().fit(df)
     one = df[df["worker"] == "a1"]
     with pytest.raises(UserInputError):
-        ContextEM().fit(one, context=sim.extras["context"])
+        ContextEM().fit(one, context=sim.context)
     # constant context: exactly context-blind DS (c irrelevant)
-    const = pd.Series(0.3, index=sim.extras["context"].index)
+    const = pd.Series(0.3, index=sim.context.index)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mc = ContextEM(swing=2.0).fit(df, context=const)
-        mb = ContextEM(lipschitz=0.0).fit(df, context=sim.extras["context"])
+        mb = ContextEM(lipschitz=0.0).fit(df, context=sim.context)
     assert np.max(np.abs(mc.probas_.to_numpy() - mb.probas_.to_numpy())) < 1e-10
 
 
 def test_context_column_and_datetime():
     sim = table1(4, 80, seed=8)
     a = ContextEM(swing=1.0).fit(sim.responses, context="context")
-    b = ContextEM(swing=1.0).fit(sim.responses, context=sim.extras["context"])
+    b = ContextEM(swing=1.0).fit(sim.responses, context=sim.context)
     assert np.allclose(a.probas_.to_numpy(), b.probas_.to_numpy())
     # a datetime context in days: swing is scale-free, so the fit is identical
-    days = pd.Timestamp("2024-01-01") + pd.to_timedelta(sim.extras["context"] * 30, unit="D")
+    days = pd.Timestamp("2024-01-01") + pd.to_timedelta(sim.context * 30, unit="D")
     c = ContextEM(swing=1.0).fit(sim.responses, context=days)
     assert np.max(np.abs(c.probas_.to_numpy() - b.probas_.to_numpy())) < 1e-8
     curves = b.result_.context
@@ -672,7 +670,7 @@ def test_random_smooth_generator_recovery():
     sim = random_smooth(6, 2000, seed=3)
     m = _fit(sim, swing=1.5)
     b = _fit(sim, swing=0.0)
-    p0, p1 = sim.extras["p0"], sim.extras["p1"]
+    p0, p1 = sim.p0, sim.p1
     assert dp_metric(m, p0, p1) < dp_metric(b, p0, p1)
 
 
@@ -680,11 +678,11 @@ def test_swing_selection_prefers_context_when_curves_vary():
     from fusion_core.methods.context import select_swing
 
     sim = table1(8, 1500, seed=1003)
-    table, chosen = select_swing(sim.responses, sim.extras["context"], swings=(0.0, 2.0))
+    table, chosen = select_swing(sim.responses, sim.context, swings=(0.0, 2.0))
     sc = table.set_index("swing")["score"]
     assert chosen == 2.0 and sc[2.0] > sc[0.0] + 0.02
     flat_sim = flat(8, 600, seed=3)
-    table2, chosen2 = select_swing(flat_sim.responses, flat_sim.extras["context"], swings=(0.0, 3.0))
+    table2, chosen2 = select_swing(flat_sim.responses, flat_sim.context, swings=(0.0, 3.0))
     assert chosen2 == 0.0  # constant curves: the smoothest setting is kept
 
 
@@ -763,7 +761,7 @@ def test_categorical_context():
 # ------------------------------------------------------------------ gold labels (issue 10: clamped, never ignored)
 def test_gold_labels_are_clamped():
     sim = table1(4, 200, seed=12)
-    ctx = sim.extras["context"]
+    ctx = sim.context
     gold = sim.truth.iloc[:60]
     flipped = 1 - gold  # gold that contradicts the crowd must still win
     with warnings.catch_warnings():
@@ -789,7 +787,7 @@ def test_gold_labels_are_clamped():
     for kw in ({}, {"multiclass": "confusion"}):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m3 = ContextEM(swing=1.0, **kw).fit(cc.responses, context=cc.extras["context"], true_labels=gold3)
+            m3 = ContextEM(swing=1.0, **kw).fit(cc.responses, context=cc.context, true_labels=gold3)
         assert (m3.probas_.loc[gold3.index].to_numpy() == np.eye(3)[gold3.to_numpy()]).all(), kw
     with pytest.raises(UserInputError, match="gold label"):
         ContextEM().fit(sim.responses, context=ctx, true_labels=pd.Series([7], index=[sim.truth.index[0]]))

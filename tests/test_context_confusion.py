@@ -147,8 +147,8 @@ def test_categorical_simplex_mstep_matches_pairwise_reference():
 @pytest.mark.parametrize("variant", ["shared_prior", "paper"])
 def test_confusion_mode_with_two_labels_reproduces_binary_model(variant):
     sim = table1(4, 300, seed=5, responses_per_item=3)
-    ctx = sim.extras["context"]
-    for kw in ({"swing": 1.0}, {"lipschitz": sim.extras["lipschitz"], "positive_label": 0}, {"swing": 0.0}):
+    ctx = sim.context
+    for kw in ({"swing": 1.0}, {"lipschitz": sim.lipschitz, "positive_label": 0}, {"swing": 0.0}):
         a = _quiet_fit(ContextEM(variant=variant, **kw), sim.responses, ctx)
         b = _quiet_fit(ContextEM(variant=variant, multiclass="confusion", **kw), sim.responses, ctx)
         assert np.max(np.abs(a.probas_.to_numpy() - b.probas_.to_numpy())) <= 1e-4
@@ -158,10 +158,7 @@ def test_confusion_mode_with_two_labels_reproduces_binary_model(variant):
         tol = 1e-4 if variant == "shared_prior" else 1e-2  # paper variant: γ ≈ 1e-14 weights leave flat directions
         assert np.nanmax(np.abs(ea.detection - eb.detection)) <= tol
         assert np.nanmax(np.abs(ea.false_alarm - eb.false_alarm)) <= tol
-        assert (
-            abs(dp_metric(a, sim.extras["p0"], sim.extras["p1"]) - dp_metric(b, sim.extras["p0"], sim.extras["p1"]))
-            <= 1e-3
-        )
+        assert abs(dp_metric(a, sim.p0, sim.p1) - dp_metric(b, sim.p0, sim.p1)) <= 1e-3
         cc = eb.confusion
         assert cc.shape == (4, len(eb.grid), 2, 2)
         assert np.allclose(cc.sum(axis=3), 1.0)
@@ -175,12 +172,12 @@ def test_confusion_mode_with_two_labels_reproduces_binary_model(variant):
 @pytest.mark.slow
 def test_confusion_curves_recovered_on_three_class_context_crowd():
     sim = confusion_crowd(6, 500, 3, seed=0)
-    ctx = sim.extras["context"]
+    ctx = sim.context
     m = _quiet_fit(ContextEM(multiclass="confusion", swing=1.0), sim.responses, ctx)
     ds = DawidSkene().fit(sim.responses)
     mv = MajorityVote(tie_break="random", random_state=0).fit(sim.responses)
     grid = m.context_grid_
-    truth_curves = np.stack([f(grid) for f in sim.extras["confusion_fn"]])  # workers × grid × true × reported
+    truth_curves = np.stack([f(grid) for f in sim.confusion_fn])  # workers × grid × true × reported
     cc = m.result_.context.confusion
     assert cc.shape == truth_curves.shape
     assert np.allclose(cc.sum(axis=3), 1.0)
@@ -210,7 +207,7 @@ def test_confusion_curves_recovered_on_three_class_context_crowd():
 
 def test_confusion_mode_parameters():
     sim = confusion_crowd(4, 120, 3, seed=1)
-    ctx = sim.extras["context"]
+    ctx = sim.context
     with pytest.raises(UserInputError, match="multiclass"):
         _quiet_fit(ContextEM(multiclass="pairs"), sim.responses, ctx)
     with pytest.raises(UserInputError, match="3 × 4"):
@@ -280,13 +277,13 @@ def test_confusion_curves_many_seeds_and_swing_selection():
             sim = confusion_crowd(
                 6 if rpi is None else 8, 1000 if rpi is None else 2000, 3, seed=seed, responses_per_item=rpi
             )
-            m = _quiet_fit(ContextEM(multiclass="confusion", swing=1.0), sim.responses, sim.extras["context"])
+            m = _quiet_fit(ContextEM(multiclass="confusion", swing=1.0), sim.responses, sim.context)
             ds = DawidSkene().fit(sim.responses)
             mv = MajorityVote(tie_break="random", random_state=seed).fit(sim.responses)
-            true = np.stack([f(m.context_grid_) for f in sim.extras["confusion_fn"]])
+            true = np.stack([f(m.context_grid_) for f in sim.confusion_fn])
             assert np.abs(m.confusion_curves_ - true).mean() <= 0.75 * np.abs(ds.confusion_[:, None] - true).mean()
             assert _err(m, sim.truth) <= min(_err(ds, sim.truth), _err(mv, sim.truth))
             assert m.mstep_gap_ <= 1e-8
     sim = confusion_crowd(6, 600, 3, seed=1)
-    table, chosen = select_swing(sim.responses, sim.extras["context"], swings=(0.0, 1.0), multiclass="confusion")
+    table, chosen = select_swing(sim.responses, sim.context, swings=(0.0, 1.0), multiclass="confusion")
     assert chosen == 1.0  # held-out annotation likelihood prefers context-dependent confusion curves

@@ -77,7 +77,7 @@ def test_recovers_simulated_confusions_and_priors(seed):
 def test_spammers_and_adversaries_are_ranked_last():
     sim = dawid_skene(n_items=2000, n_workers=25, n_classes=3, responses_per_item=6, spammers=4, adversarial=2, seed=3)
     ds = DawidSkene().fit(sim.responses)
-    role = sim.extras["role"].reindex(ds.skills_.index)
+    role = sim.role.reindex(ds.skills_.index)
     worst = ds.skills_.sort_values().index[:6]
     assert set(role[worst]) <= {"spammer", "adversarial"}
 
@@ -85,7 +85,7 @@ def test_spammers_and_adversaries_are_ranked_last():
 def test_one_coin_recovers_accuracies():
     sim = dawid_skene(n_items=3000, n_workers=15, n_classes=4, responses_per_item=5, symmetric_errors=True, seed=4)
     ds1 = OneCoinDawidSkene().fit(sim.responses)
-    acc_true = sim.extras["accuracy"].reindex(ds1.workers_).to_numpy()
+    acc_true = sim.accuracy.reindex(ds1.workers_).to_numpy()
     acc_est = ds1.confusion_[:, 0, 0]
     assert np.abs(acc_est - acc_true).max() < 0.06  # ~1000 responses per worker: s.d. ≈ 0.015
     assert np.allclose(ds1.confusion_.sum(axis=2), 1)

@@ -115,7 +115,7 @@ def test_bwa_recovers_one_coin_crowds():
     bwa, ds1 = fitted("bwa", sim.responses), fitted("ds1", sim.responses)
     assert accuracy(bwa, sim.truth) >= accuracy(ds1, sim.truth) - 0.01
     precision = np.mean([c.values for c in bwa.result_.annotator_columns], axis=0)
-    true_acc = sim.extras["accuracy"].reindex(bwa.workers_).to_numpy()
+    true_acc = sim.accuracy.reindex(bwa.workers_).to_numpy()
     assert spearmanr(precision, true_acc).statistic >= 0.8
 
 
@@ -182,7 +182,7 @@ def test_bwa_recovers_one_coin_crowds_many_seeds():
         bwa, ds1 = fitted("bwa", sim.responses), fitted("ds1", sim.responses)
         gaps.append(accuracy(bwa, sim.truth) - accuracy(ds1, sim.truth))
         precision = np.mean([c.values for c in bwa.result_.annotator_columns], axis=0)
-        rhos.append(spearmanr(precision, sim.extras["accuracy"].reindex(bwa.workers_).to_numpy()).statistic)
+        rhos.append(spearmanr(precision, sim.accuracy.reindex(bwa.workers_).to_numpy()).statistic)
     assert np.mean(gaps) >= -0.005 and min(gaps) >= -0.02
     assert np.mean(rhos) >= 0.8
 

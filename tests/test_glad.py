@@ -21,10 +21,10 @@ def test_recovers_difficulty_ordering(seed):
     sim = glad_crowd(n_items=500, n_workers=30, responses_per_item=15, seed=seed)
     g = create("glad").fit(sim.responses)
     est = g.result_.item_column("difficulty").values
-    true = sim.extras["difficulty"].reindex(g.result_.items).to_numpy()
+    true = sim.difficulty.reindex(g.result_.items).to_numpy()
     assert spearmanr(est, true)[0] >= 0.8
     ability = g.result_.column("ability").values
-    assert spearmanr(ability, sim.extras["ability"].reindex(g.workers_))[0] >= 0.9
+    assert spearmanr(ability, sim.ability.reindex(g.workers_))[0] >= 0.9
 
 
 def test_one_e_step_by_hand():

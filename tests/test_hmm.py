@@ -168,7 +168,7 @@ def _oracle_acc(sim):
     resp = _sim_responses(sim)
     lay = layout_from_responses(resp)
     log_e = lay.pad(unary_log_likelihood(resp, sim.confusion))
-    path = viterbi(log_e, lay.lengths, sim.extras["transition"], sim.extras["start_prob"])
+    path = viterbi(log_e, lay.lengths, sim.transition, sim.start_prob)
     v = lay.valid
     pred = pd.Series(np.zeros(resp.n_items, dtype=int), index=resp.items)
     pred.iloc[lay.index[v]] = path[v]
@@ -180,7 +180,7 @@ def _check_t6(seed, n_sequences=100, gap=0.03):
     fits = _run(sim, ["ds", "hmm-mm", "hmm-em"])
     acc = {k: accuracy(v.labels_, sim.truth) for k, v in fits.items()}
     oracle, _ = _oracle_acc(sim)
-    t_true = sim.extras["transition"]
+    t_true = sim.transition
     assert acc["hmm-em"] - acc["ds"] >= gap, acc
     assert oracle - acc["hmm-em"] <= 0.015
     if n_sequences == 100:
@@ -245,7 +245,7 @@ def test_t8_errors_shrink_with_n():
         for seed in range(5):
             sim = hmm_chain(n_sequences=n_seq, chain="sticky", seed=seed)
             est = _run(sim, ["hmm-em"])["hmm-em"]
-            t_err.append(transition_error(sim.extras["transition"], est.transition_.to_numpy()))
+            t_err.append(transition_error(sim.transition, est.transition_.to_numpy()))
             c_err.append(confusion_error(sim.confusion, est.confusion_))
         err[n_seq] = (np.mean(t_err), np.mean(c_err))
     assert err[100][0] < err[25][0] and err[100][1] < err[25][1]
@@ -256,7 +256,7 @@ def _check_t9(seed):
     resp = _sim_responses(sim)
     lay = layout_from_responses(resp)
     fits = _run(sim, ["hmm-mm", "hmm-em"])
-    t_true = sim.extras["transition"]
+    t_true = sim.transition
     assert transition_error(t_true, fits["hmm-mm"].transition_.to_numpy()) <= 0.3
     # the lag-swapped estimate (P2 bug) is far off: the test is sensitive to orientation
     s, support = lagged_moments(resp, lay)
@@ -367,7 +367,7 @@ def test_markov_emission_with_context_free_tables_is_the_papers_model():
     resp = _sim_responses(sim)
     lay = layout_from_responses(resp)
     ctx = response_context(resp, lay)
-    t, p0 = sim.extras["transition"], sim.extras["start_prob"]
+    t, p0 = sim.transition, sim.start_prob
     plain = HMMState(sim.confusion, t, p0)
     tables = HMMState(sim.confusion, t, p0, np.repeat(sim.confusion[:, None], resp.n_classes + 1, axis=1))
     one = hmm_e_step(resp, lay, plain)

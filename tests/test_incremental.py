@@ -76,3 +76,23 @@ def test_update_with_a_new_label_and_one_annotator() -> None:
     # likelihood has several optima and EM from majority vote and from the warm start may reach different ones)
     with pytest.raises(UserInputError, match="fit before update"):
         create("ds").update(batch)
+
+
+def test_appended_sparse_layout_equals_a_fresh_one() -> None:
+    """The update inserts a batch into the previous layout instead of sorting everything again: entry for entry
+    the layout built from scratch, for a batch of new items only and for one spread over earlier items."""
+    import dataclasses
+
+    from fusion_core.methods.dawid_skene import sweep
+
+    first, batches = _batches(seed=5)
+    est = create("ds").fit(first)
+    for b in (batches[0][batches[0]["task"].isin(set(batches[0]["task"]) - set(first["task"]))], batches[1]):
+        old = est.responses_
+        est.update(b)
+        resp = est.responses_
+        del sweep._CACHE[resp]
+        sweep.sweep_data_appended(old, resp)
+        got = sweep._CACHE[resp]
+        fresh = sweep.sweep_data(dataclasses.replace(resp))
+        assert np.array_equal(got.indptr, fresh.indptr) and np.array_equal(got.indices, fresh.indices)

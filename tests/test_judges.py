@@ -92,13 +92,13 @@ def test_annotator_info():
 def test_judge_panel_simulator():
     sim = judge_panel(n_items=300, n_judges=8, n_correlated=3, seed=4)
     assert len(sim.responses) == 300 * 8 and set(sim.responses.columns) == {"task", "worker", "label", "confidence"}
-    group = sim.extras["group"]
+    group = sim.group
     assert group.sum() == 3
-    models = sim.extras["judges"].for_workers(sim.workers)["model"]
+    models = sim.judges.for_workers(sim.workers)["model"]
     assert (models[group] == "model-a").all() and models[~group].nunique() == 5
     # the group is wrong together on the shared-error items
     wide = sim.responses.pivot(index="task", columns="worker", values="label")
-    shared = sim.extras["shared_error"]
+    shared = sim.shared_error
     wrong = wide[group.index[group]].ne(sim.truth, axis=0)
     assert wrong[shared].mean().min() > 0.8 and wrong[~shared].mean().max() < 0.2
 
@@ -108,9 +108,9 @@ def test_judge_panel_simulator():
 def test_correlated_group_is_detected_and_down_weighting_improves_accuracy(seed):
     """Issue 13 done-when: 3 of 8 judges share errors → the group is detected and down-weighting it helps."""
     sim = judge_panel(n_items=600, n_judges=8, n_correlated=3, seed=seed)
-    truth_group = tuple(sorted(sim.extras["group"].index[sim.extras["group"]]))
+    truth_group = tuple(sorted(sim.group.index[sim.group]))
     for method in ("ds", "mv"):
-        res = correlated_judges(sim.responses, method=method, true_labels=sim.truth, judges=sim.extras["judges"])
+        res = correlated_judges(sim.responses, method=method, true_labels=sim.truth, judges=sim.judges)
         assert res.significant and res.groups == (truth_group,)
         assert res.effect.accuracy_after > res.effect.accuracy_before
         assert (res.effect.weight[list(truth_group)] == 1 / 3).all()

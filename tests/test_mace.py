@@ -21,7 +21,7 @@ def test_recovers_spammers(seed):
     )
     m = create("mace").fit(sim.responses)
     spam = m.result_.column("spam_probability").values
-    truth = sim.extras["spammer"].reindex(m.workers_).to_numpy()
+    truth = sim.spammer.reindex(m.workers_).to_numpy()
     assert roc_auc_score(truth, spam) >= 0.95
 
 

@@ -159,10 +159,10 @@ def test_auto_picks_the_best_heldout_method_and_reports_scores():
 
 def test_context_model_is_scored_with_its_curves():
     sim = table1(8, 1000, seed=1001)
-    ctx = sim.extras["context"]
+    ctx = sim.context
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        aware = heldout_score(ContextEM(lipschitz=sim.extras["lipschitz"]), sim.responses, fit_kwargs={"context": ctx})
+        aware = heldout_score(ContextEM(lipschitz=sim.lipschitz), sim.responses, fit_kwargs={"context": ctx})
         blind = heldout_score(ContextEM(lipschitz=0.0), sim.responses, fit_kwargs={"context": ctx})
     assert aware.score > blind.score + 0.01
 

@@ -22,7 +22,7 @@ from fusion_core.simulate.graph import sbm
 def _fit(name, sim, **params):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AggregationWarning)
-        kw = {"graph": sim.extras["edges"]} if name.startswith("mrf") else {}
+        kw = {"graph": sim.edges} if name.startswith("mrf") else {}
         return create(name, **params).fit(sim.responses, **kw)
 
 
@@ -51,7 +51,7 @@ def test_t10_empty_graph_equals_dawid_skene_without_priors():
     np.testing.assert_array_equal(labels, np.argmax(q, axis=1))
     # delta = 0 on a real graph is the same as no graph
     sim2 = sbm(n_items=600, avg_degree=5, seed=1)
-    g = graph_for_responses(sim2.extras["edges"], Responses.from_frame(sim2.responses))
+    g = graph_for_responses(sim2.edges, Responses.from_frame(sim2.responses))
     resp2 = Responses.from_frame(sim2.responses)
     mv2 = np.argmax(resp2.vote_counts(), axis=1)
     conf02 = normalize_confusion(expected_counts(resp2, np.eye(k)[mv2]), 0.01)
@@ -97,7 +97,7 @@ def test_t11_many_seeds():
 def test_t12_over_smoothing_diagnostic_warns():
     sim = sbm(n_items=2000, avg_degree=5, homophily=0.25, seed=0)
     with pytest.warns(AggregationWarning, match="over-smooth"):
-        est = create("mrf-em").fit(sim.responses, graph=sim.extras["edges"])
+        est = create("mrf-em").fit(sim.responses, graph=sim.edges)
     assert est.edge_agreement_ < 0.4
     assert any("over-smooth" in w for w in est.warnings_)
     # a homophilous graph does not trigger it
@@ -110,7 +110,7 @@ def test_t12_over_smoothing_diagnostic_warns():
 def test_t13_gauss_seidel_icm_is_monotone_and_terminates(seed):
     sim = sbm(n_items=800, avg_degree=6, homophily=0.6, seed=seed)
     resp = Responses.from_frame(sim.responses)
-    g = graph_for_responses(sim.extras["edges"], resp)
+    g = graph_for_responses(sim.edges, resp)
     rng = np.random.default_rng(seed)
     unary = np.log(rng.dirichlet(np.ones(4), size=resp.n_items))
     delta = 3.0
@@ -135,11 +135,11 @@ def test_mrf_mv_and_graph_validation():
     assert macro_f1(est.labels_, sim.truth) > macro_f1(create("mv").fit(sim.responses).labels_, sim.truth)
     with pytest.raises(UserInputError, match="graph"):
         create("mrf-em").fit(sim.responses)
-    bad = pd.concat([sim.extras["edges"], pd.DataFrame({"source": ["nope"], "target": ["n1"]})])
+    bad = pd.concat([sim.edges, pd.DataFrame({"source": ["nope"], "target": ["n1"]})])
     with pytest.raises(UserInputError, match="not tasks"):
         create("mrf-mv").fit(sim.responses, graph=bad)
     with pytest.raises(UserInputError):
-        create("mrf-mv", delta="strong").fit(sim.responses, graph=sim.extras["edges"])
+        create("mrf-mv", delta="strong").fit(sim.responses, graph=sim.edges)
 
 
 @pytest.mark.slow
@@ -187,7 +187,7 @@ def test_random_graphs_fit_or_explain(data, pairs, method, mode):
 def test_icm_keeps_fixed_nodes():
     sim = sbm(n_items=500, avg_degree=6, homophily=0.9, seed=2)
     resp = Responses.from_frame(sim.responses)
-    g = graph_for_responses(sim.extras["edges"], resp)
+    g = graph_for_responses(sim.edges, resp)
     rng = np.random.default_rng(0)
     unary = np.log(rng.dirichlet(np.ones(4), size=resp.n_items))
     y0 = rng.integers(0, 4, size=resp.n_items)
@@ -206,8 +206,8 @@ def test_gold_nodes_are_clamped_and_inform_their_neighbours(name):
     rest = truth.index.difference(gold.index)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AggregationWarning)
-        free = create(name).fit(sim.responses, graph=sim.extras["edges"])
-        est = create(name).fit(sim.responses, graph=sim.extras["edges"], true_labels=gold)
+        free = create(name).fit(sim.responses, graph=sim.edges)
+        est = create(name).fit(sim.responses, graph=sim.edges, true_labels=gold)
     np.testing.assert_array_equal(est.probas_.loc[gold.index].to_numpy().max(axis=1), 1.0)
     assert (est.labels_.loc[gold.index] == gold).all()
     assert macro_f1(est.labels_.loc[rest], truth) >= macro_f1(free.labels_.loc[rest], truth)
@@ -218,14 +218,14 @@ def test_typed_graph_summary_and_parameters():
     est = _fit("mrf-em", sim, delta="half_answered")
     g = est.result_.graph
     resp = Responses.from_frame(sim.responses)
-    assert g.n_edges == graph_for_responses(sim.extras["edges"], resp).n_edges
+    assert g.n_edges == graph_for_responses(sim.edges, resp).n_edges
     assert g.delta == pytest.approx(resp.responses_per_item.mean() / 2)
     assert g.edge_agreement == est.edge_agreement_ and 0.5 < g.edge_agreement <= 1
     np.testing.assert_array_equal(est.result_.label_codes, est.result_.hard_labels)
     for bad in ({"delta": 0}, {"delta": -2.0}, {"delta": True}, {"delta": "strong"}, {"em_max_iter": 0}, {"t_max": 0}):
         with pytest.raises(UserInputError, match=next(iter(bad))):
             create("mrf-em", **bad)
-    assert create("mrf-mv", delta=2.5).fit(sim.responses, graph=sim.extras["edges"]).result_.graph.delta == 2.5
+    assert create("mrf-mv", delta=2.5).fit(sim.responses, graph=sim.edges).result_.graph.delta == 2.5
     from fusion_core.methods import info
 
     assert "min_pair_support" not in {p.name for p in info("mrf-mv").params}  # no moment matching in mrf-mv
@@ -236,5 +236,5 @@ def test_potts_em_warns_at_its_iteration_limit():
 
     sim = sbm(n_items=600, avg_degree=5, homophily=0.7, seed=4)
     with pytest.warns(ConvergenceWarning, match="mrf-mv EM"):
-        est = create("mrf-mv", em_max_iter=2, em_tol=0.0).fit(sim.responses, graph=sim.extras["edges"])
+        est = create("mrf-mv", em_max_iter=2, em_tol=0.0).fit(sim.responses, graph=sim.edges)
     assert not est.converged_ and est.n_iter_ == 2

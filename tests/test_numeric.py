@@ -83,8 +83,8 @@ def test_truth_beats_mean_and_median_and_bias_is_recovered(seed):
     by_task = sim.responses.groupby("task")["value"]
     rmse = _rmse(fit.truth_, sim.truth)
     assert rmse < _rmse(by_task.mean(), sim.truth) and rmse < _rmse(by_task.median(), sim.truth)
-    assert fit.bias_.corr(sim.extras["bias"]) >= 0.95
-    assert fit.noise_.corr(sim.extras["noise"]) >= 0.9
+    assert fit.bias_.corr(sim.bias) >= 0.95
+    assert fit.noise_.corr(sim.noise) >= 0.9
     n = fit.responses_.responses_per_worker
     assert abs(fit.bias_.to_numpy() @ n) < 1e-9 * n.sum()  # the identifiability constraint: Σ n_j b_j = 0
     trace = np.array(fit.result_.log_likelihood)
@@ -109,10 +109,10 @@ def test_robust_variant_resists_outliers():
     r_rob = _rmse(robust.truth_, sim.truth)
     assert r_rob < _rmse(gauss.truth_, sim.truth)
     assert r_rob < _rmse(by_task.mean(), sim.truth) and r_rob < _rmse(by_task.median(), sim.truth)
-    assert robust.bias_.corr(sim.extras["bias"]) >= 0.95
+    assert robust.bias_.corr(sim.bias) >= 0.95
     weight = robust.result_.response_weight
     assert weight is not None
-    assert np.median(weight[sim.extras["outlier"]]) < 0.2 and weight[~sim.extras["outlier"]].mean() > 0.8
+    assert np.median(weight[sim.outlier]) < 0.2 and weight[~sim.outlier].mean() > 0.8
     trace = np.array(robust.result_.log_likelihood)
     assert (np.diff(trace) >= -1e-9 * np.abs(trace[1:])).all()
 

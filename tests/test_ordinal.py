@@ -80,11 +80,11 @@ def test_bias_noise_and_verdicts_are_recovered():
     est = _fit("ordinal-em", sim.responses, levels="numeric")
     scale = est.result_.ordinal
     assert scale is not None and scale.estimated
-    true_bias = sim.extras["bias"].reindex(est.workers_).to_numpy()
-    true_noise = sim.extras["noise"].reindex(est.workers_).to_numpy()
+    true_bias = sim.bias.reindex(est.workers_).to_numpy()
+    true_noise = sim.noise.reindex(est.workers_).to_numpy()
     assert np.corrcoef(scale.bias, true_bias)[0, 1] >= 0.95
     assert np.corrcoef(scale.noise, true_noise)[0, 1] >= 0.95
-    assert (scale.verdict == sim.extras["role"].reindex(est.workers_).to_numpy()).all()
+    assert (scale.verdict == sim.role.reindex(est.workers_).to_numpy()).all()
     titles = [c.title for c in est.result_.annotator_columns]
     assert titles == ["bias (levels)", "noise (levels)", "expected error (levels)", "verdict"]
     assert np.allclose(est.result_.column("bias").values, scale.bias)

@@ -47,3 +47,38 @@ def test_pairwise_upload_with_columns_picked_on_the_page():
     assert not at.exception, [e.value for e in at.exception]
     text = " ".join(m.value for m in at.markdown).replace("\\", "")
     assert "judge1 prefers the first-shown answer" in text
+
+
+@pytest.mark.slow  # the app's start, the one-click audit and the pairwise bootstrap: about 8 s of CPU
+def test_pairwise_upload_goes_through_the_one_click_audit_and_report():
+    """Data page upload (the pairwise layout recognised by its columns) → Audit summary "Run audit": the pairwise
+    section ranks the options as the library does and names the position-biased judge; the report has it too."""
+    from apptest import go, start_app
+
+    from fusion_core.data.pairwise import PairwiseResponses
+    from fusion_core.methods.pairwise import PairwiseDS
+    from fusion_core.report.html import report_html
+    from fusion_core.simulate.pairwise import pairwise_panel
+
+    sim = pairwise_panel(150, 4, 5, reliability=0.8, position_bias=[0.2, 0, 0, 0], seed=3)
+    at = go(start_app(), "pages/1_Data.py")
+    csv = sim.responses.to_csv(index=False).encode()
+    at.file_uploader(key="upload_responses").set_value(("panel.csv", csv, "text/csv")).run()
+    assert at.radio(key="map_layout").value == "pairwise"  # recognised by its option A / option B columns
+    at.button(key="use_columns").click().run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    ds = at.session_state["fc_dataset"]
+    assert ds.pairwise is not None and ds.pairwise.n == len(sim.responses) and ds.pairwise.order_given
+    go(at, "pages/0_Audit.py")
+    at.button(key="audit_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = next(d.value for d in at.dataframe if "rank_low" in d.value.columns)  # the ranking table
+    expected = PairwiseDS().fit(PairwiseResponses.from_frame(sim.responses)).result_.ranking()
+    assert list(shown.index) == list(expected.index)
+    assert list(expected.index[:2]) == ["system5", "system4"]  # the strongest options of the simulation
+    text = " ".join(m.value for m in at.markdown).replace("\\", "")
+    assert "judge1 prefers the first-shown answer" in text
+    assert not any(f"judge{j} prefers the first-shown" in text for j in (2, 3, 4))
+    audit = at.session_state["fc_audit"][1]
+    assert "Pairwise judge panel" in report_html(audit)  # what "Download report (HTML)" writes
+    assert any(b.label == "Download report (HTML)" for b in at.get("download_button"))

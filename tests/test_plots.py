@@ -283,7 +283,7 @@ def test_context_reliability_curves_and_interpolated_regions():
     from fusion_core.simulate.context import confusion_crowd, table1
 
     sim = table1(5, 400, seed=3)
-    ctx = sim.extras["context"]
+    ctx = sim.context
     df = sim.responses
     w0 = sorted(df["worker"].unique())[0]
     df = df[~((df["worker"] == w0) & df["task"].isin(ctx[ctx > 0.7].index))]  # w0 never labels x > 0.7
@@ -309,7 +309,7 @@ def test_context_reliability_curves_and_interpolated_regions():
     sim3 = confusion_crowd(4, 400, seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est3 = create("context-em", multiclass="confusion").fit(sim3.responses, context=sim3.extras["context"])
+        est3 = create("context-em", multiclass="confusion").fit(sim3.responses, context=sim3.context)
     r3 = est3.result_
     k = r3.classes[1]
     fig3 = context_confusion_curves(est3, r3.workers[0], k)

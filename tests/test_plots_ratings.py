@@ -45,7 +45,7 @@ def test_ordinal_heatmap_keeps_the_declared_level_order(ordinal):
     assert list(crowd.layout.xaxis.categoryarray) == LEVELS
     z = np.asarray(hm.z)
     assert np.allclose(z.sum(axis=1), 1.0) and np.trace(z) / len(z) > 0.5  # mostly on the diagonal
-    harsh = sim.extras["role"].index[sim.extras["role"] == "harsh"][0]
+    harsh = sim.role.index[sim.role == "harsh"][0]
     one = np.asarray(ordinal_confusion_heatmap(est, worker=harsh).data[0].z)
     assert np.triu(one, 1).sum() < np.tril(one, -1).sum()  # a harsh annotator reports below the truth
 
@@ -103,7 +103,7 @@ def test_calibration_numbers_by_hand():
 def test_calibration_chart_shows_the_overconfident_group():
     sim = judge_panel(n_items=400, seed=1)
     cal = calibration(sim.responses, sim.truth)
-    group = sim.extras["group"]
+    group = sim.group
     over = cal.summary["overconfidence"]
     assert over[group].min() > over[~group].max()  # the group says 0.85–1 and is right ≈ 70 % of the time
     fig = calibration_chart(cal, judges=list(group.index[:2]))

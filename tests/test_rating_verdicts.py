@@ -42,12 +42,12 @@ def _score(runs: list[tuple[RatingVerdicts, pd.Series]]) -> dict[str, float]:
 
 def _ordinal(seed: int, n_bootstrap: int) -> tuple[RatingVerdicts, pd.Series]:
     sim = ordinal_crowd(n_items=400, n_workers=20, n_lenient=4, n_harsh=4, n_noisy=4, n_chance=2, seed=seed)
-    return ordinal_verdicts(sim.responses, n_bootstrap=n_bootstrap, random_state=seed), sim.extras["role"]
+    return ordinal_verdicts(sim.responses, n_bootstrap=n_bootstrap, random_state=seed), sim.role
 
 
 def _numeric(seed: int, n_bootstrap: int) -> tuple[RatingVerdicts, pd.Series]:
     sim = numeric_crowd(n_items=300, n_workers=20, n_lenient=4, n_harsh=4, n_noisy=4, n_chance=2, seed=seed)
-    return numeric_verdicts(sim.responses, n_bootstrap=n_bootstrap, random_state=seed), sim.extras["role"]
+    return numeric_verdicts(sim.responses, n_bootstrap=n_bootstrap, random_state=seed), sim.role
 
 
 def _check_oracle(score: dict[str, float]) -> None:
@@ -88,7 +88,7 @@ def test_numeric_bias_intervals_cover_the_truth():
     for seed in range(6):
         sim = numeric_crowd(n_items=300, n_workers=20, n_lenient=4, n_harsh=4, n_noisy=4, seed=seed)
         t = numeric_verdicts(sim.responses, n_bootstrap=200, random_state=seed).table
-        true = sim.extras["bias"].reindex(t.index)
+        true = sim.bias.reindex(t.index)
         covered += ((t["bias_low"] <= true) & (true <= t["bias_high"])).tolist()
     assert np.mean(covered) >= 0.88, np.mean(covered)
 
@@ -96,7 +96,7 @@ def test_numeric_bias_intervals_cover_the_truth():
 def test_too_few_ratings_is_not_enough_to_tell():
     sim = ordinal_crowd(n_items=300, n_workers=12, n_lenient=3, n_harsh=3, n_noisy=2, seed=4)
     df = sim.responses
-    lenient = sim.extras["role"].index[sim.extras["role"] == "lenient"][0]
+    lenient = sim.role.index[sim.role == "lenient"][0]
     mine = df.index[df["worker"] == lenient]
     df = df.drop(mine[6:])  # six ratings left: the bias is clear in the point estimate, not in the evidence
     v = ordinal_verdicts(df, n_bootstrap=30)

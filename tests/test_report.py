@@ -138,7 +138,7 @@ def test_cli_report_on_ordinal_ratings_carries_the_rater_verdicts(tmp_path, caps
     assert main([*args, "--bootstrap", "20", "--cartel-bootstrap", "20", "--rating-bootstrap", "20"]) == 0
     page = out.read_text(encoding="utf-8")
     assert "Raters (8): lenient, harsh, noisy" in page
-    roles = sim.extras["role"]
+    roles = sim.role
     section = page.split("Raters (8)")[1].split("<h2>")[0]
     for worker in roles.index[roles.isin(["lenient", "harsh"])]:  # every biased rater is listed with a verdict
         rows = [r for r in section.split("<tr>") if f"<td>{worker}</td>" in r]

@@ -25,13 +25,13 @@ def _acc(est, truth: pd.Series) -> float:
 def test_heavy_crowd_has_the_shape_it_claims():
     sim = heavy_crowd(HeavyShape(), seed=0)
     per_worker = sim.responses.groupby("worker").size()
-    role = sim.extras["role"]
+    role = sim.role
     heavy = role.index[role.str.startswith("heavy")]
     assert len(sim.responses) == pytest.approx(2000 * 5, rel=0.05)
     assert per_worker.reindex(heavy).sum() / len(sim.responses) == pytest.approx(0.7, abs=0.03)
     assert (per_worker < 10).mean() >= 0.5  # most annotators give a handful of responses
     biased = role.index[role == "heavy biased"]
-    assert len(biased) == 2 and (sim.extras["accuracy"].reindex(biased) < 0.78).all()  # below the majority rate
+    assert len(biased) == 2 and (sim.accuracy.reindex(biased) < 0.78).all()  # below the majority rate
     assert not sim.responses.duplicated(["task", "worker"]).any()
     assert sim.truth.value_counts(normalize=True).loc[0] == pytest.approx(0.78, abs=0.03)
 

@@ -75,12 +75,12 @@ def test_fitted_attributes_binary(sim, name):
     np.testing.assert_allclose(est.confusion_.sum(axis=2), 1.0)
     assert est.errors_.shape == (30, 2) and est.skills_.index.equals(workers)
     # recovered parameters are close to the truth (n = 800, 15 annotators)
-    truth_sens = sim.extras["psi"].reindex(workers)
+    truth_sens = sim.psi.reindex(workers)
     assert np.mean(np.abs(est.sensitivity_ - truth_sens)) < 0.06
     assert abs(est.class_imbalance_ - 0.3) < 0.1
     assert accuracy(est.labels_, sim.truth) > 0.95
     # ranking by the eigenvector follows the true balanced accuracy
-    ba_true = sim.extras["balanced_accuracy"].reindex(workers)
+    ba_true = sim.balanced_accuracy.reindex(workers)
     assert est.eigenvector_.corr(ba_true, method="spearman") > 0.8
     assert est.positive_label_ == 1
     # ranking_: by v̂ (spectral core) for sml/isml; by the EM balanced accuracy, over every annotator, for sml-ds

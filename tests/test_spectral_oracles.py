@@ -32,7 +32,7 @@ def _binary(sim) -> tuple[Responses, BinaryMatrix]:
 
 
 def _aligned(sim, resp, key):
-    return sim.extras[key].reindex(resp.workers).to_numpy()
+    return getattr(sim, key).reindex(resp.workers).to_numpy()
 
 
 def _ba(labels: pd.Series, truth: pd.Series) -> float:
@@ -98,7 +98,7 @@ def test_top1_top5_replication(with_cartel):
     runs = 300
     for seed in range(runs):
         sim = cartel(r=0.33, pi_c=0.5, seed=seed) if with_cartel else independent(seed=seed)
-        Z = sim.extras["dense"]
+        Z = sim.dense
         y = np.where(sim.truth.to_numpy() == 1, 1.0, -1.0)
         emp = 0.5 * ((Z[:, y > 0] > 0).mean(axis=1) + (Z[:, y < 0] < 0).mean(axis=1))
         best = int(np.argmax(emp))
@@ -113,9 +113,9 @@ def test_top1_top5_replication(with_cartel):
 # ------------------------------------------------------------------------ §8.4–8.5 b and ψ/η
 def _b_psi_eta(seed, b, n=10_000):
     sim = independent(m=10, n=n, b=b, psi_range=(0.5, 0.8), seed=seed)
-    B = BinaryMatrix.from_dense(sim.extras["dense"])
+    B = BinaryMatrix.from_dense(sim.dense)
     fit = fit_binary(B, b_method="both", warn=False)
-    psi, eta = sim.extras["psi"].to_numpy(), sim.extras["eta"].to_numpy()
+    psi, eta = sim.psi.to_numpy(), sim.eta.to_numpy()
     mae = 0.5 * (np.mean(np.abs(fit.psi - psi)) + np.mean(np.abs(fit.eta - eta)))
     return abs(fit.b_likelihood - b), abs(fit.b_tensor - b), mae
 
@@ -205,13 +205,13 @@ def _one_expert(seed):
     eta = rng.uniform(0.6, 0.75, 10)
     psi[0], eta[0] = rng.uniform(0.97, 0.99, 2)
     sim = independent(n=5000, b=0.3, psi=psi, eta=eta, seed=seed)
-    Z = sim.extras["dense"]
+    Z = sim.dense
     B = BinaryMatrix.from_dense(Z)
     fit = fit_binary(B, warn=False)
     y = np.where(sim.truth.to_numpy() == 1, 1, -1)
     sml = np.where(fit.score > 0, 1, -1)
     isml = np.where(fit.llr > 0, 1, -1)
-    p, e = sim.extras["psi"].to_numpy(), sim.extras["eta"].to_numpy()
+    p, e = sim.psi.to_numpy(), sim.eta.to_numpy()
     ln_a = np.log(p * e / ((1 - p) * (1 - e)))
     ln_b = np.log(p * (1 - p) / (e * (1 - e)))
     oracle = np.where((Z * ln_a[:, None] + ln_b[:, None]).sum(axis=0) > 0, 1, -1)

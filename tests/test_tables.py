@@ -82,7 +82,7 @@ def test_annotator_table_intervals_roles_and_title_clash(ds_fit, crowd):
     )
     skills = res.skills
     intervals = pd.DataFrame({"low": skills - 0.1, "high": skills + 0.2}, index=skills.index)
-    table = annotator_table(res, resp, intervals=intervals, roles=sim.extras["role"])
+    table = annotator_table(res, resp, intervals=intervals, roles=sim.role)
     assert list(table.columns) == [
         "accuracy",
         "responses",
@@ -92,7 +92,7 @@ def test_annotator_table_intervals_roles_and_title_clash(ds_fit, crowd):
         "simulated role",
     ]
     np.testing.assert_allclose(table["accuracy high"] - table["accuracy"], 0.2)
-    spammer = sim.extras["role"][sim.extras["role"] == "spammer"].index.astype(str)
+    spammer = sim.role[sim.role == "spammer"].index.astype(str)
     assert (table.loc[spammer, "simulated role"] == "spammer").all()
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from fusion_core.data.graph import ItemGraph
+from fusion_core.data.pairwise import PairwiseResponses
 from fusion_core.data.responses import Responses
 from fusion_core.data.spans import SpanTable
 
@@ -47,6 +48,9 @@ class Dataset:
     """The labelling tool's export format the responses came from (results go back with its ids)."""
     export_control: tuple[str, str, str] | None = None
     """Label Studio: (from_name, to_name, type) of the question read (for predictions)."""
+    pairwise: PairwiseResponses | None = field(default=None, compare=False)
+    """Pairwise judgements (A vs B) the responses are the choices of (:func:`pairwise_dataset`); the audit then
+    adds the pairwise section (ranking, judges' biases, docs/JUDGES.md)."""
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -82,13 +86,15 @@ class Dataset:
             self,
             graph=graph,
             graph_name=name,
-            fingerprint=fingerprint(self.responses, graph, self.context),
+            fingerprint=fingerprint(self.responses, graph, self.context, self.pairwise),
             graph_view=to_networkx(graph, self.responses),
         )
 
     def with_context(self, context: pd.Series | None) -> Dataset:
         """The same responses with new context values (new fingerprint)."""
-        return replace(self, context=context, fingerprint=fingerprint(self.responses, self.graph, context))
+        return replace(
+            self, context=context, fingerprint=fingerprint(self.responses, self.graph, context, self.pairwise)
+        )
 
 
 def make_dataset(
@@ -106,13 +112,14 @@ def make_dataset(
     spans: SpanTable | None = None,
     export_format: str | None = None,
     export_control: tuple[str, str, str] | None = None,
+    pairwise: PairwiseResponses | None = None,
 ) -> Dataset:
     """A :class:`Dataset` with its fingerprints and validation messages computed."""
     return Dataset(
         name=name,
         source=source,
         responses=responses,
-        fingerprint=fingerprint(responses, graph, context),
+        fingerprint=fingerprint(responses, graph, context, pairwise),
         gold=gold,
         gold_fingerprint=gold_fingerprint(gold),
         graph=graph,
@@ -123,6 +130,7 @@ def make_dataset(
         spans=spans,
         export_format=export_format,
         export_control=export_control,
+        pairwise=pairwise,
         messages=tuple(responses.report.messages()),
         graph_view=graph_view if graph_view is not None else to_networkx(graph, responses),
     )
@@ -143,8 +151,30 @@ def _hash_update(h: Any, obj: Any) -> None:
         h.update(repr(obj).encode())
 
 
-def fingerprint(responses: Responses, graph: ItemGraph | None = None, context: pd.Series | None = None) -> str:
-    """Content hash of the coded responses (ids, labels, sequences), the graph's edges and the context."""
+def pairwise_dataset(data: PairwiseResponses, *, name: str, source: str = "upload") -> Dataset:
+    """Pairwise judgements as a dataset the one-click audit takes with no extra step: the responses are the judges'
+    choices (task "prompt: X vs Y", annotator the judge, label the preferred option or "tie",
+    :meth:`~fusion_core.data.pairwise.PairwiseResponses.choices`) and ``pairwise`` keeps the judgements, order
+    shown included, for the pairwise audit (docs/JUDGES.md)."""
+    order = "with the order shown" if data.order_given else "no order column: option A taken as shown first"
+    return make_dataset(
+        Responses.from_frame(data.choices()),
+        name=name,
+        source=source,
+        pairwise=data,
+        description=f"{data.n:,} pairwise judgements by {data.n_judges} judges of {data.n_options} options on "
+        f"{data.n_prompts:,} prompts ({order}).",
+    )
+
+
+def fingerprint(
+    responses: Responses,
+    graph: ItemGraph | None = None,
+    context: pd.Series | None = None,
+    pairwise: PairwiseResponses | None = None,
+) -> str:
+    """Content hash of the coded responses (ids, labels, sequences), the graph's edges, the context and the
+    pairwise judgements' order shown and weights (their choices are the responses)."""
     h = hashlib.blake2b(digest_size=16)
     for part in (
         responses.item,
@@ -164,6 +194,11 @@ def fingerprint(responses: Responses, graph: ItemGraph | None = None, context: p
     if graph is not None:
         for arr in (graph.source, graph.target, graph.weight):
             _hash_update(h, np.asarray(arr))
+    if pairwise is not None:  # only then: other fingerprints stay as they were
+        for values in (pairwise.a_first, pairwise.weight, pairwise.length_a, pairwise.length_b):
+            _hash_update(h, values)
+        for text in (pairwise.family_a, pairwise.family_b, pairwise.judge_family):
+            _hash_update(h, None if text is None else pd.Index(text).astype(str))
     return h.hexdigest()
 
 

@@ -9,6 +9,7 @@ the earlier text).  The result holds every response of both (repeated (task, ann
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,7 @@ def _union(old: pd.Index, new: pd.Index, known: dict[Any, int] | None) -> tuple[
     if known is None or len(known) != len(old):
         known = dict(zip(old.tolist(), range(len(old)), strict=True))
     values = new.tolist()
-    pos = np.fromiter((known.get(v, -1) for v in values), dtype=np.int64, count=len(values))
+    pos = np.fromiter(map(known.get, values, repeat(-1)), dtype=np.int64, count=len(values))  # C-level loop
     missing = np.flatnonzero(pos < 0)
     if not len(missing):
         return old, pos, known

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from fusion_core.data.columns import _is_missing, check_columns, row_numbers
 from fusion_core.data.text import parse_numbers, show_value, text_values
@@ -27,6 +29,8 @@ FIRST, SECOND = 0, 1  # shown coordinates: the first-shown option won / the seco
 A_WORDS = frozenset({"a", "option a", "option_a", "model_a", "left", "a wins", "a>b"})
 B_WORDS = frozenset({"b", "option b", "option_b", "model_b", "right", "b wins", "b>a"})
 TIE_WORDS = frozenset({"tie", "draw", "equal", "same", "both", "neither", "=", "a=b", "tie (bothbad)"})
+ORDER_A = frozenset({"a", "ab", "a,b", "a-b", "option_a"})
+ORDER_B = frozenset({"b", "ba", "b,a", "b-a", "option_b"})
 
 ROLES = ("prompt", "option_a", "option_b", "judge", "preference")
 OPTIONAL = ("order", "confidence", "length_a", "length_b", "family_a", "family_b", "judge_family")
@@ -250,9 +254,11 @@ class PairwiseResponses:
         check_columns(opt, list(df.columns))
         ids = {role: _ids(df[wanted[role]], wanted[role]) for role in ("prompt", "option_a", "option_b", "judge")}
         (ca, ua), (cb, ub) = ids["option_a"], ids["option_b"]
-        options = pd.Index(pd.unique(np.concatenate([ua[np.unique(ca)], ub[np.unique(cb)]])), dtype=object)
-        a = options.get_indexer(ua)[ca].astype(np.int64)  # codes through the distinct values, not per row
-        b = options.get_indexer(ub)[cb].astype(np.int64)
+        # one factorisation of the distinct A and B values (in order of appearance) codes both columns
+        both, uniq = pd.factorize(np.concatenate([ua, ub]))
+        options = pd.Index(np.asarray(uniq, dtype=object), dtype=object)
+        a = both[: len(ua)][ca].astype(np.int64)  # codes through the distinct values, not per row
+        b = both[len(ua) :][cb].astype(np.int64)
         same = np.flatnonzero(a == b)
         if len(same):
             raise UserInputError(
@@ -308,16 +314,44 @@ def _ids(values: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
     rows.  Everything but the factorisation works on the distinct values."""
     if isinstance(values.dtype, pd.CategoricalDtype):  # as read from a file: the codes are already there
         codes, uq = _used(values.cat.codes.to_numpy(), np.asarray(values.cat.categories, dtype=object))
+    elif isinstance(values.dtype, pd.StringDtype):  # text already: factorised as it is
+        if values.dtype.storage == "pyarrow":  # Arrow's dictionary encoding: its codes and distinct texts
+            arr = pa.array(values.array)
+            enc = (arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr).dictionary_encode()
+            idx = enc.indices
+            codes = (pc.fill_null(idx, -1) if idx.null_count else idx).to_numpy(zero_copy_only=False)
+            uq = enc.dictionary.to_numpy(zero_copy_only=False)
+            maybe = None
+            if len(uq) > 64:  # a blank text is empty or starts with a space: only those are checked in Python
+                first = pc.utf8_slice_codeunits(enc.dictionary, 0, 1)  # (≤ " ": str.isspace's U+001C–U+001F)
+                maybe = pc.or_(pc.less_equal(first, " "), pc.utf8_is_space(first)).to_numpy(zero_copy_only=False)
+            _refuse_empty(codes, uq, name, maybe)
+        else:
+            codes, uniq = values.array.factorize()
+            uq = np.asarray(uniq, dtype=object)
+            _refuse_empty(codes, uq, name)
+        return codes, uq
     else:
         codes, uniq = pd.factorize(values.to_numpy(dtype=object, na_value=None))
         uq = np.asarray(uniq, dtype=object)
-    blank = np.array([isinstance(u, str) and not u.strip() for u in uq], dtype=bool)  # distinct values
+    _refuse_empty(codes, uq, name)
+    return codes, np.asarray(text_values(pd.Index(uq), column=name), dtype=object)
+
+
+def _refuse_empty(codes: np.ndarray, uq: np.ndarray, name: str, maybe: np.ndarray | None = None) -> None:
+    """Missing or blank cells (checked on the distinct values, those in ``maybe`` when given) refused with their
+    rows."""
+    if maybe is None:
+        blank = np.fromiter((isinstance(u, str) and not u.strip() for u in uq), dtype=bool, count=len(uq))
+    else:
+        blank = np.zeros(len(uq), dtype=bool)
+        check = np.flatnonzero(maybe)
+        blank[check] = [not u.strip() for u in uq[check]]
     miss = (codes < 0) | (blank[codes] if len(uq) else False)
     if miss.any():
         raise UserInputError(
             f"column {name!r} has empty cells on {row_numbers(np.flatnonzero(miss))}; fill or drop them."
         )
-    return codes, np.asarray(text_values(pd.Index(uq), column=name), dtype=object)
 
 
 def _used(codes: np.ndarray, categories: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -333,7 +367,13 @@ def _words(values: pd.Series, name: str, options: pd.Index) -> tuple[np.ndarray,
     """Codes, distinct texts, their stripped case-folded forms and the option each names (−1: none)."""
     codes, text = _ids(values, name)
     low = np.array([u.strip().casefold() for u in text], dtype=object)  # distinct values, not rows
-    return codes, text, low, options.get_indexer(text)
+    pos = {v: i for i, v in enumerate(options)}  # the options (distinct), not rows
+    return codes, text, low, np.fromiter((pos.get(u, -1) for u in text), dtype=np.int64, count=len(text))
+
+
+def _in(low: np.ndarray, words: frozenset[str] | set[str]) -> np.ndarray:
+    """Which distinct values are one of ``words``."""
+    return np.fromiter((u in words for u in low), dtype=bool, count=len(low))
 
 
 def _numbers(values: pd.Series, name: str) -> np.ndarray:
@@ -349,13 +389,14 @@ def _preference(values: pd.Series, a: np.ndarray, b: np.ndarray, options: pd.Ind
     """A / B / tie words or the preferred option's id → 0 / 1 / 2; anything else is refused with its rows."""
     codes, text, low, named = _words(values, name, options)
     word = np.full(len(low), -1, dtype=np.int8)
-    word[np.isin(low, list(TIE_WORDS))] = TIE
-    word[np.isin(low, list(A_WORDS))] = A_WINS
-    word[np.isin(low, list(B_WORDS))] = B_WINS
+    word[_in(low, TIE_WORDS)] = TIE
+    word[_in(low, A_WORDS)] = A_WINS
+    word[_in(low, B_WORDS)] = B_WINS
     out = word[codes]
-    opt = named[codes]
-    out[(out < 0) & (opt >= 0) & (opt == a)] = A_WINS
-    out[(out < 0) & (opt >= 0) & (opt == b)] = B_WINS
+    if (word < 0).any():  # some values are no word: the preferred option's id
+        opt = named[codes]
+        out[(out < 0) & (opt >= 0) & (opt == a)] = A_WINS
+        out[(out < 0) & (opt >= 0) & (opt == b)] = B_WINS
     bad = np.flatnonzero(out < 0)
     if len(bad):
         raise UserInputError(
@@ -368,12 +409,13 @@ def _preference(values: pd.Series, a: np.ndarray, b: np.ndarray, options: pd.Ind
 def _order(values: pd.Series, a: np.ndarray, b: np.ndarray, options: pd.Index, name: str) -> np.ndarray:
     """Which option was shown first: A / B, AB / BA, or that option's id → True when A was first."""
     codes, text, low, named = _words(values, name, options)
-    word_a = np.isin(low, ["a", "ab", "a,b", "a-b", "option_a"])[codes]
-    word_b = np.isin(low, ["b", "ba", "b,a", "b-a", "option_b"])[codes]
-    opt = named[codes]
-    rest = ~word_a & ~word_b & (opt >= 0)  # an option's id, where no word matched
-    first_a = word_a | (rest & (opt == a))
-    first_b = word_b | (rest & (opt == b))
+    is_a, is_b = _in(low, ORDER_A), _in(low, ORDER_B)
+    first_a, first_b = is_a[codes], is_b[codes]
+    if not (is_a | is_b).all():  # some values are no word: the id of the option shown first
+        opt = named[codes]
+        rest = ~first_a & ~first_b & (opt >= 0)
+        first_a = first_a | (rest & (opt == a))
+        first_b = first_b | (rest & (opt == b))
     bad = np.flatnonzero(first_a == first_b)
     if len(bad):
         raise UserInputError(

@@ -1,20 +1,18 @@
-"""Chance-corrected inter-annotator agreement: Fleiss' κ, Krippendorff's α (nominal), pairwise Cohen's κ.
+"""Chance-corrected inter-annotator agreement: the registry of agreement statistics, and pairwise Cohen's κ.
 
-All three work on sparse long-format responses (most annotators label few items) and are computed from
-the items × K vote-count matrix or sparse worker × item indicator matrices — no loop over responses.
+:data:`AGREEMENT_STATISTICS` lists every dataset-level statistic once (key, title, help and its statistic of item
+weights, from the statistic's own module: Fleiss' κ in :mod:`.fleiss`, Krippendorff's α in :mod:`.krippendorff`).
+The audit (:func:`agreement_intervals`), the CLI's ``agreement --metric nominal`` and the app's Data page
+(:func:`agreement_summary`) read this list, so a new statistic is one entry here.
 
-* Fleiss (1971), generalised to unequal numbers of ratings per item: ``P_i = Σ_k n_ik(n_ik−1) / (n_i(n_i−1))``
-  over items with ``n_i ≥ 2``, ``P̄`` their mean, ``p_k`` the pooled label shares of those items,
-  ``P_e = Σ_k p_k²``, ``κ = (P̄ − P_e)/(1 − P_e)``.  With equal ``n_i`` this is Fleiss' κ exactly.
-* Krippendorff (2011, "Computing Krippendorff's alpha-reliability"), nominal metric: coincidence matrix
-  ``o_ck = Σ_u (n_uc n_uk − δ_ck n_uc)/(m_u − 1)`` over units with ``m_u ≥ 2`` values,
-  ``α = 1 − (n−1) Σ_{c≠k} o_ck / Σ_{c≠k} n_c n_k``.
 * Cohen (1960) κ for every pair of annotators over the items both labelled (the last response counts when
-  an annotator labelled an item twice): ``κ_ab = (p_o − p_e)/(1 − p_e)``.
+  an annotator labelled an item twice): ``κ_ab = (p_o − p_e)/(1 − p_e)``, from sparse worker × item indicator
+  matrices (no loop over responses).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,67 +20,98 @@ import pandas as pd
 import scipy.sparse as sp
 
 from fusion_core.data.responses import Responses, as_responses
+from fusion_core.diagnostics.fleiss import fleiss_kappa, fleiss_statistic
+from fusion_core.diagnostics.krippendorff import krippendorff_alpha, nominal_alpha_statistic
+from fusion_core.diagnostics.reliability import ItemStatistic, ReliabilityEstimate, estimate_joint
+
+__all__ = [
+    "AGREEMENT_STATISTICS",
+    "AgreementStatistic",
+    "AgreementSummary",
+    "AgreementValue",
+    "agreement_intervals",
+    "agreement_summary",
+    "cohen_kappa_matrix",
+    "fleiss_kappa",
+    "krippendorff_alpha",
+    "most_active",
+]
+
+
+@dataclass(frozen=True)
+class AgreementStatistic:
+    """One dataset-level agreement statistic: a stable ``key``, the ``title`` users see, one sentence of ``help``,
+    and ``statistic(responses) -> (ItemStatistic, n_items)``: the statistic as a function of the weights of the items
+    it uses (``b × n_items`` in, ``b`` values out; the point value is the weights all one) and their number."""
+
+    key: str
+    title: str
+    help: str
+    statistic: Callable[[Responses], tuple[ItemStatistic, int]]
+
+
+AGREEMENT_STATISTICS: list[AgreementStatistic] = [  # the one list: the audit, the CLI and the app read it
+    AgreementStatistic(
+        "fleiss_kappa",
+        "Fleiss' κ",
+        "Chance-corrected agreement over items with ≥ 2 responses (unequal numbers of raters allowed).",
+        fleiss_statistic,
+    ),
+    AgreementStatistic(
+        "krippendorff_alpha",
+        "Krippendorff's α (nominal)",
+        "Chance-corrected agreement that allows any number of annotators per item and missing responses.",
+        nominal_alpha_statistic,
+    ),
+]
+
+
+def agreement_intervals(
+    resp: Responses, *, n_bootstrap: int = 500, level: float = 0.9, random_state: int | None = 0
+) -> tuple[ReliabilityEstimate, ...]:
+    """Every statistic of :data:`AGREEMENT_STATISTICS`, in its order, with a bootstrap percentile interval over
+    items.  Statistics of the same items share one stream of item resamples (each replicate's multiplicities are
+    drawn once: a fraction of the cost of separate calls on large data, and the same figures, as the stream
+    depends only on the seed)."""
+    specs = [entry.statistic(resp) for entry in AGREEMENT_STATISTICS]
+    sizes = {n for _, n in specs}
+    if len(sizes) == 1 and 0 not in sizes:
+        return tuple(
+            estimate_joint(
+                [s for s, _ in specs], sizes.pop(), n_bootstrap=n_bootstrap, level=level, random_state=random_state
+            )
+        )
+    return tuple(
+        estimate_joint([s], n, n_bootstrap=n_bootstrap if n else 0, level=level, random_state=random_state)[0]
+        for s, n in specs
+    )
+
+
+@dataclass(frozen=True)
+class AgreementValue:
+    """One statistic of :data:`AGREEMENT_STATISTICS` on a dataset: its ``key``, ``title``, ``help`` and ``value``
+    (NaN when undefined)."""
+
+    key: str
+    title: str
+    help: str
+    value: float
 
 
 @dataclass
 class AgreementSummary:
-    """Headline agreement figures for a dataset."""
+    """Headline agreement figures for a dataset: every registered statistic (``values``, in the registry's
+    order) and the mean pairwise Cohen's κ among the most active annotators."""
 
-    fleiss_kappa: float
-    krippendorff_alpha: float
+    values: tuple[AgreementValue, ...]
     items_used: int  # items with at least two responses
     mean_ratings_per_item: float
     mean_pairwise_kappa: float
     pairs_used: int
 
-
-def _counts(data: Responses | pd.DataFrame) -> np.ndarray:
-    return as_responses(data).vote_counts(use_confidence=False)
-
-
-def fleiss_kappa(data: Responses | pd.DataFrame | np.ndarray) -> float:
-    """Fleiss' κ for unequal numbers of ratings per item (see module docstring).
-
-    ``data`` may also be an items × K count matrix.  Items with fewer than two ratings carry no agreement
-    information and are left out.  Returns NaN when fewer than one item has two ratings or ``P_e = 1``.
-    """
-    counts = np.asarray(data, dtype=float) if isinstance(data, np.ndarray) else _counts(data)
-    n_i = counts.sum(axis=1)
-    keep = n_i >= 2
-    if not keep.any():
-        return float("nan")
-    c, n = counts[keep], n_i[keep]
-    p_i = (c * (c - 1)).sum(axis=1) / (n * (n - 1))
-    p_bar = p_i.mean()
-    p_k = c.sum(axis=0) / n.sum()
-    p_e = float((p_k**2).sum())
-    if np.isclose(p_e, 1.0):
-        return float("nan")
-    return float((p_bar - p_e) / (1.0 - p_e))
-
-
-def krippendorff_alpha(data: Responses | pd.DataFrame | np.ndarray) -> float:
-    """Krippendorff's α with the nominal metric (see module docstring); ``data`` as for :func:`fleiss_kappa`.
-
-    Units (items) with a single value are not pairable and are left out.  NaN when nothing is pairable or
-    only one value occurs.
-    """
-    counts = np.asarray(data, dtype=float) if isinstance(data, np.ndarray) else _counts(data)
-    m_u = counts.sum(axis=1)
-    keep = m_u >= 2
-    if not keep.any():
-        return float("nan")
-    c, m = counts[keep], m_u[keep]
-    w = 1.0 / (m - 1.0)
-    # o_ck = Σ_u w_u (n_uc n_uk − δ_ck n_uc)
-    o = (c * w[:, None]).T @ c - np.diag((c * w[:, None]).sum(axis=0))
-    n_c = o.sum(axis=1)
-    n = n_c.sum()
-    disagree_obs = o.sum() - np.trace(o)
-    disagree_exp = n**2 - (n_c**2).sum()
-    if disagree_exp <= 0:
-        return float("nan")
-    return float(1.0 - (n - 1.0) * disagree_obs / disagree_exp)
+    def value(self, key: str) -> float:
+        """The value of the registered statistic ``key`` (e.g. ``"fleiss_kappa"``)."""
+        return next(v.value for v in self.values if v.key == key)
 
 
 def _indicators(resp: Responses, workers: np.ndarray | None) -> tuple[sp.csr_matrix, list[sp.csr_matrix], np.ndarray]:
@@ -155,11 +184,12 @@ def most_active(data: Responses | pd.DataFrame, n: int = 30) -> pd.Index:
 def agreement_summary(
     data: Responses | pd.DataFrame, *, max_workers: int = 30, min_overlap: int = 2, kappa: pd.DataFrame | None = None
 ) -> AgreementSummary:
-    """Fleiss' κ, Krippendorff's α and the mean pairwise Cohen's κ among the most active annotators (``kappa``:
-    their :func:`cohen_kappa_matrix` if the caller has it already)."""
+    """Every registered agreement statistic (no interval) and the mean pairwise Cohen's κ among the most active
+    annotators (``kappa``: their :func:`cohen_kappa_matrix` if the caller has it already)."""
     resp = as_responses(data)
     counts = resp.vote_counts(use_confidence=False)
     n_i = counts.sum(axis=1)
+    used = int((n_i >= 2).sum())
     if kappa is None:
         kappa, _ = cohen_kappa_matrix(resp, workers=most_active(resp, max_workers), min_overlap=min_overlap)
     k = kappa.to_numpy().copy()
@@ -167,10 +197,21 @@ def agreement_summary(
     upper = k[np.triu_indices_from(k, 1)]
     upper = upper[np.isfinite(upper)]
     return AgreementSummary(
-        fleiss_kappa=fleiss_kappa(counts),
-        krippendorff_alpha=krippendorff_alpha(counts),
-        items_used=int((n_i >= 2).sum()),
+        values=tuple(
+            AgreementValue(e.key, e.title, e.help, _point(e, resp) if used else float("nan"))
+            for e in AGREEMENT_STATISTICS
+        ),
+        items_used=used,
         mean_ratings_per_item=float(n_i.mean()) if len(n_i) else float("nan"),
         mean_pairwise_kappa=float(upper.mean()) if len(upper) else float("nan"),
         pairs_used=len(upper),
     )
+
+
+def _point(entry: AgreementStatistic, resp: Responses) -> float:
+    """The statistic's value on every item once (the weights all one)."""
+    spec, n = entry.statistic(resp)
+    if not n:
+        return float("nan")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(spec.statistic(np.ones((1, n)))[0])

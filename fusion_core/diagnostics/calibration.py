@@ -95,7 +95,7 @@ def calibration(
     >>> from fusion_core.simulate.judges import judge_panel
     >>> sim = judge_panel(n_items=300, seed=0)
     >>> cal = calibration(sim.responses, sim.truth)
-    >>> group = sim.extras["group"]
+    >>> group = sim.group
     >>> bool(cal.summary.loc[group.index[group], "overconfidence"].min() > cal.summary.loc[group.index[~group],
     ...      "overconfidence"].max())
     True

@@ -102,7 +102,7 @@ def reweigh(
     --------
     >>> from fusion_core.simulate.judges import judge_panel
     >>> sim = judge_panel(n_items=300, seed=0)
-    >>> group = sim.extras["group"].index[sim.extras["group"]]
+    >>> group = sim.group.index[sim.group]
     >>> eff = reweigh(sim.responses, pd.Series(1 / 3, index=group), method="mv", true_labels=sim.truth)
     >>> bool(eff.accuracy_after > eff.accuracy_before), eff.weight[group].round(3).tolist()
     (True, [0.333, 0.333, 0.333])
@@ -210,8 +210,8 @@ def correlated_judges(
     --------
     >>> from fusion_core.simulate.judges import judge_panel
     >>> sim = judge_panel(n_items=600, n_judges=8, n_correlated=3, seed=0)
-    >>> res = correlated_judges(sim.responses, true_labels=sim.truth, judges=sim.extras["judges"])
-    >>> sorted(res.groups[0]) == sorted(sim.extras["group"].index[sim.extras["group"]])
+    >>> res = correlated_judges(sim.responses, true_labels=sim.truth, judges=sim.judges)
+    >>> sorted(res.groups[0]) == sorted(sim.group.index[sim.group])
     True
     >>> res.group_summary.loc[1, "model"], res.effect.accuracy_after > res.effect.accuracy_before
     ('model-a', True)

@@ -210,9 +210,7 @@ def krippendorff(
     if metric not in METRICS:
         raise UserInputError(f"metric must be one of {', '.join(METRICS)}; got {metric!r}.")
     units = units_of(data, metric, levels)
-    v = len(units.domain)
-    if v < 2:
-        raise UserInputError("Krippendorff's alpha needs at least two different values among the responses.")
+    v = _check_values(units)
     if metric == "ordinal" and v > MAX_ORDINAL_VALUES:
         raise UserInputError(
             f"the ordinal metric ranks {v} different values here; above {MAX_ORDINAL_VALUES} use the interval metric."
@@ -221,9 +219,47 @@ def krippendorff(
     return estimate_joint([spec], n_units, n_bootstrap=n_bootstrap, level=level, random_state=random_state)[0]
 
 
+def _check_values(units: Units) -> int:
+    """The number of values α can tell apart, refusing fewer than two."""
+    v = len(units.domain)
+    if v < 2:
+        raise UserInputError("Krippendorff's alpha needs at least two different values among the responses.")
+    return v
+
+
 def alpha_statistic(units: Units, metric: str) -> tuple[ItemStatistic, int]:
     """α of ``metric`` as a statistic of the weights of ``units`` (its pairable items in item order), and their
     number."""
     stat, cells = (_ordinal_statistic if metric == "ordinal" else _fixed_statistic)(units, metric)
     note = f"{units.n_units} items with two or more values; {len(units.unit)} pairable values"
     return ItemStatistic(stat, f"Krippendorff's alpha ({metric})", cells, note), units.n_units
+
+
+def nominal_alpha_statistic(resp: Responses) -> tuple[ItemStatistic, int]:
+    """Nominal α as a statistic of the weights of the items with two or more responses, and their number (the
+    agreement registry's entry, :data:`fusion_core.diagnostics.agreement.AGREEMENT_STATISTICS`)."""
+    units = units_of(resp, "nominal")
+    _check_values(units)
+    return alpha_statistic(units, "nominal")
+
+
+def krippendorff_alpha(data: Responses | pd.DataFrame | np.ndarray) -> float:
+    """Krippendorff's α with the nominal metric, no interval; ``data`` may also be an items × K count matrix.
+    Units with a single value are not pairable and are left out; NaN when nothing is pairable or only one value
+    occurs."""
+    if isinstance(data, np.ndarray):
+        counts = np.rint(np.asarray(data, dtype=float)).astype(np.int64)
+        keep = np.flatnonzero(counts.sum(axis=1) >= 2)
+        rows, cols = np.nonzero(counts[keep])
+        reps = counts[keep][rows, cols]
+        units = Units(np.repeat(rows, reps), np.repeat(cols, reps), np.arange(counts.shape[1], dtype=float), len(keep))
+    else:
+        resp = as_responses(data)
+        if not (np.bincount(resp.item, minlength=resp.n_items) >= 2).any():
+            return float("nan")
+        units = units_of(resp, "nominal")
+    if units.n_units == 0:
+        return float("nan")
+    spec, n_units = alpha_statistic(units, "nominal")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(spec.statistic(np.ones((1, n_units)))[0])

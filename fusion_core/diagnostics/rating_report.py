@@ -70,16 +70,16 @@ def rating_demo(kind: str, seed: int = 0) -> RatingDemo:
         sim = ordinal_crowd(n_items=300, n_workers=15, n_lenient=3, n_harsh=3, n_noisy=2, n_chance=1, labels=levels,
                             seed=seed)  # fmt: skip
         text = "15 annotators grade 300 items on 5 levels (3 lenient, 3 harsh, 2 noisy, 1 near chance, 6 reliable)."
-        return RatingDemo(kind, sim.responses, sim.truth, sim.extras["role"], levels, text)
+        return RatingDemo(kind, sim.responses, sim.truth, sim.role, levels, text)
     if kind == "numeric":
         sim = numeric_crowd(n_items=300, n_workers=15, n_lenient=3, n_harsh=3, n_noisy=2, n_chance=1, seed=seed)
         text = "15 annotators rate 300 items on a continuous scale (3 lenient, 3 harsh, 2 noisy, 1 near chance)."
-        return RatingDemo(kind, sim.responses, sim.truth, sim.extras["role"], None, text)
+        return RatingDemo(kind, sim.responses, sim.truth, sim.role, None, text)
     if kind == "judges":
-        sim = judge_panel(n_items=400, n_judges=8, n_correlated=3, seed=seed)
-        group = sim.extras["group"].map({True: "shares errors", False: "independent"})
+        panel = judge_panel(n_items=400, n_judges=8, n_correlated=3, seed=seed)
+        group = panel.group.map({True: "shares errors", False: "independent"})
         text = "8 judges label 400 items pass/fail with a confidence; 3 share a base model, its errors and over-confidence."
-        return RatingDemo(kind, sim.responses, sim.truth, group.rename("role"), None, text)
+        return RatingDemo(kind, panel.responses, panel.truth, group.rename("role"), None, text)
     raise UserInputError(f"unknown label type {kind!r}; use one of {', '.join(LABEL_TYPES)}.")
 
 

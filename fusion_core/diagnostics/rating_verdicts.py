@@ -416,7 +416,7 @@ def numeric_verdicts(
     >>> from fusion_core.simulate.ratings import numeric_crowd
     >>> sim = numeric_crowd(n_items=300, n_workers=12, n_lenient=2, n_harsh=2, n_noisy=2, seed=0)
     >>> v = numeric_verdicts(sim.responses, n_bootstrap=40)
-    >>> bool((v.table["verdict"] == sim.extras["role"].reindex(v.table.index)).all())
+    >>> bool((v.table["verdict"] == sim.role.reindex(v.table.index)).all())
     True
     """
     _check(n_bootstrap, level)

@@ -177,34 +177,16 @@ class Aggregator(Declared):
                 raise ValueError(
                     f"{self.method_name}: item column {icol.key!r} has {len(icol.values)} values for {resp.n_items} items"
                 )
-        self.result_ = FitResult(
+        self.result_ = FitResult.from_fit(
+            fit,
+            posterior=post,
             method=self.method_name,
             params=self.get_params(),
             items=resp.items,
             workers=resp.workers,
             classes=resp.classes,
-            posterior=post,
-            confusion=fit.confusion,
-            class_prior=fit.class_prior,
             worker_skill=np.asarray(skills, dtype=float),
-            log_likelihood=[float(x) for x in fit.log_likelihood],
-            n_iter=int(fit.n_iter),
-            converged=bool(fit.converged),
             seconds=seconds,
-            hard_labels=fit.hard_labels,
-            annotator_columns=tuple(fit.annotator_columns),
-            item_columns=tuple(fit.item_columns),
-            ranking=fit.ranking,
-            spectral=fit.spectral,
-            context=fit.context,
-            sequence=fit.sequence,
-            graph=fit.graph,
-            selection=fit.selection,
-            annealing=fit.annealing,
-            restarts=fit.restarts,
-            ordinal=fit.ordinal,
-            details=dict(fit.details),
-            warnings=list(dict.fromkeys(fit.warnings)),
             class_rank=class_priority(resp),
         )
         r = self.result_

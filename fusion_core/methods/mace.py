@@ -176,7 +176,7 @@ class MACE(Aggregator):
     >>> sim = mace_crowd(n_items=300, n_workers=12, n_spammers=3, seed=0)
     >>> m = MACE().fit(sim.responses)
     >>> spam = m.result_.column("spam_probability").values
-    >>> is_spammer = sim.extras["spammer"].reindex(m.workers_).to_numpy()
+    >>> is_spammer = sim.spammer.reindex(m.workers_).to_numpy()
     >>> bool(spam[is_spammer].mean() > spam[~is_spammer].mean() + 0.5)
     True
     """

@@ -220,7 +220,7 @@ class NumericTruth(Declared):
     >>> naive = sim.responses.groupby("task")["value"].mean() - sim.truth
     >>> bool((err**2).mean() < (naive**2).mean())
     True
-    >>> bool(m.bias_.corr(sim.extras["bias"]) > 0.95)
+    >>> bool(m.bias_.corr(sim.bias) > 0.95)
     True
     """
 

@@ -10,7 +10,7 @@ restarts and the ordinal scale (:class:`OrdinalScale`).  ``details`` holds metho
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -218,9 +218,16 @@ class Restarts:
     labels: tuple[str, ...] = ()
 
 
-@dataclass
-class Fit:
-    """What a method's ``_fit`` returns (arrays in the code order of the :class:`Responses`)."""
+@dataclass(kw_only=True)
+class FitFields:
+    """The fields a method fills and a result carries, declared once: :class:`Fit` (code order, what ``_fit``
+    returns) and :class:`FitResult` (the same with the user's ids) both inherit them, and
+    :meth:`FitResult.from_fit` copies every one of them, so a new result field is one line here.
+
+    ``posterior`` is items × classes; ``confusion`` workers × true × reported (rows sum to 1); ``hard_labels`` the
+    method's own joint decoding (Viterbi, ICM) or None (then labels are the posterior argmax).  The typed optional
+    fields are set only by the methods that estimate them (see the module docstring).
+    """
 
     posterior: np.ndarray  # n_items × K
     confusion: np.ndarray | None = None  # n_workers × K(true) × K(reported)
@@ -228,7 +235,6 @@ class Fit:
     log_likelihood: list[float] = field(default_factory=list)
     n_iter: int = 0
     converged: bool = True
-    skills: np.ndarray | None = None  # per worker; default: expected accuracy (see base.worker_skills)
     hard_labels: np.ndarray | None = None  # joint decoding (Viterbi, ICM); default: posterior argmax
     annotator_columns: tuple[AnnotatorColumn, ...] = ()
     item_columns: tuple[ItemColumn, ...] = ()
@@ -245,15 +251,24 @@ class Fit:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass
-class FitResult:
+@dataclass(kw_only=True)
+class Fit(FitFields):
+    """What a method's ``_fit`` returns (arrays in the code order of the :class:`Responses`): the shared
+    :class:`FitFields` plus ``skills``, one value per worker (default: expected accuracy, see
+    ``base.worker_skills``), which the result carries as ``worker_skill``."""
+
+    skills: np.ndarray | None = None
+
+
+@dataclass(kw_only=True)
+class FitResult(FitFields):
     """A fitted method's outputs with the user's ids: the input to diagnostics, plots, reports and the CLI.
 
-    ``posterior`` is items × classes; ``confusion`` workers × true × reported (rows sum to 1); ``worker_skill`` one
-    value per annotator in ``workers`` order (expected accuracy unless the method says otherwise; ``skills`` is the
-    same as a Series by annotator id); ``hard_labels`` the method's own joint
-    decoding (Viterbi, ICM) or None (then labels are the posterior argmax).  The typed optional fields are set
-    only by the methods that estimate them (see the module docstring).
+    The shared :class:`FitFields` plus who and what they are about: the ``method`` and its ``params``, the
+    ``items``, ``workers`` and ``classes`` (the user's ids, in the arrays' order), ``worker_skill`` one value per
+    annotator in ``workers`` order (expected accuracy unless the method says otherwise; ``skills`` is the same as a
+    Series by annotator id), the fit's ``seconds`` and ``class_rank`` (the tie priority of every class,
+    :func:`fusion_core.methods.ties.class_priority`).
     """
 
     method: str
@@ -261,29 +276,27 @@ class FitResult:
     items: pd.Index
     workers: pd.Index
     classes: pd.Index
-    posterior: np.ndarray
-    confusion: np.ndarray | None
-    class_prior: np.ndarray | None
     worker_skill: np.ndarray
-    log_likelihood: list[float]
-    n_iter: int
-    converged: bool
     seconds: float
-    hard_labels: np.ndarray | None = None
-    annotator_columns: tuple[AnnotatorColumn, ...] = ()
-    item_columns: tuple[ItemColumn, ...] = ()
-    ranking: Ranking | None = None
-    spectral: SpectralSummary | None = None
-    context: ContextCurves | None = None
-    sequence: SequenceModel | None = None
-    graph: GraphSummary | None = None
-    selection: ModelChoice | None = None
-    annealing: AnnealingTrace | None = None
-    restarts: Restarts | None = None
-    ordinal: OrdinalScale | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    class_rank: np.ndarray | None = None  # tie priority of every class (fusion_core.methods.ties.class_priority)
+    class_rank: np.ndarray | None = None
+
+    @classmethod
+    def from_fit(cls, fit: Fit, **about: Any) -> FitResult:
+        """The result of ``fit``: every :class:`FitFields` field copied (lists and dicts as new containers,
+        warnings once each), plus ``about`` (``method``, ``params``, ``items``, ``workers``, ``classes``,
+        ``worker_skill``, ``seconds``, ``class_rank``; a shared field given here, such as a checked ``posterior``,
+        wins over the copy)."""
+        shared = {f.name: getattr(fit, f.name) for f in fields(FitFields)}
+        shared.update(
+            log_likelihood=[float(x) for x in fit.log_likelihood],
+            n_iter=int(fit.n_iter),
+            converged=bool(fit.converged),
+            annotator_columns=tuple(fit.annotator_columns),
+            item_columns=tuple(fit.item_columns),
+            details=dict(fit.details),
+            warnings=list(dict.fromkeys(fit.warnings)),
+        )
+        return cls(**{**shared, **about})
 
     @property
     def label_codes(self) -> np.ndarray:

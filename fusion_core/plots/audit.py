@@ -140,8 +140,8 @@ def review_reasons(audit: AuditResult) -> go.Figure:
 
 
 def agreement_intervals(audit: AuditResult) -> go.Figure:
-    """Fleiss' κ and Krippendorff's α with their bootstrap intervals, on the −1 … 1 scale with chance at 0."""
-    rows = [e for e in (audit.fleiss, audit.alpha) if e is not None and np.isfinite(e.value)]
+    """Every registered agreement statistic (Fleiss' κ, Krippendorff's α …) with its bootstrap interval, on the −1 … 1 scale with chance at 0."""
+    rows = [e for e in audit.agreement if np.isfinite(e.value)]
     if not rows:
         return empty_figure("Agreement between annotators", audit.agreement_note or "agreement could not be measured")
     names = [e.statistic for e in rows]

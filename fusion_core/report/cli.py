@@ -10,8 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from fusion_core.cli_reading import add_gold_options, add_time_option, gold_columns, read_answers_args, reading_options
+from fusion_core.diagnostics.audit_options import AUDIT_OPTIONS, cli_type, cli_value, option_help
 from fusion_core.errors import UserInputError
 from fusion_core.report.pairwise import pairwise_report
+
+AUDIT_FLAGS = (  # (flag, argparse dest, audit option): each read from and checked by the audit's declaration
+    ("--label-type", "label_type", "label_type"),
+    ("--rating-bootstrap", "rating_bootstrap", "rating_bootstrap"),
+    ("--bootstrap", "bootstrap", "n_bootstrap"),
+    ("--cartel-bootstrap", "cartel_bootstrap", "cartel_bootstrap"),
+)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -29,20 +37,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         return status
     if args.levels and args.label_type != "ordinal":
         raise UserInputError("--levels gives the order of ordinal labels; add --label-type ordinal.")
-    if args.bootstrap < 0 or args.cartel_bootstrap < 1:
-        raise UserInputError("--bootstrap must be ≥ 0 and --cartel-bootstrap ≥ 1.")
+    options = {name: cli_value(flag, name, getattr(args, dest)) for flag, dest, name in AUDIT_FLAGS}  # before reading
     answers = read_answers_args(args)
     resp = answers.responses
     gold = read_gold(args.gold, **gold_columns(args), **reading_options(args)) if args.gold else answers.gold
     ds = make_dataset(resp, name=Path(args.answers).name, source="upload", gold=gold)
-    audit = run_audit(
-        ds,
-        n_bootstrap=args.bootstrap,
-        cartel_bootstrap=args.cartel_bootstrap,
-        label_type=args.label_type,
-        levels=_levels(args.levels),
-        rating_bootstrap=args.rating_bootstrap,
-    )
+    audit = run_audit(ds, levels=_levels(args.levels), **options)
     spans = span_agreement_for(answers.spans, audit.fit, audit.fit.method) if answers.spans is not None else None
     out = write_report(audit, args.out, title=args.title, spans=spans)
     summary_path = out.with_name(out.stem + ".summary.json")
@@ -113,17 +113,16 @@ def add_report_command(sub: Any, add_io: Any, add_columns: Any, answers_help: st
     )
     r.add_argument("--gold", help="known answers (task, truth), used only to report the labels' measured accuracy")
     add_gold_options(r)
+    name = "label_type"
     r.add_argument(
-        "--label-type",
-        choices=["nominal", "ordinal", "numeric"],
-        default="nominal",
-        help="categories (default); ordered levels or numeric ratings add rater verdicts (lenient, harsh, noisy)",
+        "--label-type", choices=AUDIT_OPTIONS[name].choices, default=AUDIT_OPTIONS[name].default, help=option_help(name)
     )
     r.add_argument("--levels", help="ordinal labels: their order, lowest first, comma-separated (default: numbers)")
-    r.add_argument("--rating-bootstrap", type=int, default=100, help="bootstrap refits of the rater verdicts")
+    for flag, _, name in AUDIT_FLAGS[1:3]:  # type, default and help from the audit's declaration
+        r.add_argument(flag, type=cli_type(name), default=AUDIT_OPTIONS[name].default, help=option_help(name))
     r.add_argument("--title", help="the report's title (default: 'Annotation audit: FILE')")
-    r.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the agreement intervals")
-    r.add_argument("--cartel-bootstrap", type=int, default=200, help="bootstrap replicates of the cartel test")
+    flag, _, name = AUDIT_FLAGS[3]
+    r.add_argument(flag, type=cli_type(name), default=AUDIT_OPTIONS[name].default, help=option_help(name))
     r.add_argument(
         "--verdicts-out", metavar="CSV", help="also write the verdicts per annotator with the platform's ids"
     )

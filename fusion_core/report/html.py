@@ -26,6 +26,7 @@ from fusion_core.errors import UserInputError
 from fusion_core.plots.audit import audit_figures
 from fusion_core.plots.plan import plan_curve
 from fusion_core.report.drift import drift_section
+from fusion_core.report.pairwise import pairwise_section
 from fusion_core.report.spans import span_section
 
 MAX_ROWS = 2000
@@ -138,7 +139,8 @@ def report_html(
     audit: AuditResult, *, title: str | None = None, extra: Sequence[str] = (), spans: SpanAgreement | None = None
 ) -> str:
     """The audit report as one HTML document (module docstring); ``extra``: HTML pieces of a further section
-    placed after the summary (the pairwise section, :mod:`fusion_core.report.pairwise`)."""
+    placed after the summary, where an audit of pairwise judgements has its section
+    (:mod:`fusion_core.report.pairwise`)."""
     figs = audit_figures(audit)
     shown: set[str] = set()
     body = []
@@ -168,6 +170,7 @@ def report_html(
             "<h2>Summary</h2>",
             *body,
             *extra,
+            *(pairwise_section(audit.pairwise) if audit.pairwise is not None else ()),
             _method_section(audit),
             *_ratings_section(audit),
             *_plan_section(audit),

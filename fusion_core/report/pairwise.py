@@ -1,7 +1,9 @@
 """Pairwise judgements in the one-click audit and its HTML report: ``fusion-core report pairwise.csv`` recognises
 a pairwise file by its columns (option A / option B, docs/JUDGES.md), audits the judges' choices like any
-categorical labels (task = prompt and pair, label = the preferred option) and adds the pairwise section —
-ranking with intervals, judge reliability, bias audits, corrected win rates with ``--gold`` — to the same report.
+categorical labels (task = prompt and pair, label = the preferred option; :func:`~fusion_core.data.dataset.
+pairwise_dataset`, the same dataset the app's Data page makes) and the report has the pairwise section — ranking
+with intervals, judge reliability, bias audits, corrected win rates with ``--gold`` (:func:`pairwise_section`, which
+:func:`~fusion_core.report.html.report_html` adds for every audit of pairwise judgements).
 """
 
 from __future__ import annotations
@@ -52,26 +54,25 @@ def pairwise_report(args: argparse.Namespace) -> int | None:
         return None
     from fusion_core.cli_pairwise import read_pairwise
     from fusion_core.cli_reading import reading_options
-    from fusion_core.data.dataset import make_dataset
+    from fusion_core.data.dataset import pairwise_dataset
     from fusion_core.data.loading import read_table
-    from fusion_core.data.responses import Responses
     from fusion_core.diagnostics.audit import run_audit
-    from fusion_core.diagnostics.pairwise_audit import pairwise_audit
     from fusion_core.report.html import report_html
 
     data = read_pairwise(args)
     gold = read_table(args.gold, **reading_options(args)) if args.gold else None
-    resp = Responses.from_frame(data.choices())
     audit = run_audit(
-        make_dataset(resp, name=Path(args.answers).name, source="upload"),
+        pairwise_dataset(data, name=Path(args.answers).name),
         n_bootstrap=args.bootstrap,
         cartel_bootstrap=args.cartel_bootstrap,
+        pairwise_gold=gold,
     )
-    pw = pairwise_audit(data, gold=gold, n_bootstrap=min(args.bootstrap, 100))
+    pw = audit.pairwise
+    assert pw is not None  # a pairwise dataset always gets its pairwise audit
     out = Path(args.out)
     title = args.title or f"Judge panel audit: {Path(args.answers).name}"
     try:
-        out.write_text(report_html(audit, title=title, extra=pairwise_section(pw)), encoding="utf-8")
+        out.write_text(report_html(audit, title=title), encoding="utf-8")
     except OSError as exc:
         raise UserInputError(f"cannot write the report to {out}: {exc.strerror or 'not allowed'}.") from None
     best = pw.ranking.table.index[0]

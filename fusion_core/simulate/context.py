@@ -1,11 +1,12 @@
 """Context-dependent annotators: the Table 1 classifiers of Soltanmohammadi et al. (ICML 2015) and random
-smooth curves (spec ``context.md`` §13).  Returns :class:`~fusion_core.simulate.dawid_skene.Simulation` with the
-context in ``responses['context']`` and ``extras``: ``context`` (Series by task), ``p0``/``p1`` (lists of
-vectorised curve functions per worker), ``lipschitz`` (2 × K, the Table 1 constants or the generator's bound).
+smooth curves (spec ``context.md`` §13).  Returns a :class:`ContextCrowd` with the context in
+``responses['context']`` and as typed fields: ``context`` (Series by task), ``p0``/``p1`` (lists of vectorised curve
+functions per worker), ``lipschitz`` (2 × K, the Table 1 constants or the generator's bound).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,20 @@ import pandas as pd
 
 from fusion_core.errors import UserInputError
 from fusion_core.simulate.dawid_skene import Simulation
+
+
+@dataclass
+class ContextCrowd(Simulation):
+    """Context-dependent annotators: :class:`Simulation` plus the ``context`` (Series by task) and the
+    ``lipschitz`` constants; the binary generators give the curves ``p0``/``p1`` (one vectorised function per
+    worker), :func:`confusion_crowd` the ``confusion_fn`` per worker (context → classes × classes)."""
+
+    context: pd.Series
+    lipschitz: Any
+    p0: list[Any] | None = None
+    p1: list[Any] | None = None
+    confusion_fn: list[Any] | None = None
+
 
 # Table 1 with the extraction defects fixed (spec §13.1): (p0, c0, p1, c1) per classifier
 TABLE1 = [
@@ -60,7 +75,7 @@ def table1(
     seed: int = 1000,
     responses_per_item: int | None = None,
     prior1: float = 0.5,
-) -> Simulation:
+) -> ContextCrowd:
     """Spec §13.2 generator: x ~ U(0, 1), y ~ Bernoulli(prior1), ŷ_k ~ Bernoulli(p_{y,k}(x)); classifiers 1..K of
     Table 1.  ``responses_per_item`` (sparse extension §9.1): each item labelled by that many random annotators."""
     if not 1 <= n_annotators <= 8:
@@ -72,7 +87,7 @@ def table1(
     return _package(p0, p1, c, n_items, seed, per_item=responses_per_item, prior1=prior1)
 
 
-def flat(n_annotators: int = 4, n_items: int = 400, seed: int = 0, p0: float = 0.2, p1: float = 0.8) -> Simulation:
+def flat(n_annotators: int = 4, n_items: int = 400, seed: int = 0, p0: float = 0.2, p1: float = 0.8) -> ContextCrowd:
     """Context-independent annotators (oracle O18): constant p0, p1."""
     f0 = [lambda x, v=p0: v + 0 * x] * n_annotators
     f1 = [lambda x, v=p1: v + 0 * x] * n_annotators
@@ -81,9 +96,9 @@ def flat(n_annotators: int = 4, n_items: int = 400, seed: int = 0, p0: float = 0
 
 def random_smooth(
     n_annotators: int = 6, n_items: int = 1000, seed: int = 0, swing: float = 0.6, responses_per_item: int | None = None
-) -> Simulation:
+) -> ContextCrowd:
     """Random smooth curves: p1 = 0.75 + a·sin(2π(f x + φ)) and p0 = 0.25 − b·sin(...), amplitudes so that
-    each curve moves by about ``swing`` over [0, 1]; Lipschitz bound reported in ``extras['lipschitz']``."""
+    each curve moves by about ``swing`` over [0, 1]; Lipschitz bound reported in ``lipschitz``."""
     rng = np.random.default_rng(seed)
     p0: list[Any] = []
     p1: list[Any] = []
@@ -99,24 +114,30 @@ def random_smooth(
     return _package(p0, p1, c, n_items, seed, per_item=responses_per_item, prior1=0.5)
 
 
-def _package(p0, p1, c, T, seed, *, per_item, prior1) -> Simulation:
+def _package(p0, p1, c, T, seed, *, per_item, prior1) -> ContextCrowd:
     df, truth, ctx = _simulate(p0, p1, T, seed, per_item, prior1=prior1)
     workers = pd.Index([f"a{k + 1}" for k in range(len(p0))])
     xm = 0.5
     conf = np.array([[[1 - f0(xm), f0(xm)], [1 - f1(xm), f1(xm)]] for f0, f1 in zip(p0, p1)], dtype=float)
-    return Simulation(
+    return ContextCrowd(
         responses=df,
         truth=truth,
         confusion=conf,
         class_prior=np.array([1 - prior1, prior1]),
         workers=workers,
         classes=pd.Index([0, 1]),
-        extras={"context": ctx, "p0": list(p0), "p1": list(p1), "lipschitz": c},
+        context=ctx,
+        p0=list(p0),
+        p1=list(p1),
+        lipschitz=c,
     )
 
 
-def oracle_posterior(sim: Simulation, eps: float = 1e-6) -> np.ndarray:
+def oracle_posterior(sim: ContextCrowd, eps: float = 1e-6) -> np.ndarray:
     """Chair–Varshney posterior P(y = 1) per task (truth order) with the true curves and prior 0.5 (floored)."""
+    if sim.p0 is None or sim.p1 is None:
+        raise ValueError("oracle_posterior needs the curves p0/p1 of a binary generator (table1, flat, random_smooth)")
+    curves0, curves1 = sim.p0, sim.p1
     df = sim.responses
     x = df["context"].to_numpy()
     k = df["worker"].map({w: i for i, w in enumerate(sim.workers)}).to_numpy()
@@ -125,8 +146,8 @@ def oracle_posterior(sim: Simulation, eps: float = 1e-6) -> np.ndarray:
     p1 = np.empty(len(df))
     for i in range(len(sim.workers)):
         s = k == i
-        p0[s] = sim.extras["p0"][i](x[s])
-        p1[s] = sim.extras["p1"][i](x[s])
+        p0[s] = curves0[i](x[s])
+        p1[s] = curves1[i](x[s])
     p0 = np.clip(p0, eps, 1 - eps)
     p1 = np.clip(p1, eps, 1 - eps)
     llr = np.where(lab == 1, np.log(p1 / p0), np.log((1 - p1) / (1 - p0)))
@@ -143,13 +164,13 @@ def confusion_crowd(
     responses_per_item: int | None = None,
     *,
     swing: float = 0.5,
-) -> Simulation:
+) -> ContextCrowd:
     """Multiclass annotators with context-dependent confusion matrices (spec §9.2 option 2, [EXT]).
 
     x ~ U(0, 1), y uniform over ``n_classes``.  Annotator k's accuracy on class i is
     a_ki(x) = m_ki + swing·(x − 1/2) for even k and m_ki − swing·(x − 1/2) for odd k (good on opposite halves of the
     context), m_ki ~ U(0.6, 0.75); its errors on class i go to class i + 1 (mod J) with share f_k(x) = 0.5 + 0.4x
-    (0.9 − 0.4x for odd k) and are spread evenly over the other classes otherwise.  ``extras``: ``context`` (Series by
+    (0.9 − 0.4x for odd k) and are spread evenly over the other classes otherwise.  Typed fields: ``context`` (Series by
     task), ``confusion_fn`` (per worker, x ↦ len(x) × true × reported), ``lipschitz`` (true × workers: the largest
     slope of any entry of the row, measured on a fine grid)."""
     if n_classes < 2:
@@ -206,12 +227,14 @@ def confusion_crowd(
     lip = np.array(
         [[np.max(np.abs(np.diff(fns[k](g)[:, i, :], axis=0))) / (g[1] - g[0]) for k in range(K)] for i in range(J)]
     )
-    return Simulation(
+    return ContextCrowd(
         responses=df,
         truth=truth,
         confusion=np.stack([f(np.array([0.5]))[0] for f in fns]),
         class_prior=np.full(J, 1.0 / J),
         workers=pd.Index([f"a{k + 1}" for k in range(K)]),
         classes=pd.Index(range(J)),
-        extras={"context": ctx, "confusion_fn": fns, "lipschitz": lip},
+        context=ctx,
+        confusion_fn=fns,
+        lipschitz=lip,
     )

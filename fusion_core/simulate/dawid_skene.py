@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,9 @@ class Simulation:
 
     ``responses``: long format (task, worker, label, plus any extra columns); ``truth``: Series by task;
     ``confusion``: workers × true × reported (rows sum to 1), in ``workers``/``classes`` order;
-    ``class_prior``: the generating prior; ``extras``: generator-specific facts (roles, cartel members …).
+    ``class_prior``: the generating prior.  What a generator knows besides (roles, cartel members, an item graph
+    …) is a typed field of its own subclass (:class:`CrowdSimulation`, ``GraphCrowd``, ``SpectralCrowd`` …), never a
+    string-keyed dictionary.
     """
 
     responses: pd.DataFrame
@@ -27,7 +29,15 @@ class Simulation:
     class_prior: np.ndarray | None
     workers: pd.Index
     classes: pd.Index
-    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CrowdSimulation(Simulation):
+    """A Dawid–Skene crowd: :class:`Simulation` plus each annotator's ``role`` ('honest', 'spammer',
+    'adversarial'; heavy crowds: their own roles) and generating ``accuracy``, both Series by worker."""
+
+    role: pd.Series
+    accuracy: pd.Series
 
 
 def confusion_from_accuracy(
@@ -95,13 +105,13 @@ def dawid_skene(
     worker_activity: str = "uniform",
     labels: Sequence[Any] | None = None,
     seed: int | None = 0,
-) -> Simulation:
+) -> CrowdSimulation:
     """Simulate a Dawid–Skene crowd.
 
     Each item gets ``responses_per_item`` distinct workers (chosen uniformly, or with a heavy-tailed
     ``worker_activity='zipf'`` so most workers label few items, as in real crowds).  Honest workers have a
     diagonal accuracy ~ U(``accuracy``); ``spammers`` answer uniformly at random; ``adversarial`` workers
-    report a fixed wrong permutation of the truth with probability 0.8.  Returns a :class:`Simulation`.
+    report a fixed wrong permutation of the truth with probability 0.8.  Returns a :class:`CrowdSimulation`.
     """
     if n_classes < 2 or n_workers < 2 or n_items < 1:
         raise UserInputError("simulation needs at least 2 classes, 2 workers and 1 item.")
@@ -156,12 +166,13 @@ def dawid_skene(
     responses = pd.DataFrame(
         {"task": task_ids.take(item), "worker": worker_ids.take(worker), "label": label_values.take(reported)}
     )
-    return Simulation(
+    return CrowdSimulation(
         responses=responses,
         truth=pd.Series(label_values.take(truth), index=pd.Index(task_ids, name="task"), name="truth"),
         confusion=conf,
         class_prior=prior,
         workers=worker_ids,
         classes=label_values,
-        extras={"role": pd.Series(role, index=worker_ids, name="role"), "accuracy": pd.Series(acc, index=worker_ids)},
+        role=pd.Series(role, index=worker_ids, name="role"),
+        accuracy=pd.Series(acc, index=worker_ids),
     )

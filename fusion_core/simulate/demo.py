@@ -63,7 +63,7 @@ def crowd_demo(seed: int = 0) -> DemoData:
         m=24, n=400, r=0.2, pi_c=0.5, pi_range=(0.65, 0.9), xi_range=(0.7, 0.9), observed=0.6, labels=labels, seed=seed
     )
     df = sim.responses.copy()
-    roles = pd.Series(sim.extras["group"], index=sim.workers, name="role").astype(str)
+    roles = pd.Series(sim.group, index=sim.workers, name="role").astype(str)
     honest = roles.index[roles == "honest"]
     rng = np.random.default_rng(seed + 1)
     picked = rng.choice(honest, size=N_SPAMMERS + N_ADVERSARIES, replace=False)
@@ -143,7 +143,7 @@ def graph_demo(seed: int = 0, n_items: int = 300, n_workers: int = 10) -> DemoDa
     classes = np.array(["A", "B", "C"], dtype=object)
     df = sim.responses.copy()
     df["label"] = classes[df["label"].to_numpy()]
-    edges = sim.extras["edges"]
+    edges = sim.edges
     graph = nx.Graph()
     graph.add_nodes_from(sim.truth.index)
     graph.add_edges_from(edges[["source", "target"]].itertuples(index=False, name=None))
@@ -154,7 +154,7 @@ def graph_demo(seed: int = 0, n_items: int = 300, n_workers: int = 10) -> DemoDa
         description=(
             f"{len(df):,} simulated responses on {n_items} items that are nodes of a graph with "
             f"{graph.number_of_edges():,} edges; linked items tend to share their class "
-            f"({100 * sim.extras['homophily_realised']:.0f}% of edges join items of the same class)."
+            f"({100 * sim.homophily_realised:.0f}% of edges join items of the same class)."
         ),
         responses=df,
         truth=pd.Series(classes[sim.truth.to_numpy()], index=sim.truth.index, name="truth"),

@@ -7,6 +7,8 @@ community).  Annotators come from :func:`fusion_core.simulate.sequential.gen_con
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -53,6 +55,16 @@ def sbm_edges(labels: np.ndarray, avg_degree: float, homophily: float, rng: np.r
     return np.stack([keys // n, keys % n], axis=1) if len(keys) else np.zeros((0, 2), dtype=np.int64)
 
 
+@dataclass
+class GraphCrowd(Simulation):
+    """A crowd on an item graph: :class:`Simulation` plus the ``edges`` (DataFrame ``source, target`` of task ids),
+    the realised within-community edge share ``homophily_realised`` and the asked ``avg_degree``."""
+
+    edges: pd.DataFrame
+    homophily_realised: float
+    avg_degree: float
+
+
 def sbm(
     n_items: int = 2000,
     n_classes: int = 4,
@@ -65,11 +77,11 @@ def sbm(
     class_prior: np.ndarray | None = None,
     p_observe: float = 1.0,
     seed: int | None = 0,
-) -> Simulation:
+) -> GraphCrowd:
     """Simulate an SBM item graph labelled by annotators (defaults: the spec's T11 setting, all learners good).
 
-    ``extras['edges']`` is a DataFrame ``source, target`` of task ids (pass it as ``fit(df, graph=...)``);
-    ``extras['homophily_realised']`` is the realised within-community edge share.
+    Returns a :class:`GraphCrowd`: ``edges`` is a DataFrame ``source, target`` of task ids (pass it as
+    ``fit(df, graph=...)``); ``homophily_realised`` is the realised within-community edge share.
     """
     if n_items < 2 or n_classes < 2 or n_workers < 1:
         raise UserInputError("need at least 2 items, 2 classes and 1 worker.")
@@ -87,12 +99,14 @@ def sbm(
     df = pd.DataFrame({"task": tasks.take(item), "worker": workers.take(worker), "label": label})
     edge_df = pd.DataFrame({"source": tasks.take(edges[:, 0]), "target": tasks.take(edges[:, 1])})
     realised = float(np.mean(y[edges[:, 0]] == y[edges[:, 1]])) if len(edges) else float("nan")
-    return Simulation(
+    return GraphCrowd(
         responses=df,
         truth=pd.Series(y, index=pd.Index(tasks, name="task"), name="truth"),
         confusion=conf,
         class_prior=prior,
         workers=workers,
         classes=pd.Index(np.arange(k)),
-        extras={"edges": edge_df, "homophily_realised": realised, "avg_degree": avg_degree},
+        edges=edge_df,
+        homophily_realised=realised,
+        avg_degree=avg_degree,
     )

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from fusion_core.errors import UserInputError
-from fusion_core.simulate.dawid_skene import Simulation, confusion_from_accuracy
+from fusion_core.simulate.dawid_skene import CrowdSimulation, confusion_from_accuracy
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,15 @@ class HeavyShape:
     casual_share: float = 0.65
 
 
-def heavy_crowd(shape: HeavyShape | None = None, *, seed: int | None = 0) -> Simulation:
+@dataclass
+class HeavyCrowd(CrowdSimulation):
+    """A heavy-annotator crowd: :class:`CrowdSimulation` (``role``: heavy honest / heavy biased / light / light
+    spammer) plus ``confusing``, a bool Series by task marking the items biased annotators get wrong together."""
+
+    confusing: pd.Series
+
+
+def heavy_crowd(shape: HeavyShape | None = None, *, seed: int | None = 0) -> HeavyCrowd:
     """One crowd of ``shape`` (see the module docstring).
 
     Each heavy annotator labels each item with probability ``heavy_share · r / n_heavy`` (r responses per item);
@@ -51,8 +59,9 @@ def heavy_crowd(shape: HeavyShape | None = None, *, seed: int | None = 0) -> Sim
     so that most annotators give fewer than 10 responses.  Biased heavy
     annotators report the minority class (the last label) for items of the other classes when the item is
     *confusing* (a share ``confusing_share`` of the items, the same for all of them: shared errors), and with a
-    small rate otherwise; their overall accuracy is drawn from ``biased_accuracy``.  ``extras``: ``role`` (heavy
-    honest / heavy biased / light / light spammer by worker), ``accuracy`` (by worker), ``confusing`` (by task).
+    small rate otherwise; their overall accuracy is drawn from ``biased_accuracy``.  Returns a :class:`HeavyCrowd`:
+    ``role`` (heavy honest / heavy biased / light / light spammer by worker), ``accuracy`` (by worker),
+    ``confusing`` (by task).
     """
     s = shape or HeavyShape()
     prior = np.asarray(s.class_prior, dtype=float)
@@ -127,18 +136,16 @@ def heavy_crowd(shape: HeavyShape | None = None, *, seed: int | None = 0) -> Sim
         {"task": task_ids.take(item[order]), "worker": worker_ids.take(worker[order]), "label": label[order]}
     )
     conf = np.concatenate([conf_heavy, conf_light])
-    return Simulation(
+    return HeavyCrowd(
         responses=responses,
         truth=pd.Series(truth, index=pd.Index(task_ids, name="task"), name="truth"),
         confusion=conf,
         class_prior=prior,
         workers=worker_ids,
         classes=classes,
-        extras={
-            "role": pd.Series(role, index=worker_ids, name="role"),
-            "accuracy": pd.Series(np.concatenate([acc_heavy, acc_light]), index=worker_ids, name="accuracy"),
-            "confusing": pd.Series(confusing, index=task_ids, name="confusing"),
-        },
+        role=pd.Series(role, index=worker_ids, name="role"),
+        accuracy=pd.Series(np.concatenate([acc_heavy, acc_light]), index=worker_ids, name="accuracy"),
+        confusing=pd.Series(confusing, index=task_ids, name="confusing"),
     )
 
 
@@ -164,7 +171,7 @@ def _distinct_per_item(rng: np.random.Generator, item: np.ndarray, weight: np.nd
     raise UserInputError("could not draw distinct light annotators per item; use more light annotators.")
 
 
-HEAVY_VARIANTS: dict[str, Callable[[int], Simulation]] = {
+HEAVY_VARIANTS: dict[str, Callable[[int], HeavyCrowd]] = {
     "heavy": lambda s: heavy_crowd(HeavyShape(), seed=s),
     "heavy-60/40": lambda s: heavy_crowd(HeavyShape(class_prior=(0.6, 0.4), biased_accuracy=(0.52, 0.58)), seed=s),
     "heavy-90/10": lambda s: heavy_crowd(HeavyShape(class_prior=(0.9, 0.1), biased_accuracy=(0.8, 0.86)), seed=s),

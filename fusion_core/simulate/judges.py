@@ -6,6 +6,7 @@ model name and prompt version (:class:`~fusion_core.data.judges.AnnotatorInfo`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,18 @@ import pandas as pd
 from fusion_core.data.judges import AnnotatorInfo
 from fusion_core.errors import UserInputError
 from fusion_core.simulate.dawid_skene import Simulation
+
+
+@dataclass
+class JudgePanel(Simulation):
+    """A judge panel: :class:`Simulation` plus the ``judges``' metadata (:class:`AnnotatorInfo`: model,
+    prompt_version), ``group`` (bool Series by judge: in the correlated group), ``shared_error`` (bool Series by
+    task: the group's target is wrong there) and each judge's ``accuracy`` (Series by judge)."""
+
+    judges: AnnotatorInfo
+    group: pd.Series
+    shared_error: pd.Series
+    accuracy: pd.Series
 
 
 def _wrong(truth: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -42,7 +55,7 @@ def judge_panel(
     shared_error_rate: float = 0.3,
     labels: Sequence[Any] | None = None,
     seed: int | None = 0,
-) -> Simulation:
+) -> JudgePanel:
     """Simulate a judge panel where ``n_correlated`` of ``n_judges`` judges share errors.
 
     Independent judges report the truth with accuracy ~ U(``accuracy``) (errors spread evenly).  The correlated
@@ -50,16 +63,16 @@ def judge_panel(
     reports the target with accuracy ~ U(``group_accuracy``), so on those items the members are wrong together.
     Every judge labels every item.  Confidence: independent judges are roughly calibrated (higher when right),
     group members are over-confident (0.85–1 whatever they say).  ``responses`` has columns task, worker, label,
-    confidence; ``extras``: ``judges`` (:class:`AnnotatorInfo`: model, prompt_version), ``group`` (bool Series by
+    confidence; typed fields: ``judges`` (:class:`AnnotatorInfo`: model, prompt_version), ``group`` (bool Series by
     worker), ``shared_error`` (bool Series by task: the target is wrong there).  The default labels are
     ``"fail"``/``"pass"`` for two classes, else 0 … K − 1.
 
     Examples
     --------
     >>> sim = judge_panel(n_items=100, n_judges=8, n_correlated=3, seed=0)
-    >>> sim.responses.shape, int(sim.extras["group"].sum())
+    >>> sim.responses.shape, int(sim.group.sum())
     ((800, 4), 3)
-    >>> sim.extras["judges"].table["model"].value_counts().iloc[:2].to_dict()
+    >>> sim.judges.table["model"].value_counts().iloc[:2].to_dict()
     {'model-a': 3, 'model-b': 1}
     """
     if n_judges < 3 or not 2 <= n_correlated < n_judges or n_items < 1 or n_classes < 2:
@@ -88,7 +101,7 @@ def judge_panel(
         raise UserInputError(f"labels must have {k} values.")
     tasks = pd.Index([f"item{i:04d}" for i in range(n_items)], name="task")
     judges = pd.Index([f"judge{j + 1}" for j in range(n_judges)], name="worker")
-    return Simulation(
+    return JudgePanel(
         responses=pd.DataFrame(
             {
                 "task": tasks.take(item),
@@ -102,10 +115,8 @@ def judge_panel(
         class_prior=np.full(k, 1.0 / k),
         workers=judges,
         classes=values,
-        extras={
-            "judges": _metadata(judges, in_group),
-            "group": pd.Series(in_group, index=judges, name="group"),
-            "shared_error": pd.Series(shared, index=tasks, name="shared_error"),
-            "accuracy": pd.Series(acc, index=judges, name="accuracy"),
-        },
+        judges=_metadata(judges, in_group),
+        group=pd.Series(in_group, index=judges, name="group"),
+        shared_error=pd.Series(shared, index=tasks, name="shared_error"),
+        accuracy=pd.Series(acc, index=judges, name="accuracy"),
     )

@@ -7,8 +7,7 @@ multiclass Dawid–Skene crowd S3 used by the annealing oracles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -26,7 +25,14 @@ class MultiLabelSimulation:
     set_prior: pd.Series  # tuple → probability
     workers: pd.Index
     labels: pd.Index
-    extras: dict[str, Any] = field(default_factory=dict)
+    truth_matrix: np.ndarray  # items × labels, 1 where the label is in the true set
+
+
+@dataclass
+class SpammerCrowd(Simulation):
+    """Spec §12 S3: :class:`Simulation` plus each worker's ``kind`` (0 good, 1 near-spammer, 2 poor)."""
+
+    kind: np.ndarray
 
 
 def distinct_workers(rng: np.random.Generator, n_items: int, n_workers: int, k: int) -> np.ndarray:
@@ -108,12 +114,12 @@ def multilabel_crowd(
     truth = pd.Series([tuple(lab[row]) for row in Ztrue], index=pd.Index(tasks, name="task"), name="truth")
     wnames = pd.Index([f"w{j}" for j in range(J)])
     sp = pd.Series(prior, index=pd.Index([tuple(lab[list(s)]) for s in sets], tupleize_cols=False), name="prior")
-    return MultiLabelSimulation(df, truth, e0, e1, sp, wnames, labels, {"truth_matrix": Ztrue})
+    return MultiLabelSimulation(df, truth, e0, e1, sp, wnames, labels, Ztrue)
 
 
 def sparse_spammer_crowd(
     n_items: int = 600, n_classes: int = 5, n_workers: int = 60, responses_per_item: int = 3, seed: int = 0
-) -> Simulation:
+) -> SpammerCrowd:
     """Spec §12 S3: sparse multiclass DS crowd; a worker is good w.p. 0.3 (accuracy U(0.7, 0.95)), a near-spammer
     w.p. 0.5 (1/K + U(0, 0.1)), poor w.p. 0.2 (U(0.3, 0.5)); off-diagonal mass (1 − acc) × Dirichlet(0.5·1)."""
     rng = np.random.default_rng(seed)
@@ -138,6 +144,5 @@ def sparse_spammer_crowd(
     tasks = pd.Index([f"i{i}" for i in range(N)])
     df = pd.DataFrame({"task": tasks[item], "worker": [f"w{j}" for j in wk], "label": lab})
     truth = pd.Series(y, index=pd.Index(tasks, name="task"), name="truth")
-    return Simulation(
-        df, truth, conf, np.full(K, 1 / K), pd.Index([f"w{j}" for j in range(J)]), pd.Index(range(K)), {"kind": kind}
-    )
+    workers = pd.Index([f"w{j}" for j in range(J)])
+    return SpammerCrowd(df, truth, conf, np.full(K, 1 / K), workers, pd.Index(range(K)), kind)

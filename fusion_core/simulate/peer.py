@@ -1,15 +1,36 @@
 """Simulators for the peer models: MACE spammer crowds (Hovy et al. 2013) and GLAD crowds with item difficulty
-(Whitehill et al. 2009).  Known parameters come back in ``Simulation.extras`` for the tests' oracles."""
+(Whitehill et al. 2009).  Known parameters come back as typed fields (:class:`MaceCrowd`, :class:`GladCrowd`) for
+the tests' oracles."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from fusion_core.errors import UserInputError
 from fusion_core.simulate.dawid_skene import Simulation, sample_distinct
+
+
+@dataclass
+class MaceCrowd(Simulation):
+    """A MACE crowd: :class:`Simulation` plus ``spammer`` (bool Series by worker), ``spam_probability`` θ_j
+    (Series by worker) and ``strategy`` ξ (workers × classes)."""
+
+    spammer: pd.Series
+    spam_probability: pd.Series
+    strategy: np.ndarray
+
+
+@dataclass
+class GladCrowd(Simulation):
+    """A GLAD crowd: :class:`Simulation` plus ``ability`` α_j (Series by worker) and ``difficulty`` 1/β_i (Series by
+    task)."""
+
+    ability: pd.Series
+    difficulty: pd.Series
 
 
 def _frame(
@@ -49,11 +70,10 @@ def mace_crowd(
     class_prior: Sequence[float] | None = None,
     worker_activity: str = "uniform",
     seed: int | None = 0,
-) -> Simulation:
+) -> MaceCrowd:
     """A MACE crowd: worker j spams with probability θ_j (U(``competent_spam``) for honest workers,
     U(``spammer_spam``) for the ``n_spammers`` spammers) and then answers from a personal strategy ξ_j ~
-    Dirichlet(1); otherwise it gives the true label.  ``extras``: ``spammer`` (bool Series by worker),
-    ``spam_probability`` and ``strategy`` (workers × classes)."""
+    Dirichlet(1); otherwise it gives the true label.  Returns a :class:`MaceCrowd`."""
     if n_spammers > n_workers or n_classes < 2:
         raise UserInputError("n_spammers must not exceed n_workers, and n_classes must be at least 2.")
     rng = np.random.default_rng(seed)
@@ -72,18 +92,16 @@ def mace_crowd(
     df, truth_s, workers, classes = _frame(item, worker, label, truth, n_workers=n_workers, k=k)
     conf = theta[:, None, None] * np.repeat(strategy[:, None, :], k, axis=1)
     conf[:, np.arange(k), np.arange(k)] += (1 - theta)[:, None]
-    return Simulation(
+    return MaceCrowd(
         responses=df,
         truth=truth_s,
         confusion=conf,
         class_prior=prior,
         workers=workers,
         classes=classes,
-        extras={
-            "spammer": pd.Series(spammer, index=workers, name="spammer"),
-            "spam_probability": pd.Series(theta, index=workers, name="spam_probability"),
-            "strategy": strategy,
-        },
+        spammer=pd.Series(spammer, index=workers, name="spammer"),
+        spam_probability=pd.Series(theta, index=workers, name="spam_probability"),
+        strategy=strategy,
     )
 
 
@@ -98,10 +116,10 @@ def glad_crowd(
     class_prior: Sequence[float] | None = None,
     worker_activity: str = "uniform",
     seed: int | None = 0,
-) -> Simulation:
+) -> GladCrowd:
     """A GLAD crowd (Whitehill et al. 2009, eq. 1): ``P(correct) = σ(α_j β_i)`` with ability α_j ~
     N(``ability``) and β_i = exp(b_i), b_i ~ N(``log_inverse_difficulty``); wrong answers are uniform over the
-    other labels.  ``extras``: ``ability`` (Series by worker) and ``difficulty`` (1/β_i, Series by task)."""
+    other labels.  Returns a :class:`GladCrowd`."""
     if n_classes < 2:
         raise UserInputError("n_classes must be at least 2.")
     rng = np.random.default_rng(seed)
@@ -115,15 +133,13 @@ def glad_crowd(
     wrong = (truth[item] + rng.integers(1, k, len(item))) % k  # uniform over the other labels
     label = np.where(rng.random(len(item)) < p_correct, truth[item], wrong)
     df, truth_s, workers, classes = _frame(item, worker, label, truth, n_workers=n_workers, k=k)
-    return Simulation(
+    return GladCrowd(
         responses=df,
         truth=truth_s,
         confusion=None,
         class_prior=prior,
         workers=workers,
         classes=classes,
-        extras={
-            "ability": pd.Series(alpha, index=workers, name="ability"),
-            "difficulty": pd.Series(1.0 / beta, index=truth_s.index, name="difficulty"),
-        },
+        ability=pd.Series(alpha, index=workers, name="ability"),
+        difficulty=pd.Series(1.0 / beta, index=truth_s.index, name="difficulty"),
     )

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,19 @@ import pandas as pd
 
 from fusion_core.errors import UserInputError
 from fusion_core.simulate.dawid_skene import Simulation, sample_distinct
+
+
+@dataclass
+class RatingCrowd(Simulation):
+    """Simulated ratings: :class:`Simulation` plus each annotator's ``bias`` and ``noise`` (Series by worker), their
+    ``role`` (Series by worker; None for :func:`numeric_ratings`) and, with gross outliers, ``outlier`` (bool per
+    response)."""
+
+    bias: pd.Series
+    noise: pd.Series
+    role: pd.Series | None = None
+    outlier: np.ndarray | None = None
+
 
 #: (bias range, noise range) in levels for each ordinal role
 ORDINAL_ROLES: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
@@ -53,20 +67,20 @@ def ordinal_crowd(
     labels: Sequence[Any] | None = None,
     seed: int | None = 0,
     workers_seed: int | None = None,
-) -> Simulation:
+) -> RatingCrowd:
     """An ordinal crowd under the ordered-probit model of :mod:`fusion_core.methods.ordinal` (thresholds at the
     midpoints l − ½): each item's true level k, each annotator reports the level whose interval holds
     ``k + b_j + s_j ε``.  Roles (:data:`ORDINAL_ROLES`): lenient (bias +0.6…+1), harsh (−1…−0.6), noisy (noise
     1…1.5 levels), near chance (noise 3.5…5 levels: the report says little about the level), the rest reliable.  Labels are ``1 … n_levels`` unless given.  ``workers_seed`` (default
     ``seed``) draws the annotators' roles and parameters, ``seed`` the items and responses, so simulation studies
-    can keep one crowd fixed.  ``extras``: ``role``, ``bias``, ``noise`` (Series by worker).
+    can keep one crowd fixed.  Typed fields (:class:`RatingCrowd`): ``role``, ``bias``, ``noise`` (Series by worker).
 
     Examples
     --------
     >>> sim = ordinal_crowd(n_items=100, n_workers=10, n_lenient=2, n_harsh=2, n_noisy=2, seed=0)
     >>> len(sim.responses), sorted(sim.responses["label"].unique().tolist())
     (500, [1, 2, 3, 4, 5])
-    >>> dict(sorted(sim.extras["role"].value_counts().items()))
+    >>> dict(sorted(sim.role.value_counts().items()))
     {'harsh': 2, 'lenient': 2, 'noisy': 2, 'reliable': 4}
     """
     if n_levels < 2 or n_workers < 2 or n_items < 1:
@@ -97,7 +111,7 @@ def ordinal_crowd(
         raise UserInputError(f"labels must have {k} values.")
     task_ids = pd.Index([f"t{i}" for i in range(n_items)])
     worker_ids = pd.Index([f"w{j}" for j in range(n_workers)])
-    return Simulation(
+    return RatingCrowd(
         responses=pd.DataFrame(
             {"task": task_ids.take(item), "worker": worker_ids.take(worker), "label": values.take(reported)}
         ),
@@ -106,11 +120,9 @@ def ordinal_crowd(
         class_prior=prior,
         workers=worker_ids,
         classes=values,
-        extras={
-            "role": pd.Series(role, index=worker_ids, name="role"),
-            "bias": pd.Series(bias, index=worker_ids, name="bias"),
-            "noise": pd.Series(noise, index=worker_ids, name="noise"),
-        },
+        role=pd.Series(role, index=worker_ids, name="role"),
+        bias=pd.Series(bias, index=worker_ids, name="bias"),
+        noise=pd.Series(noise, index=worker_ids, name="noise"),
     )
 
 
@@ -126,12 +138,12 @@ def numeric_ratings(
     outlier_rate: float = 0.0,
     seed: int | None = 0,
     workers_seed: int | None = None,
-) -> Simulation:
+) -> RatingCrowd:
     """Numeric ratings ``x = μ_i + b_j + ε``, ε ~ N(0, σ_j²): true values μ_i ~ N(truth_mean, truth_sd²), biases
     b_j ~ N(0, bias_sd²) re-centred so that the average response is unbiased (the identifiability assumption of
     :class:`~fusion_core.methods.numeric.NumericTruth`), noise σ_j ~ U(noise_range).  With ``outlier_rate`` > 0
     that share of responses is replaced by a gross error drawn uniformly over truth_mean ± 5·truth_sd.
-    ``responses`` has columns task, worker, value; ``truth`` is a float Series by task; ``extras``: ``bias``,
+    ``responses`` has columns task, worker, value; ``truth`` is a float Series by task; typed fields: ``bias``,
     ``noise`` (Series by worker) and ``outlier`` (bool per response row).  ``workers_seed`` (default ``seed``)
     draws the annotators' biases and noise levels, ``seed`` everything else.
 
@@ -173,7 +185,7 @@ def _numeric_simulation(
     truth_sd: float,
     outlier_rate: float | None = None,
     role: np.ndarray | None = None,
-) -> Simulation:
+) -> RatingCrowd:
     """Draw true values and responses ``x = μ_i + b_j + σ_j ε`` for annotators with these biases (re-centred in
     place so that the average response is unbiased) and noise levels; ``outlier_rate`` (None: no outlier draw at
     all) replaces that share of responses by gross errors over truth_mean ± 5·truth_sd."""
@@ -186,21 +198,21 @@ def _numeric_simulation(
     value = mu[item] + bias[worker] + noise[worker] * rng.standard_normal(len(item))
     task_ids = pd.Index([f"t{i}" for i in range(n_items)])
     worker_ids = pd.Index([f"w{j}" for j in range(n_workers)])
-    extras: dict[str, Any] = {} if role is None else {"role": pd.Series(role, index=worker_ids, name="role")}
-    extras["bias"] = pd.Series(bias, index=worker_ids, name="bias")
-    extras["noise"] = pd.Series(noise, index=worker_ids, name="noise")
+    outlier = None
     if outlier_rate is not None:
         outlier = rng.random(len(item)) < outlier_rate
         value[outlier] = rng.uniform(truth_mean - 5 * truth_sd, truth_mean + 5 * truth_sd, size=int(outlier.sum()))
-        extras["outlier"] = outlier
-    return Simulation(
+    return RatingCrowd(
         responses=pd.DataFrame({"task": task_ids.take(item), "worker": worker_ids.take(worker), "value": value}),
         truth=pd.Series(mu, index=pd.Index(task_ids, name="task"), name="truth"),
         confusion=None,
         class_prior=None,
         workers=worker_ids,
         classes=pd.Index([]),
-        extras=extras,
+        bias=pd.Series(bias, index=worker_ids, name="bias"),
+        noise=pd.Series(noise, index=worker_ids, name="noise"),
+        role=None if role is None else pd.Series(role, index=worker_ids, name="role"),
+        outlier=outlier,
     )
 
 
@@ -227,16 +239,16 @@ def numeric_crowd(
     truth_sd: float = 10.0,
     seed: int | None = 0,
     workers_seed: int | None = None,
-) -> Simulation:
+) -> RatingCrowd:
     """Numeric ratings ``x = μ_i + b_j + ε`` (μ_i ~ N(truth_mean, truth_sd²), ε ~ N(0, s_j²)) from a crowd with
     known roles (:data:`NUMERIC_ROLES`, in units of truth_sd): lenient (bias +0.5…+0.8 sd), harsh, noisy (noise
     0.9…1.3 sd), near chance (3…4 sd), the rest reliable.  Biases are re-centred so that the average response is
-    unbiased, as :func:`numeric_ratings`.  ``extras``: ``role``, ``bias``, ``noise`` (Series by worker).
+    unbiased, as :func:`numeric_ratings`.  Typed fields: ``role``, ``bias``, ``noise`` (Series by worker).
 
     Examples
     --------
     >>> sim = numeric_crowd(n_items=50, n_workers=8, n_lenient=1, n_harsh=1, n_noisy=1, seed=0)
-    >>> len(sim.responses), dict(sorted(sim.extras["role"].value_counts().items()))
+    >>> len(sim.responses), dict(sorted(sim.role.value_counts().items()))
     (250, {'harsh': 1, 'lenient': 1, 'noisy': 1, 'reliable': 5})
     """
     if n_workers < 2 or n_items < 1 or truth_sd <= 0:

@@ -7,6 +7,9 @@ package layout ``workers × true × reported``; the paper's ``Γ_m`` is ``confus
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -100,6 +103,17 @@ def sample_responses(
     return i, w, labels[w, i]
 
 
+@dataclass
+class SequenceCrowd(Simulation):
+    """Sequences labelled by a crowd: :class:`Simulation` plus the true ``transition`` matrix (K × K),
+    ``start_prob`` (K), the true ``labels`` (code per position, in sequence order) and the ``chain`` structure."""
+
+    transition: np.ndarray
+    start_prob: np.ndarray
+    labels: np.ndarray
+    chain: Any
+
+
 def hmm_chain(
     n_sequences: int = 100,
     length: int = 40,
@@ -114,11 +128,11 @@ def hmm_chain(
     start: np.ndarray | str = "stationary",
     p_observe: float = 1.0,
     seed: int | None = 0,
-) -> Simulation:
+) -> SequenceCrowd:
     """Simulate sequences labelled by a Markov chain and annotated by the spec's learners.
 
-    ``responses`` has columns task, worker, label, sequence, position; ``extras`` holds ``transition``
-    (``T[next, prev]``), ``start_prob``, ``labels`` (sequences × length codes).  ``class_prior`` is the
+    ``responses`` has columns task, worker, label, sequence, position; a :class:`SequenceCrowd` also holds
+    ``transition`` (``T[next, prev]``), ``start_prob``, ``labels`` (sequences × length codes).  ``class_prior`` is the
     stationary distribution.  Defaults are the spec's T6 setting (K=4, M=10, 6 good in U(0.3, 0.5)).
     """
     if n_sequences < 1 or length < 1 or n_classes < 2 or n_workers < 1:
@@ -153,12 +167,15 @@ def hmm_chain(
         {"task": tasks[item], "worker": workers.take(worker), "label": label, "sequence": seq, "position": pos}
     )
     truth = pd.Series(flat, index=pd.Index(tasks, name="task"), name="truth")
-    return Simulation(
+    return SequenceCrowd(
         responses=df,
         truth=truth,
         confusion=conf,
         class_prior=pi,
         workers=workers,
         classes=pd.Index(np.arange(k)),
-        extras={"transition": t, "start_prob": p0, "labels": y, "chain": chain},
+        transition=t,
+        start_prob=p0,
+        labels=y,
+        chain=chain,
     )

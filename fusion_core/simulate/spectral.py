@@ -13,6 +13,7 @@ Labels: ``labels=(negative, positive)``; the positive label is coded +1 (y = +1 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,27 @@ import pandas as pd
 
 from fusion_core.errors import UserInputError
 from fusion_core.simulate.dawid_skene import Simulation
+
+
+@dataclass
+class SpectralCrowd(Simulation):
+    """Binary annotators of the spectral family: :class:`Simulation` plus, by worker (in output order), the
+    sensitivity ``psi``, specificity ``eta``, ``balanced_accuracy`` and ``group`` ('honest' / 'cartel 1' …); the
+    class balance ``b``, the ``positive_label`` and the ``dense`` m × n ±1 matrix before masking.  :func:`cartel`
+    adds ``xi`` (members' balanced accuracy w.r.t. their target, NaN for honest), ``pi`` (balanced accuracy w.r.t.
+    the truth), ``tau`` (cartels × items targets, ±1) and ``pi_c`` (each target's accuracy)."""
+
+    psi: pd.Series
+    eta: pd.Series
+    balanced_accuracy: pd.Series
+    group: pd.Series
+    b: float
+    positive_label: Any
+    dense: np.ndarray
+    xi: pd.Series | None = None
+    pi: pd.Series | None = None
+    tau: np.ndarray | None = None
+    pi_c: list[float] | None = None
 
 
 def split_balanced_accuracy(pi: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -60,9 +82,11 @@ def _finish(
     b: float,
     labels: Sequence[Any],
     order: np.ndarray,
-    extras: dict[str, Any],
-) -> Simulation:
-    """Shuffle annotators by ``order``, build the long table and the Simulation."""
+    group: np.ndarray,
+    cartels: dict[str, Any] | None = None,
+) -> SpectralCrowd:
+    """Shuffle annotators by ``order``, build the long table and the :class:`SpectralCrowd` (``cartels``: ``xi``
+    and ``pi`` by annotator in generation order, ``tau`` and ``pi_c``)."""
     m, n = Z.shape
     Z, mask, psi, eta = Z[order], mask[order], psi[order], eta[order]
     label_index = pd.Index(list(labels))
@@ -77,25 +101,25 @@ def _finish(
     conf = np.empty((m, 2, 2))
     conf[:, 0, 0], conf[:, 0, 1] = eta, 1 - eta
     conf[:, 1, 0], conf[:, 1, 1] = 1 - psi, psi
-    for k, val in list(extras.items()):
-        if isinstance(val, np.ndarray) and val.shape[:1] == (m,):
-            extras[k] = pd.Series(val[order], index=workers, name=k) if val.ndim == 1 else val[order]
-    extras.update(
-        psi=pd.Series(psi, index=workers, name="psi"),
-        eta=pd.Series(eta, index=workers, name="eta"),
-        balanced_accuracy=pd.Series((psi + eta) / 2, index=workers, name="balanced_accuracy"),
-        b=b,
-        positive_label=label_index[1],
-        dense=Z.astype(float),
-    )
-    return Simulation(
+    c = dict(cartels or {})
+    for k in ("xi", "pi"):  # by annotator: in output order
+        if k in c:
+            c[k] = pd.Series(np.asarray(c[k])[order], index=workers, name=k)
+    return SpectralCrowd(
         responses=resp,
         truth=pd.Series(label_index.take((y > 0).astype(int)), index=pd.Index(tasks, name="task"), name="truth"),
         confusion=conf,
         class_prior=np.array([(1 - b) / 2, (1 + b) / 2]),
         workers=workers,
         classes=labels,
-        extras=extras,
+        psi=pd.Series(psi, index=workers, name="psi"),
+        eta=pd.Series(eta, index=workers, name="eta"),
+        balanced_accuracy=pd.Series((psi + eta) / 2, index=workers, name="balanced_accuracy"),
+        group=pd.Series(np.asarray(group, dtype=object)[order], index=workers, name="group"),
+        b=b,
+        positive_label=label_index[1],
+        dense=Z.astype(float),
+        **c,
     )
 
 
@@ -113,11 +137,11 @@ def independent(
     per_item: int | None = None,
     labels: Sequence[Any] = (0, 1),
     seed: int | None = 0,
-) -> Simulation:
+) -> SpectralCrowd:
     """Conditionally independent binary annotators (P14 §Simulations; J15 §6.1 with ``psi_range``/``eta_range``).
 
     Priority: explicit ``psi``/``eta`` arrays, then ``psi_range``/``eta_range`` (uniform), then balanced
-    accuracy π ~ U[pi_range] with the random ψ/η split.  ``extras['dense']`` is the full m × n ±1 matrix
+    accuracy π ~ U[pi_range] with the random ψ/η split.  ``dense`` is the full m × n ±1 matrix
     (before masking, annotators in output order); ``confusion`` is workers × true × reported.
     """
     if not -1 < b < 1:
@@ -136,9 +160,8 @@ def independent(
     Z = _draw_labels(y, psi, eta, rng)
     mask = _observed_mask(m, n, observed, per_item, rng)
     order = rng.permutation(m)
-    return _finish(
-        Z, mask, y, psi, eta, b=b, labels=labels, order=order, extras={"group": np.array(["honest"] * m, dtype=object)}
-    )
+    group = np.array(["honest"] * m, dtype=object)
+    return _finish(Z, mask, y, psi, eta, b=b, labels=labels, order=order, group=group)
 
 
 def cartel(
@@ -154,12 +177,12 @@ def cartel(
     per_item: int | None = None,
     labels: Sequence[Any] = (0, 1),
     seed: int | None = 0,
-) -> Simulation:
+) -> SpectralCrowd:
     """Honest annotators plus cartels following their own target labelling (P14 §Cartel, spec §6.7).
 
     ``r``: cartel fraction (one float, or one per cartel); ``pi_c``: balanced accuracy of each target τ
     w.r.t. the truth (symmetric channel, so Lemma 2 holds exactly when b = 0); members' balanced accuracy
-    ξ w.r.t. τ ~ U[xi_range].  ``extras``: ``group`` ('honest' / 'cartel 1' …), ``xi`` (NaN for honest),
+    ξ w.r.t. τ ~ U[xi_range].  Typed fields: ``group`` ('honest' / 'cartel 1' …), ``xi`` (NaN for honest),
     ``pi`` (balanced accuracy w.r.t. the truth; for members the implied value), ``tau`` (targets, ±1).
     ``confusion``/``psi``/``eta`` are w.r.t. the truth.
     """
@@ -197,11 +220,7 @@ def cartel(
     psi, eta = np.concatenate(psi_all), np.concatenate(eta_all)
     mask = _observed_mask(m, n, observed, per_item, rng)
     order = rng.permutation(m)
-    extras: dict[str, Any] = {
-        "group": np.array(group, dtype=object),
-        "xi": np.concatenate(xi_all),
-        "pi": (psi + eta) / 2,
-        "tau": np.array(taus),
-        "pi_c": pcs,
-    }
-    return _finish(Z, mask, y, psi, eta, b=b, labels=labels, order=order, extras=extras)
+    cartels = {"xi": np.concatenate(xi_all), "pi": (psi + eta) / 2, "tau": np.array(taus), "pi_c": pcs}
+    return _finish(
+        Z, mask, y, psi, eta, b=b, labels=labels, order=order, group=np.array(group, dtype=object), cartels=cartels
+    )

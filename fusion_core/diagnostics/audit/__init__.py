@@ -4,7 +4,8 @@ the cartel check and decides a verdict per annotator from their accuracy with it
 * :mod:`.rules` — the verdicts and the thresholds of the rule (declared once, :class:`VerdictRule`);
 * :mod:`.evidence` — each annotator's accuracy and skill above chance with Beta posterior intervals;
 * :mod:`.items` — expected accuracy of the labels, items to look at again, changes against majority vote;
-* :mod:`.agreement` — Fleiss' κ and Krippendorff's α with bootstrap intervals;
+* agreement: every statistic of :data:`fusion_core.diagnostics.agreement.AGREEMENT_STATISTICS` with bootstrap
+  intervals;
 * :mod:`.result` — :class:`AuditResult` and its parts; :mod:`.runner` — :func:`run_audit`;
 * :mod:`.ratings` — the label type (nominal, ordinal, numeric) and the rating verdicts for ordered levels or
   numbers;

@@ -16,17 +16,11 @@ import pandas as pd
 from fusion_core.data.dataset import Dataset
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.audit.result import AuditResult
+from fusion_core.diagnostics.audit_options import AUDIT_LABEL_TYPES
 from fusion_core.diagnostics.rating_report import numeric_from
 from fusion_core.diagnostics.rating_verdicts import RatingVerdicts, numeric_verdicts, ordinal_verdicts
 from fusion_core.errors import UserInputError
 from fusion_core.methods.ordinal import is_numeric_label
-
-AUDIT_LABEL_TYPES = {
-    "nominal": "Categories (no order)",
-    "ordinal": "Ordered levels (e.g. 1–5 scores)",
-    "numeric": "Numbers (continuous ratings)",
-}
-"""The label types the audit accepts, with their names for the app."""
 
 
 def suggested_label_type(resp: Responses) -> str:

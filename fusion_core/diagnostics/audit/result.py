@@ -8,12 +8,14 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS
 from fusion_core.diagnostics.audit.evidence import AccuracyEvidence
 from fusion_core.diagnostics.audit.items import LabelQuality, ReviewItems
 from fusion_core.diagnostics.audit.rules import SEVERITY, VERDICTS, VerdictRule
 from fusion_core.diagnostics.audit.safety import LabelSafety
 from fusion_core.diagnostics.cartels import CartelReport
 from fusion_core.diagnostics.drift import DriftReport
+from fusion_core.diagnostics.pairwise_audit import PairwiseAudit
 from fusion_core.diagnostics.plan import RelabelPlan
 from fusion_core.diagnostics.rating_verdicts import RatingVerdicts
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
@@ -103,7 +105,9 @@ class AuditResult:
     numbers (``label_type`` ``ordinal`` / ``numeric``), ``ratings`` holds the rating verdicts (harsh, lenient,
     noisy … from bias and noise with bootstrap intervals, :mod:`.ratings`); the categorical parts then read the
     levels as categories.  With a time column, ``drift`` holds reliability over time (who got better or worse, and
-    when; :mod:`fusion_core.diagnostics.drift`)."""
+    when; :mod:`fusion_core.diagnostics.drift`).  For pairwise judgements (a dataset with ``pairwise``), the
+    categorical parts audit the judges' choices and ``pairwise`` holds the ranking of the options with intervals and
+    the judges' reliability and biases (:func:`fusion_core.diagnostics.pairwise_audit.pairwise_audit`)."""
 
     dataset: str
     description: str
@@ -116,8 +120,7 @@ class AuditResult:
     annotators: AnnotatorVerdicts
     labels: LabelQuality
     review: ReviewItems
-    fleiss: ReliabilityEstimate | None
-    alpha: ReliabilityEstimate | None
+    agreement: tuple[ReliabilityEstimate, ...]  # every statistic of diagnostics.agreement.AGREEMENT_STATISTICS
     agreement_note: str
     cartel: CartelCheck
     timings: tuple[StageTime, ...] = ()
@@ -128,6 +131,13 @@ class AuditResult:
     safety: LabelSafety | None = None
     plan: RelabelPlan | None = None  # which labels to buy next (fusion_core.diagnostics.plan.audit_plan)
     drift: DriftReport | None = None
+    pairwise: PairwiseAudit | None = None  # pairwise judgements: ranking, judges' biases (pairwise_audit)
+
+    def agreement_of(self, key: str) -> ReliabilityEstimate | None:
+        """The estimate of the registered agreement statistic ``key`` (e.g. ``"krippendorff_alpha"``), or None when
+        agreement could not be measured."""
+        keys = [e.key for e in AGREEMENT_STATISTICS]
+        return self.agreement[keys.index(key)] if self.agreement else None
 
     @property
     def seconds(self) -> float:

@@ -18,9 +18,9 @@ from threadpoolctl import threadpool_limits
 from fusion_core import progress as progress_events
 from fusion_core.data.dataset import Dataset
 from fusion_core.data.responses import Responses, as_responses
-from fusion_core.diagnostics.audit.agreement import agreement_intervals
+from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS, agreement_intervals
 from fusion_core.diagnostics.audit.evidence import accuracy_evidence
-from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, ReviewRule, label_quality, review_items
+from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, label_quality, review_items
 from fusion_core.diagnostics.audit.ratings import check_label_type, rating_verdicts_for
 from fusion_core.diagnostics.audit.result import (
     AnnotatorVerdicts,
@@ -29,11 +29,13 @@ from fusion_core.diagnostics.audit.result import (
     CartelCheck,
     StageTime,
 )
-from fusion_core.diagnostics.audit.rules import DEFAULT_RULE, VerdictRule, decide
+from fusion_core.diagnostics.audit.rules import DEFAULT_RULE, decide
 from fusion_core.diagnostics.audit.safety import label_safety
+from fusion_core.diagnostics.audit_options import audit_options, declared_options
 from fusion_core.diagnostics.cartels.collusion import DEFAULTS as COLLUSION
 from fusion_core.diagnostics.cartels.collusion import check_collusion
 from fusion_core.diagnostics.drift import drift_for_audit
+from fusion_core.diagnostics.pairwise_audit import pairwise_audit
 from fusion_core.diagnostics.plan import audit_plan
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
 from fusion_core.errors import UserInputError
@@ -182,19 +184,19 @@ def _cartel(
     return CartelCheck(rep.status, rep.reason.rstrip(".") + "." + note, check.groups, rep)
 
 
-Agreement = tuple[ReliabilityEstimate | None, ReliabilityEstimate | None, str, float]
+Agreement = tuple[tuple[ReliabilityEstimate, ...], str, float]
 
 
 def _agreement(resp: Responses, n_bootstrap: int, level: float, random_state: int | None) -> Agreement:
-    """Fleiss' κ and Krippendorff's α with their intervals (or why not), and the seconds they took.  Uses its own
+    """Every registered agreement statistic with its interval (or why not), and the seconds they took.  Uses its own
     random stream and neither the warnings machinery nor progress reports, so it can run in the background thread
     (see :func:`_background`)."""
     t0 = _now()
     try:
-        fleiss, alpha = agreement_intervals(resp, n_bootstrap=n_bootstrap, level=level, random_state=random_state)
+        estimates = agreement_intervals(resp, n_bootstrap=n_bootstrap, level=level, random_state=random_state)
     except UserInputError as exc:
-        return None, None, str(exc), _now() - t0
-    return fleiss, alpha, "", _now() - t0
+        return (), str(exc), _now() - t0
+    return estimates, "", _now() - t0
 
 
 class _Later:
@@ -232,25 +234,8 @@ def _gold_hits(gold: pd.Series | None, items: pd.Index, labels: pd.Index) -> tup
     return hits, int(known.sum())
 
 
-def run_audit(
-    data: Dataset | Responses | pd.DataFrame,
-    *,
-    method: str = "auto",
-    params: Mapping[str, Any] | None = None,
-    fit: FitResult | None = None,
-    rule: VerdictRule = DEFAULT_RULE,
-    review: ReviewRule = DEFAULT_REVIEW,
-    n_bootstrap: int = 300,
-    cartel_bootstrap: int = COLLUSION.n_bootstrap,
-    cartel_alpha: float = COLLUSION.alpha,
-    cartel_max_annotators: int = 100,
-    random_state: int | None = 0,
-    progress: Listener | None = None,
-    label_type: str = "nominal",
-    levels: Any = None,
-    rating_bootstrap: int = 100,
-    concurrent: bool = True,
-) -> AuditResult:
+@declared_options
+def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> AuditResult:
     """Audit categorical crowd labels in one call (docs/AUDIT.md).
 
     Fits ``method`` (default ``auto``, the recommended method; pass ``fit`` to reuse a fit of these data), then
@@ -260,19 +245,30 @@ def run_audit(
     by ``rule``.  ``progress`` receives :class:`AuditProgress` events (share done, time left).
     ``label_type`` ``ordinal`` (``levels`` lowest first, or ``"numeric"``, the default for numeric labels) or
     ``numeric`` adds the rating verdicts (reliable / harsh / lenient / noisy / near chance) from bias and noise
-    with ``rating_bootstrap`` refits (:mod:`.ratings`) as ``AuditResult.ratings``.
+    with ``rating_bootstrap`` refits (:mod:`.ratings`) as ``AuditResult.ratings``.  A dataset of pairwise
+    judgements (:func:`~fusion_core.data.dataset.pairwise_dataset`) also gets the pairwise audit (ranking with at
+    most 100 bootstrap refits, judges' biases, win rates corrected with ``pairwise_gold`` when given) as
+    ``AuditResult.pairwise``.
     ``concurrent``: the agreement intervals run in a background thread alongside the fit and the cartel check
     (same result as ``concurrent=False``, which runs every stage in turn).  Deterministic given ``random_state``.
     """
+    o = audit_options(
+        options
+    )  # every option checked against its declaration (diagnostics.audit_options), before any work
+    method, fit, random_state = o["method"], o["fit"], o["random_state"]
+    rule, review = o["rule"] or DEFAULT_RULE, o["review"] or DEFAULT_REVIEW
+    n_bootstrap, cartel_bootstrap, cartel_alpha = o["n_bootstrap"], o["cartel_bootstrap"], o["cartel_alpha"]
+    label_type, rating_bootstrap, progress = o["label_type"], o["rating_bootstrap"], o["progress"]
+    pairwise_gold = o["pairwise_gold"]
     ds = data if isinstance(data, Dataset) else None
     resp = ds.responses if ds is not None else as_responses(data)
-    levels = check_label_type(resp, label_type, levels)  # before any fitting
-    params = dict(params or {})
+    levels = check_label_type(resp, label_type, o["levels"])  # before any fitting
+    params = dict(o["params"] or {})
     clock = _Clock(progress)
     stages = _stages(resp.n_classes == 2)
     notes: list[str] = []
 
-    with _background(concurrent) as submit:
+    with _background(o["concurrent"]) as submit:
         # agreement needs neither the fit nor the cartel check: it runs alongside them
         agreement = submit(_agreement, resp, n_bootstrap, rule.level, random_state)
         (name, weight) = stages[0]
@@ -295,12 +291,12 @@ def run_audit(
         (name, weight) = stages[2]
         clock.tell("Checking for cartels (groups that copy each other)", 0.0, weight)
         with progress_events.progress_to(_cartel_listener(clock, weight)):
-            cartel = _cartel(resp, cartel_bootstrap, cartel_alpha, random_state, cartel_max_annotators)
+            cartel = _cartel(resp, cartel_bootstrap, cartel_alpha, random_state, o["cartel_max_annotators"])
         clock.finish(name, weight)
 
         (name, weight) = stages[1]
-        clock.tell("Measuring agreement (Fleiss' κ, Krippendorff's α)", 0.0, weight)
-        fleiss, alpha, agreement_note, agreement_seconds = agreement.result()
+        clock.tell(f"Measuring agreement ({', '.join(e.title for e in AGREEMENT_STATISTICS)})", 0.0, weight)
+        agreement_estimates, agreement_note, agreement_seconds = agreement.result()
         clock.finish(name, weight, agreement_seconds)
         clock.times.insert(1, clock.times.pop())  # listed in the stages' order: fit, agreement, cartel, verdicts
 
@@ -324,6 +320,14 @@ def run_audit(
         ratings = rating_verdicts_for(
             resp, label_type, levels=levels, n_bootstrap=rating_bootstrap, random_state=random_state
         )
+    pairwise = None
+    if ds is not None and ds.pairwise is not None:
+        clock.tell("Ranking the options and auditing the judges (pairwise)", 0.8, weight)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pairwise = pairwise_audit(
+                ds.pairwise, gold=pairwise_gold, n_bootstrap=min(n_bootstrap, 100), random_state=random_state
+            )
     clock.finish(name, weight)
     clock.tell("Audit done", 1.0, 0.0)
     return AuditResult(
@@ -338,8 +342,7 @@ def run_audit(
         annotators=AnnotatorVerdicts(evidence, verdict, reason, rule, ds.roles if ds is not None else None),
         labels=quality,
         review=items,
-        fleiss=fleiss,
-        alpha=alpha,
+        agreement=agreement_estimates,
         agreement_note=agreement_note,
         cartel=cartel,
         timings=tuple(clock.times),
@@ -350,4 +353,5 @@ def run_audit(
         safety=safety,
         plan=audit_plan(resp, fit),
         drift=drift_for_audit(resp, fit.posterior, random_state),
+        pairwise=pairwise,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fusion_core.diagnostics.audit.result import AuditResult
+from fusion_core.diagnostics.pairwise_audit import pairwise_findings
 from fusion_core.methods.results import jsonable
 
 
@@ -40,6 +41,14 @@ def audit_summary(audit: AuditResult) -> dict[str, Any]:
         out["label_safety"] = {k: jsonable(v) for k, v in audit.safety.summary().items()}
     if audit.plan is not None:
         out["relabel_plan"] = audit.plan.to_dict()
+    if audit.pairwise is not None:  # pairwise judgements: the ranking and the judges' biases
+        pw = audit.pairwise
+        out["pairwise"] = {
+            "method": pw.method,
+            "ranking": [str(o) for o in pw.ranking.table.index],
+            "position_bias": [str(j) for j in pw.bias.flagged("position")],
+            "findings": [{"question": q, "answer": a} for q, a in pairwise_findings(pw)],
+        }
     return out
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS
 from fusion_core.diagnostics.audit.result import AuditResult
 from fusion_core.diagnostics.audit.rules import ADVERSARIAL, COLLUDING, NOISY, RELIABLE, SPAMMER, TOO_FEW
 from fusion_core.diagnostics.audit.safety import AccuracyRange
@@ -111,12 +112,12 @@ def _review(a: AuditResult) -> Finding:
 
 
 def _agreement(a: AuditResult) -> Finding:
-    finite = [e for e in (a.fleiss, a.alpha) if e is not None and np.isfinite(e.value)]
+    finite = [e for e in a.agreement if np.isfinite(e.value)]
     if not finite:
         why = sentence(a.agreement_note or "no item has two or more responses")
         return Finding("Do annotators agree?", f"Agreement could not be measured. {why}", "agreement")
-    kappa, alpha = _estimate("Fleiss' κ", a.fleiss), _estimate("Krippendorff's α", a.alpha)
-    text = f"{kappa}; {alpha} (1 = full agreement, 0 = chance)."
+    parts = [_estimate(s.title.split(" (")[0], e) for s, e in zip(AGREEMENT_STATISTICS, a.agreement)]
+    text = f"{'; '.join(parts)} (1 = full agreement, 0 = chance)."
     return Finding("Do annotators agree?", text, "agreement")
 
 

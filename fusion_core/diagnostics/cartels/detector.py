@@ -88,7 +88,7 @@ def detect_cartels(
     >>> report = detect_cartels(sim.responses, n_bootstrap=50, random_state=1)
     >>> report.status, len(report.groups)
     ('groups_found', 1)
-    >>> true = set(sim.extras["group"].index[sim.extras["group"] != "honest"])
+    >>> true = set(sim.group.index[sim.group != "honest"])
     >>> len(report.groups[0] & true) / len(true) > 0.9
     True
     """

@@ -65,7 +65,7 @@ class ContextEM(Aggregator):
     >>> sim = table1(4, 300, seed=0)
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("ignore")
-    ...     m = ContextEM(swing=1.0).fit(sim.responses, context=sim.extras["context"])
+    ...     m = ContextEM(swing=1.0).fit(sim.responses, context=sim.context)
     >>> m.result_.context.detection.shape  # annotators × grid points
     (4, 101)
     >>> bool((m.labels_ == sim.truth.reindex(m.labels_.index)).mean() > 0.85)

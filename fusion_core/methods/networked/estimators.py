@@ -163,7 +163,7 @@ class MRFEM(NetworkedBase):
     --------
     >>> from fusion_core.simulate.graph import sbm
     >>> sim = sbm(n_items=400, avg_degree=5, seed=0)
-    >>> est = MRFEM().fit(sim.responses, graph=sim.extras["edges"])
+    >>> est = MRFEM().fit(sim.responses, graph=sim.edges)
     >>> bool((est.labels_ == sim.truth.reindex(est.labels_.index)).mean() > 0.9)
     True
     >>> est.result_.graph.n_edges > 0
@@ -189,7 +189,7 @@ class MRFMajority(NetworkedBase):
     --------
     >>> from fusion_core.simulate.graph import sbm
     >>> sim = sbm(n_items=400, avg_degree=5, seed=0)
-    >>> est = MRFMajority().fit(sim.responses, graph=sim.extras["edges"])
+    >>> est = MRFMajority().fit(sim.responses, graph=sim.edges)
     >>> bool((est.labels_ == sim.truth.reindex(est.labels_.index)).mean() > 0.9)
     True
     """

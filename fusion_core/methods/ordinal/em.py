@@ -151,7 +151,7 @@ class OrdinalEM(Aggregator):
     >>> verdict = dict(zip(m.workers_, m.result_.column("verdict").values))
     >>> [verdict[w] for w in ("w0", "w1", "w2", "w4")]
     ['noisy', 'reliable', 'lenient', 'harsh']
-    >>> bool(all(verdict[w] == role for w, role in sim.extras["role"].items()))
+    >>> bool(all(verdict[w] == role for w, role in sim.role.items()))
     True
     """
 

@@ -22,7 +22,7 @@ from fusion_core.data.pairwise import TIE, PairwiseResponses, as_pairwise
 from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.em.squarem import run_squarem_lockstep
 from fusion_core.methods.numerics import safe_log
-from fusion_core.methods.pairwise.davidson import Problem, compress, design, grouped, log_probs, newton
+from fusion_core.methods.pairwise.davidson import Problem, compress, design, grouped, log_probs, newton, use_jit
 from fusion_core.methods.pairwise.results import PairwiseFit
 from fusion_core.methods.params import Bool, Declared, Float, Int
 
@@ -57,6 +57,7 @@ class BTJudgesModel:
         self.group, self.Xg = grouped(self.X)
         self.n_groups = len(self.Xg.cols)
         self.alpha = 1.0  # Dirichlet(2) on ρ_j: pseudo-count 1 per outcome
+        self.jit = use_jit(data.n)
 
     def attentive_log(self, state: BTState) -> np.ndarray:
         lp = log_probs(self.Xg @ state.x, state.log_nu if self.ties else None)
@@ -90,7 +91,7 @@ class BTJudgesModel:
             rho = cells / cells.sum(axis=1, keepdims=True)
         T, W = compress(self.group, self.n_groups, self.T, self.w * resp)
         prob = Problem(self.Xg, T, W, self.ridge, self.ties)
-        x, log_nu = newton(prob, old.x, old.log_nu)
+        x, log_nu = newton(prob, old.x, old.log_nu, jit=self.jit)
         return BTState(x=x, log_nu=log_nu, rel=rel, rho=rho)
 
     def flat(self, state: BTState) -> np.ndarray:

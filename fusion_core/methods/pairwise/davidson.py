@@ -18,7 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fusion_core.methods.numerics import jit_enabled
+
 LOG_TINY = -700.0
+JIT_MIN_JUDGEMENTS = 2_000
+"""Fits on at least this many judgements use the compiled kernels when numba is installed (the ``fast`` extra);
+smaller ones take a few milliseconds in numpy, less than numba's import and first call."""
 
 
 def log_probs(d: np.ndarray, log_nu: float | None) -> np.ndarray:
@@ -44,21 +49,24 @@ class Design:
         self.cols = cols
         self.signs = signs
         self.width = width
-        m = cols.shape[1]
-        self._pairs = (cols[:, :, None] * width + cols[:, None, :]).reshape(len(cols), m * m)
+        self._pairs: np.ndarray | None = None  # built on the first gram (the ungrouped designs never need it)
         self._pair_signs = np.outer(signs, signs).ravel()
+        self._cols_flat = cols.ravel()
 
     def __matmul__(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(x[self.cols] @ self.signs)
 
     def rmatvec(self, g: np.ndarray) -> np.ndarray:
         """Xᵀ g."""
-        return np.bincount(self.cols.ravel(), weights=(g[:, None] * self.signs).ravel(), minlength=self.width)
+        return np.bincount(self._cols_flat, weights=(g[:, None] * self.signs).ravel(), minlength=self.width)
 
     def gram(self, h: np.ndarray) -> np.ndarray:
         """Xᵀ diag(h) X (dense, width × width)."""
+        if self._pairs is None:
+            c = self.cols
+            self._pairs = (c[:, :, None] * self.width + c[:, None, :]).ravel()
         w = (h[:, None] * self._pair_signs).ravel()
-        return np.bincount(self._pairs.ravel(), weights=w, minlength=self.width**2).reshape(self.width, self.width)
+        return np.bincount(self._pairs, weights=w, minlength=self.width**2).reshape(self.width, self.width)
 
 
 def grouped(X: Design) -> tuple[np.ndarray, Design]:
@@ -100,31 +108,57 @@ class Problem:
     ties: bool
 
     def objective(self, x: np.ndarray, log_nu: float | None) -> float:
-        lp = log_probs(self.X @ x, log_nu if self.ties else None)
-        return float(np.sum(self.w * np.sum(self.T * lp, axis=1)) - 0.5 * np.sum(self.ridge * x * x))
+        return self.value(log_probs(self.X @ x, log_nu if self.ties else None), x)
+
+    def value(self, lp: np.ndarray, x: np.ndarray) -> float:
+        """The objective from the rows' log probabilities ``lp`` at ``x``."""
+        return float(np.einsum("i,ik,ik->", self.w, self.T, lp) - 0.5 * (self.ridge @ (x * x)))
 
 
-def newton(prob: Problem, x: np.ndarray, log_nu: float | None, steps: int = 1) -> tuple[np.ndarray, float | None]:
+def use_jit(n_judgements: int) -> bool:
+    """Whether a fit on ``n_judgements`` runs the compiled kernels (:mod:`.kernels`): numba installed and enabled,
+    and enough judgements that a fit's time is worth numba's import (below, a fit takes a few milliseconds)."""
+    return n_judgements >= JIT_MIN_JUDGEMENTS and jit_enabled()
+
+
+def newton(
+    prob: Problem, x: np.ndarray, log_nu: float | None, steps: int = 1, *, jit: bool = False
+) -> tuple[np.ndarray, float | None]:
     """Up to ``steps`` Newton steps with backtracking on :class:`Problem` from (x, log ν); never lowers the
-    objective."""
+    objective.  ``jit``: one compiled loop (:func:`.kernels.newton_kernel`, the same arithmetic)."""
+    ties = prob.ties and log_nu is not None
+    if jit:
+        from fusion_core.methods.pairwise.kernels import newton_kernel
+
+        X = prob.X
+        nx, nn = newton_kernel(X.cols, X.signs, prob.T, prob.w, prob.ridge, x, log_nu if ties else 0.0, ties, steps)
+        return nx, (float(nn) if ties else log_nu)
+    return newton_numpy(prob, x, log_nu, steps)
+
+
+def newton_numpy(prob: Problem, x: np.ndarray, log_nu: float | None, steps: int = 1) -> tuple[np.ndarray, float | None]:
+    """:func:`newton` in numpy (the compiled kernel's twin)."""
     p_dim = len(x)
-    cur = prob.objective(x, log_nu)
+    ties = prob.ties and log_nu is not None
+    T, w = prob.T, prob.w
+    lp = log_probs(prob.X @ x, log_nu if ties else None)
+    cur = prob.value(lp, x)
     for _ in range(steps):
-        d = prob.X @ x
-        lp = log_probs(d, log_nu if prob.ties else None)
         p = np.exp(lp)
-        T, w = prob.T, prob.w
-        g_d = w * 0.5 * ((T[:, 0] - T[:, 1]) - (p[:, 0] - p[:, 1]))
-        h_dd = w * (0.25 * (p[:, 0] + p[:, 1]) - 0.25 * (p[:, 0] - p[:, 1]) ** 2)
+        diff = p[:, 0] - p[:, 1]
+        g_d = w * 0.5 * ((T[:, 0] - T[:, 1]) - diff)
+        h_dd = w * 0.25 * ((p[:, 0] + p[:, 1]) - diff * diff)
         grad = prob.X.rmatvec(g_d) - prob.ridge * x
-        H = prob.X.gram(h_dd) + np.diag(prob.ridge)
-        if prob.ties and log_nu is not None:
-            g_n = float(np.sum(w * (T[:, 2] - p[:, 2])))
-            h_nn = float(np.sum(w * p[:, 2] * (1 - p[:, 2]))) + 1e-6
-            h_dn = prob.X.rmatvec(w * -0.5 * p[:, 2] * (p[:, 0] - p[:, 1]))
-            H = np.block([[H, h_dn[:, None]], [h_dn[None, :], np.array([[h_nn]])]])
-            grad = np.append(grad, g_n)
-        H[np.diag_indices_from(H)] += 1e-9
+        gram = prob.X.gram(h_dd)
+        gram.flat[:: p_dim + 1] += prob.ridge + 1e-9
+        if ties:  # the (θ, log ν) block matrix, log ν last
+            H = np.empty((p_dim + 1, p_dim + 1))
+            H[:p_dim, :p_dim] = gram
+            H[:p_dim, p_dim] = H[p_dim, :p_dim] = prob.X.rmatvec(w * -0.5 * p[:, 2] * diff)
+            H[p_dim, p_dim] = float(w @ (p[:, 2] * (1 - p[:, 2]))) + 1e-6 + 1e-9
+            grad = np.concatenate([grad, [float(w @ (T[:, 2] - p[:, 2]))]])
+        else:
+            H = gram
         try:
             step = np.linalg.solve(H, grad)
         except np.linalg.LinAlgError:
@@ -133,12 +167,11 @@ def newton(prob: Problem, x: np.ndarray, log_nu: float | None, steps: int = 1) -
         improved = False
         for _ in range(30):  # backtracking halvings, not a loop over responses
             nx = x + t * step[:p_dim]
-            nn = (log_nu + t * float(step[p_dim])) if (prob.ties and log_nu is not None) else log_nu
-            if nn is not None:
-                nn = float(np.clip(nn, -20.0, 5.0))
-            val = prob.objective(nx, nn)
+            nn = float(np.clip(log_nu + t * float(step[p_dim]), -20.0, 5.0)) if ties else log_nu  # type: ignore[operator]
+            nlp = log_probs(prob.X @ nx, nn if ties else None)
+            val = prob.value(nlp, nx)
             if val >= cur - 1e-12 * max(1.0, abs(cur)):
-                x, log_nu, improved = nx, nn, val > cur
+                x, log_nu, lp, improved = nx, nn, nlp, val > cur
                 cur = val
                 break
             t *= 0.5

@@ -19,13 +19,16 @@ from typing import Any
 import numpy as np
 
 from fusion_core.data.pairwise import TIE, as_pairwise
-from fusion_core.methods.em import EMSettings, EStep, run_em
-from fusion_core.methods.numerics import log_normalize, safe_log
-from fusion_core.methods.pairwise.davidson import Problem, compress, design, grouped, log_probs, newton
+from fusion_core.methods.em import EMSettings, EStep
+from fusion_core.methods.em.squarem import run_squarem_lockstep
+from fusion_core.methods.numerics import PROB_FLOOR, log_normalize, safe_log
+from fusion_core.methods.pairwise.davidson import Problem, design, grouped, log_probs, newton, use_jit
+from fusion_core.methods.pairwise.kernels import ds_e_step, ds_m_step
 from fusion_core.methods.pairwise.results import PairwiseFit
 from fusion_core.methods.params import Bool, Declared, Float, Int
 
 SWAP = np.array([1, 0, 2])  # a truth in item coordinates seen in the other order
+LOG_FLOOR = float(np.log(PROB_FLOOR))
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,14 @@ class DSState:
 
 
 class PairwiseDSModel:
+    """The EM model (``e_step`` / ``m_step`` for the driver; ``flat`` / ``unflat`` for SQUAREM).
+
+    A judgement enters the E-step through its *kind* (judge, whether the item's lower-coded option was shown first,
+    reported outcome) and the M-step through the confusion cell its kind and the item's truth t select; both are
+    fixed, so they are coded once: the E-step sums each item's judgements' log π[cell] with one ``np.add.reduceat``
+    over the judgements sorted by item, the M-step counts the cells with one ``np.bincount``, and the strengths'
+    Newton step works on the distinct option pairs (:func:`.davidson.grouped`)."""
+
     def __init__(self, data: Any, weight: np.ndarray, prompt_weight: np.ndarray, *, ridge: float, smoothing: float):
         self.d = data
         self.item, self.item_prompt, self.lo, self.hi = data.items()
@@ -44,49 +55,81 @@ class PairwiseDSModel:
         self.iw = prompt_weight[self.item_prompt]  # how often each item counts (bootstrap draws)
         self.w = weight * prompt_weight[data.prompt]
         self.ties = data.has_ties
-        self.k = 3 if self.ties else 2
+        k = self.k = 3 if self.ties else 2
         self.y = data.shown_outcome.astype(np.int64)
         self.lo_first = data.first == self.lo[self.item]
         self.J = data.n_judges
         # s_c(t): the shown-coordinate truth of judgement c when the item's truth is t
-        t = np.arange(self.k)
+        t = np.arange(k)
         self.s = np.where(self.lo_first[:, None], t[None, :], SWAP[t][None, :])
+        cell = (data.judge[:, None] * k + self.s) * k + self.y[:, None]  # judgements × truths, into π.ravel()
+        self.order = np.argsort(self.item, kind="stable")  # judgements grouped by item (every item has one)
+        self.starts = np.flatnonzero(np.r_[True, np.diff(self.item[self.order]) != 0])
+        self.cell_by_item = cell[self.order]
+        self.wc_sorted = np.ascontiguousarray(self.wc[self.order], dtype=float)
+        self.wc_by_item = self.wc_sorted[:, None]
+        self.cells = cell
+        self.n_cells = self.J * k * k
         self.X = design(self.lo, self.hi, data.n_options, None, 0)
         self.group, self.Xg = grouped(self.X)  # items with the same pair share the prior
         self.n_groups = len(self.Xg.cols)
+        self.W = np.bincount(self.group, weights=self.iw, minlength=self.n_groups)  # per pair: summed item weight
+        self.target_index = (self.group[:, None] * k + t).ravel()
         self.ridge = np.full(data.n_options, ridge)
         self.alpha = smoothing
+        self.jit = use_jit(data.n)
 
     def log_prior(self, state: DSState) -> np.ndarray:
         return log_probs(self.Xg @ state.theta, state.log_nu if self.ties else None)[self.group]
 
     def e_step(self, state: DSState, temperature: float = 1.0) -> EStep:
-        lj = self.log_prior(state)
-        for t in range(self.k):  # classes, not responses
-            lj[:, t] += np.bincount(
-                self.item, weights=self.wc * state.log_conf[self.d.judge, self.s[:, t], self.y], minlength=self.n_items
-            )
-        post, norm = log_normalize(lj)
-        prior = self.alpha * float(np.sum(state.log_conf)) - 0.5 * float(np.sum(self.ridge * state.theta**2))
-        ll = float(np.sum(self.iw * norm)) + prior
-        return EStep(posterior=post, log_likelihood=ll, stats=(post, state))
+        if self.jit:
+            log_nu = state.log_nu if state.log_nu is not None and self.ties else 0.0
+            post, ll = ds_e_step(self.Xg.cols, self.Xg.signs, state.theta, log_nu, self.ties, self.group,
+                                 self.starts, self.cell_by_item, self.wc_sorted, state.log_conf.ravel(), self.iw)  # fmt: skip
+        else:
+            lj = log_probs(self.Xg @ state.theta, state.log_nu if self.ties else None)[self.group]
+            lj += np.add.reduceat(state.log_conf.ravel()[self.cell_by_item] * self.wc_by_item, self.starts, axis=0)
+            post, norm = log_normalize(lj)
+            ll = float(self.iw @ norm)
+        prior = self.alpha * float(state.log_conf.sum()) - 0.5 * float(self.ridge @ (state.theta * state.theta))
+        return EStep(posterior=post, log_likelihood=float(ll) + prior, stats=(post, state))
 
     def m_step(self, stats: Any) -> DSState:
         post, old = stats
-        q = post[self.item]  # judgements × classes
-        idx = (self.d.judge[:, None] * self.k + self.s) * self.k + self.y[:, None]
-        flat = np.bincount(idx.ravel(), weights=(q * self.w[:, None]).ravel(), minlength=self.J * self.k * self.k)
-        cells = flat.reshape(self.J, self.k, self.k) + self.alpha
-        log_conf = safe_log(cells / cells.sum(axis=2, keepdims=True))
-        T, W = compress(self.group, self.n_groups, post, self.iw)
-        prob = Problem(self.Xg, T, W, self.ridge, self.ties)
-        theta, log_nu = newton(prob, old.theta, old.log_nu)
+        if self.jit:
+            log_conf, T = ds_m_step(post, self.item, self.w, self.cells, self.J, self.alpha, PROB_FLOOR, self.group,
+                                    self.iw, self.W)  # fmt: skip
+        else:
+            weights = (post[self.item] * self.w[:, None]).ravel()
+            flat = np.bincount(self.cells.ravel(), weights=weights, minlength=self.n_cells)
+            wt = np.bincount(
+                self.target_index, weights=(post * self.iw[:, None]).ravel(), minlength=self.n_groups * self.k
+            )
+            cells = flat.reshape(self.J, self.k, self.k) + self.alpha
+            log_conf = safe_log(cells / cells.sum(axis=2, keepdims=True))
+            T = wt.reshape(self.n_groups, self.k) / np.maximum(self.W, 1e-300)[:, None]
+        prob = Problem(self.Xg, T, self.W, self.ridge, self.ties)
+        theta, log_nu = newton(prob, old.theta, old.log_nu, jit=self.jit)
         return DSState(theta, log_nu, log_conf)
+
+    def flat(self, state: DSState) -> np.ndarray:
+        """Unconstrained coordinates for SQUAREM: θ, log ν, log π."""
+        nu = [] if state.log_nu is None else [state.log_nu]
+        return np.concatenate([state.theta, nu, state.log_conf.ravel()])
+
+    def unflat(self, v: np.ndarray) -> DSState:
+        p = self.d.n_options
+        log_nu = float(np.clip(v[p], -20.0, 5.0)) if self.ties else None
+        lc = v[p + (1 if self.ties else 0) :].reshape(self.J, self.k, self.k)
+        lc = lc - lc.max(axis=2, keepdims=True)
+        lc = lc - np.log(np.exp(lc).sum(axis=2, keepdims=True))
+        return DSState(v[:p].copy(), log_nu, np.maximum(lc, LOG_FLOOR))
 
     def start(self) -> DSState:
         y_lo = self.d.lo_outcome()
-        votes = np.zeros((self.n_items, self.k))
-        np.add.at(votes, (self.item, y_lo), self.w)  # once, at the start
+        votes = np.bincount(self.item * self.k + y_lo, weights=self.w, minlength=self.n_items * self.k)
+        votes = votes.reshape(self.n_items, self.k)
         post = (votes + 0.5) / (votes + 0.5).sum(axis=1, keepdims=True)
         share = float(np.mean(y_lo == TIE))
         log_nu = float(np.log(max(2 * share / max(1 - share, 1e-6), 1e-4))) if self.ties else None
@@ -134,7 +177,9 @@ class PairwiseDS(Declared):
         model = PairwiseDSModel(d, w, pw, ridge=p["ridge"], smoothing=p["smoothing"])
         state0 = model.start() if init is None else init
         settings = EMSettings(tol=p["tol"], max_iter=p["max_iter"], name=self.name, warn=init is None)
-        run = run_em(model, state0, settings)
+        # EM's rate is linear (the judges' confusions and the strengths pull on each other): SQUAREM with its
+        # monotone safeguard takes a third of the M-steps to the same fixed point
+        run = run_squarem_lockstep([model], [state0], [settings], lambda _, st: [model.m_step(s) for s in st])[0]
         st = run.state
         rel, pos = model.reliability(st)
         self.state_, self.model_ = st, model
