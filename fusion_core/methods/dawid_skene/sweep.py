@@ -35,6 +35,7 @@ from fusion_core.methods.layout import (
     default_backend,
     n_threads,
     sweep_data,
+    sweep_data_appended,
 )
 from fusion_core.methods.numerics import HAVE_NUMBA, PROB_FLOOR, log_normalize_into, njit
 
@@ -50,47 +51,8 @@ __all__ = [  # the layout's names stay reachable here (the pass is where they we
     "log_emission",
     "n_threads",
     "sweep_data",
+    "sweep_data_appended",
 ]
-
-
-def sweep_data_appended(old: Responses, resp: Responses) -> None:
-    """Build and cache the :class:`SweepData` of ``resp`` — ``old``'s responses followed by a batch, same classes,
-    ``old``'s items first (:func:`fusion_core.data.merge.append_responses`) — from ``old``'s cached one by inserting
-    the batch's entries into its rows (the earlier responses are moved, not sorted again).  The result equals
-    :func:`sweep_data`'s entry for entry; nothing is done when ``old`` has none cached or weights are involved."""
-    d = _CACHE.get(old)
-    k = resp.n_classes
-    if (
-        d is None
-        or resp in _CACHE
-        or old.weight is not None
-        or resp.weight is not None
-        or k != old.n_classes
-        or d.indices.dtype != np.uint32
-        or resp.n_workers * k >= np.iinfo(np.int32).max
-    ):
-        return
-    n_old, n_old_items = old.n_responses, old.n_items
-    b_item = resp.item[n_old:]
-    order = np.argsort(b_item, kind="stable")
-    b_item = b_item[order]
-    b_col = (resp.worker[n_old:][order] * k + resp.label[n_old:][order]).astype(np.uint32)
-    old_ptr = d.indptr.astype(np.int64)
-    old_len = np.zeros(resp.n_items, dtype=np.int64)
-    old_len[:n_old_items] = np.diff(old_ptr)
-    b_len = np.bincount(b_item, minlength=resp.n_items)
-    indptr = np.zeros(resp.n_items + 1, dtype=np.int64)
-    np.cumsum(old_len + b_len, out=indptr[1:])
-    cols = np.empty(int(indptr[-1]), dtype=np.uint32)
-    if not len(b_item) or b_item[0] >= n_old_items:  # new items only: the earlier rows stay where they are
-        cols[: len(d.indices)] = d.indices
-        cols[len(d.indices) :] = b_col
-    else:
-        shift = indptr[:n_old_items] - old_ptr[:-1]
-        cols[np.arange(len(d.indices)) + np.repeat(shift, np.diff(old_ptr))] = d.indices
-        b_start = np.cumsum(b_len) - b_len
-        cols[indptr[b_item] + old_len[b_item] + np.arange(len(b_item)) - b_start[b_item]] = b_col
-    _CACHE[resp] = SweepData(_unsigned(indptr), cols, None, resp.n_items, resp.n_workers * k)
 
 
 def expected_counts_of(resp: Responses, posterior: np.ndarray, *, backend: str | None = None) -> np.ndarray:
