@@ -12,7 +12,9 @@ skill above chance κ = (a − c)/(1 − c) with the interval mapped through the
 
 Prints, per crowd and pooled, the confusion table (rows: gold band, columns: verdict), the flag precision and
 recall ("bad" = near chance or worse than chance; "flagged" = near chance, worse than chance or colluding), and
-the acceptance check of issue 26: annotators with gold accuracy above the crowd's median called near chance.
+the acceptance check of issue 26: annotators with gold accuracy above the crowd's median called near chance or
+colluding; a second line gives the same figures on annotators with at least 50 gold responses (where the gold band
+is itself well determined) and the recall among bad annotators that got an accuracy verdict.
 
     python benchmarks/verdicts_vs_gold.py                      # public sets + simulated crowds
     python benchmarks/verdicts_vs_gold.py --sets rte temp --sim-seeds 0
@@ -29,11 +31,14 @@ from _common import categorical_datasets, load, make_parser
 from scipy import stats
 
 from fusion_core.diagnostics.audit import run_audit
-from fusion_core.diagnostics.audit.rules import ADVERSARIAL, COLLUDING, SPAMMER, VERDICTS
+from fusion_core.diagnostics.audit.rules import ADVERSARIAL, COLLUDING, SPAMMER, TOO_FEW, VERDICTS
 from fusion_core.simulate import dawid_skene
 
 BANDS = ("worse than chance", "near chance", "noisy", "reliable", "few gold")
 FLAGS = (SPAMMER, ADVERSARIAL, COLLUDING)
+ENOUGH_GOLD = 50
+"""Gold responses from which an annotator's gold band is itself well determined (the band's interval at 90 % on 50
+balanced binary responses is about ±0.23 in skill above chance), for the second summary line."""
 
 
 def gold_bands(answers: pd.DataFrame, truth: pd.Series, level: float = 0.9, min_gold: int = 10) -> pd.DataFrame:
@@ -85,14 +90,26 @@ def summary(rows: pd.DataFrame) -> str:
     judged = rows[rows["band"] != "few gold"]
     bad = judged["band"].isin(["near chance", "worse than chance"])
     flagged = judged["verdict"].isin(FLAGS)
-    wrong = judged[judged["above median"] & (judged["verdict"] == SPAMMER)]
+    wrong = judged[judged["above median"] & judged["verdict"].isin([SPAMMER, COLLUDING])]
     lines = [
         table.to_string(),
         f"flagged {int(flagged.sum())}, of them truly bad {int((flagged & bad).sum())} "
         f"(precision {(flagged & bad).sum() / max(flagged.sum(), 1):.2f}); bad {int(bad.sum())}, "
         f"flagged {int((flagged & bad).sum())} (recall {(flagged & bad).sum() / max(bad.sum(), 1):.2f}); "
-        f"above the crowd's median gold accuracy yet called near chance: {len(wrong)}",
+        f"above the crowd's median gold accuracy yet called near chance or colluding: {len(wrong)}; "
+        f"colluding verdicts: {int((rows['verdict'] == COLLUDING).sum())}",
     ]
+    # the same figures where the gold itself can tell (≥ ENOUGH_GOLD gold responses), and the recall among the bad
+    # annotators the audit gave an accuracy verdict ("not enough responses to tell" is neither a flag nor a pass)
+    enough = judged["gold responses"] >= ENOUGH_GOLD
+    f2, b2 = flagged[enough], bad[enough]
+    told = judged["verdict"] != TOO_FEW
+    lines.append(
+        f"with ≥ {ENOUGH_GOLD} gold responses: flagged {int(f2.sum())}, precision "
+        f"{(f2 & b2).sum() / max(f2.sum(), 1):.2f}, recall {(f2 & b2).sum() / max(b2.sum(), 1):.2f} "
+        f"({int(b2.sum())} bad); recall among bad annotators given an accuracy verdict "
+        f"{(flagged & bad & told).sum() / max((bad & told).sum(), 1):.2f} ({int((bad & told).sum())})"
+    )
     return "\n".join(lines)
 
 

@@ -90,8 +90,58 @@ def test_accuracy_evidence_hand_computed():
     assert ev.accuracy_high[a] == pytest.approx(stats.beta.ppf(0.95, 10, 2))
     assert ev.chance[a] == pytest.approx(0.5)  # 9 x and 1 y under a uniform prior
     assert ev.skill[a] == pytest.approx((10 / 12 - 0.5) / 0.5)
+    # certain labels: the one-coin posterior is Beta(10, 2) itself (on a grid), worth its 10 responses
+    assert ev.n_effective is not None and ev.n_effective[a] == pytest.approx(10, abs=0.1)
+    # … so 10 responses on certain labels still reach min_responses (the grid's 9.99 is not "too few")
+    args = (ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(len(ev.skill), bool))
+    assert decide(*args, rule=RULE, n_effective=ev.n_effective)[0][a] != TOO_FEW
     b = list(ev.workers).index("b")
     assert ev.accuracy[b] == pytest.approx(11 / 12) and ev.n_shared[b] == 10
+
+
+def test_accuracy_evidence_on_labels_the_model_cannot_tell():
+    # 200 binary items, 3 annotators agreeing on everything, but the posterior is 1/2 everywhere (a model that
+    # cannot call the labels): C/n = 1/2 with a narrow Beta(101, 101) interval — "near chance" — yet the responses
+    # say nothing about the annotators' accuracy: worth 0 responses, so the verdict is "not enough to tell"
+    rows = [(f"t{i}", w, i % 2) for i in range(200) for w in ("a", "b", "c")]
+    resp = Responses.from_frame(pd.DataFrame(rows, columns=["task", "worker", "label"]))
+    ev = accuracy_evidence(resp, np.full((resp.n_items, 2), 0.5), np.array([0.5, 0.5]), level=0.9)
+    width = stats.beta.ppf(0.95, 101, 101) - stats.beta.ppf(0.05, 101, 101)
+    assert np.allclose(ev.accuracy_high - ev.accuracy_low, width)
+    assert ev.n_effective is not None and np.allclose(ev.n_effective, 0.0, atol=0.1)
+    args = (ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(3, bool))
+    assert set(decide(*args, rule=RULE)[0]) == {SPAMMER}  # what the interval alone says
+    verdict, why = decide(*args, rule=RULE, n_effective=ev.n_effective)
+    assert set(verdict) == {TOO_FEW} and all("too uncertain" in w for w in why)
+
+
+def test_accuracy_evidence_leaves_the_annotator_out():
+    # two annotators on 100 binary items, a agrees with b on 60, both with the confusion [[.6, .4], [.4, .6]]: the
+    # posterior with both votes is 0.69 on agreeing items and 1/2 on the others, so a's own vote would flatter a.
+    # With a's vote divided out the posterior is b's vote alone (0.6 sure): a's report has probability
+    # 0.4 + 0.2 acc on the 60 agreeing items and 0.6 − 0.2 acc on the 40 others (u = 1 − q on two labels)
+    rng = np.random.default_rng(0)
+    b = rng.integers(0, 2, 100)
+    a = np.where(np.arange(100) < 60, b, 1 - b)
+    rows = [(f"t{i}", "a", a[i]) for i in range(100)] + [(f"t{i}", "b", b[i]) for i in range(100)]
+    resp = Responses.from_frame(pd.DataFrame(rows, columns=["task", "worker", "label"]))
+    theta = np.array([[0.6, 0.4], [0.4, 0.6]])
+    conf = np.stack([theta, theta])
+    pos = np.array([list(resp.items).index(f"t{i}") for i in range(100)])
+    lik = np.ones((resp.n_items, 2))
+    for votes in (a, b):
+        lik[pos] *= theta[:, votes].T
+    post = lik / lik.sum(axis=1, keepdims=True)
+    ev = accuracy_evidence(resp, post, np.array([0.5, 0.5]), level=0.9, confusion=conf)
+    # the one-coin posterior of a's accuracy under a uniform prior, hand-computed on a fine grid, as responses
+    x = np.linspace(0, 1, 200001)
+    ll = 60 * np.log(0.4 + 0.2 * x) + 40 * np.log(0.6 - 0.2 * x)
+    p = np.exp(ll - ll.max())
+    p /= p.sum()
+    m = (p * x).sum()
+    v = (p * (x - m) ** 2).sum()
+    assert ev.n_effective is not None
+    assert ev.n_effective[list(ev.workers).index("a")] == pytest.approx(m * (1 - m) / v - 3, rel=0.02)
 
 
 def test_label_quality_and_review_hand_computed():
@@ -287,3 +337,72 @@ def test_audit_options_are_declared_once_and_checked_before_any_work(capsys):
     # the report command reads the same declaration, and checks a flag before reading the file
     assert main(["report", "missing.csv", "--out", "r.html", "--bootstrap", "-1"]) == 2
     assert "--bootstrap must be a whole number ≥ 0; got -1." in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ failure shapes (issue 26)
+def _function_verdicts(seed: int, n_items: int, method: str) -> pd.Series:
+    from fusion_core.simulate.weak import labelling_functions
+
+    sim = labelling_functions(n_items=n_items, spammers=2, seed=seed)
+    if method == "audit":
+        audit = run_audit(sim.responses, n_bootstrap=0, cartel_bootstrap=20, random_state=seed)
+        v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
+    else:
+        from fusion_core.methods import create
+
+        resp = Responses.from_frame(sim.responses)
+        fit = create(method).fit(resp).result_
+        ev = accuracy_evidence(resp, fit.posterior, fit.class_prior, level=RULE.level, confusion=fit.confusion)
+        args = (ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(len(ev.skill), bool))
+        v = pd.Series(decide(*args, n_effective=ev.n_effective)[0], index=ev.workers)
+    roles = sim.role
+    return v[roles.reindex(v.index) == "function"]
+
+
+def test_one_class_labelling_functions_are_never_called_near_chance():
+    # labelling functions vote one class and abstain elsewhere (fusion_core.simulate.weak): no model of independent
+    # annotators identifies them, its posterior stays near the prior, and the old fractional-count evidence called
+    # every function (precision 0.75-0.98) "near chance" with a narrow interval; it cannot tell, so it must say so
+    v = _function_verdicts(seed=1, n_items=400, method="mace")
+    assert len(v) == 10 and not (v == SPAMMER).any() and not (v == ADVERSARIAL).any(), v.value_counts()
+
+
+@pytest.mark.slow
+def test_labelling_functions_audit_many_seeds():
+    for seed in range(8):
+        v = _function_verdicts(seed=seed, n_items=2000, method="audit")
+        assert not v.isin([SPAMMER, ADVERSARIAL, COLLUDING]).any(), (seed, v.value_counts())
+
+
+def test_undecided_for_uncertain_labels_says_so():
+    args = (np.array([0.1]), np.array([-0.8]), np.array([0.9]), np.array([300]), np.array([False]))
+    v, why = decide(*args, rule=RULE, n_effective=np.array([2.0]))
+    assert v[0] == TOO_FEW and "too uncertain" in why[0] and "300 responses weigh like 2" in why[0]
+    assert "more responses needed" in decide(*args, rule=RULE, n_effective=np.array([290.0]))[1][0]
+
+
+def test_majority_class_annotator_on_imbalanced_labels_is_near_chance():
+    # 85/15 labels: an annotator who always answers the majority class is right 85 % of the time and near chance
+    # (skill above chance with its own label shares; an honest crowd of 0.85–0.95); on 1,000 responses (κ is 1/0.15 times as uncertain as the
+    # accuracy here: 300 responses leave "not enough to tell") its responses are worth enough evidence to judge it
+    sim = dawid_skene(
+        n_items=1200,
+        n_workers=12,
+        n_classes=2,
+        responses_per_item=5,
+        accuracy=(0.85, 0.95),
+        class_prior=[0.85, 0.15],
+        seed=3,
+    )
+    lazy = pd.DataFrame({"task": sim.truth.index[:1000], "worker": "lazy", "label": sim.classes[0]})
+    resp = Responses.from_frame(pd.concat([sim.responses, lazy], ignore_index=True))
+    from fusion_core.methods import create
+
+    fit = create("ds").fit(resp).result_
+    ev = accuracy_evidence(resp, fit.posterior, fit.class_prior, level=RULE.level, confusion=fit.confusion)
+    args = (ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(len(ev.skill), bool))
+    v = pd.Series(decide(*args, n_effective=ev.n_effective)[0], index=ev.workers)
+    at = list(ev.workers).index("lazy")
+    assert ev.n_effective is not None and ev.n_effective[at] > 100
+    assert v["lazy"] == SPAMMER and ev.accuracy[at] > 0.75
+    assert v.drop("lazy").isin(ACCEPTABLE).all(), v.value_counts()

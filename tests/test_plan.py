@@ -9,7 +9,15 @@ import pytest
 from fusion_core import UserInputError
 from fusion_core.data.export import csv_bytes, read_csv_export
 from fusion_core.diagnostics.plan import plan_relabel, predictive_confusion
-from fusion_core.diagnostics.voi import candidate_gain, initial_gains, pair_gain
+from fusion_core.diagnostics.predictive import crowd_confusion, held_out_strength
+from fusion_core.diagnostics.voi import (
+    candidate_gain,
+    expected_accuracy,
+    extend,
+    gain_variance,
+    initial_gains,
+    pair_gain,
+)
 from fusion_core.methods import create
 from fusion_core.methods.results import FitResult
 from fusion_core.simulate import dawid_skene
@@ -68,6 +76,52 @@ def test_two_labels_are_planned_where_one_alone_is_worth_nothing() -> None:
     assert plan.expected_gain[0] == pytest.approx(pair_gain(fit.posterior[0], sym, sym))
 
 
+def test_gain_variance_matches_enumeration() -> None:
+    rng = np.random.default_rng(3)
+    q = rng.dirichlet(np.ones(3))
+    g1, g2 = rng.dirichlet(np.ones(3) * 2, size=3), rng.dirichlet(np.ones(3), size=3)
+    joint = extend(extend(q[:, None], g1), g2)
+    b = int(np.argmax(q))
+    prob, delta = [], []  # every (truth, outcome) pair: probability and change in correctness of the argmax label
+    for k in range(3):
+        for o in range(joint.shape[1]):
+            prob.append(joint[k, o])
+            delta.append(int(np.argmax(joint[:, o]) == k) - int(b == k))
+    p, d = np.array(prob), np.array(delta)
+    assert (p * d).sum() == pytest.approx(expected_accuracy(joint) - q.max())
+    assert gain_variance(joint) == pytest.approx((p * d * d).sum() - (p * d).sum() ** 2)
+    assert gain_variance(q[:, None]) == pytest.approx(0.0)  # no response: nothing can change
+
+
+def test_gain_interval_covers_the_realised_gain_when_the_model_is_right() -> None:
+    # truth drawn from the items' posterior and the planned responses from the annotators' confusions (the model
+    # holds exactly): the realised accuracy gain falls in the plan's 90 % interval about 90 % of the time
+    rng = np.random.default_rng(0)
+    n, k, m = 300, 3, 8
+    q = rng.dirichlet(np.ones(k) * 0.7, size=n)
+    acc = rng.uniform(0.55, 0.9, m)
+    conf = np.stack([np.full((k, k), (1 - a) / (k - 1)) + np.eye(k) * (a - (1 - a) / (k - 1)) for a in acc])
+    items, workers = [f"t{i}" for i in range(n)], [f"w{j}" for j in range(m)]
+    fit = _fit(q, conf, items, workers)
+    none = pd.DataFrame({"task": items[:1], "worker": workers[:1], "label": ["0"]})
+    plan = plan_relabel(none, fit, 120, prior_count=0, max_share=0.3)
+    lo, hi = plan.gain_interval()
+    assert lo < plan.accuracy_after - plan.accuracy_before < hi and plan.gain_sd > 0
+    it = pd.Index(items).get_indexer(plan.assignment_task)
+    wk = pd.Index(workers).get_indexer(plan.assignment_annotator)
+    before = q.argmax(axis=1)
+    reps = 400  # all replicates at once: truth reps × n, planned responses reps × pairs
+    truth = (rng.random((reps, n))[:, :, None] > np.cumsum(q, axis=1)[None]).sum(axis=2)
+    rows = conf[wk[None, :], truth[:, it]]  # reps × pairs × K reported
+    lab = np.minimum((rng.random((reps, len(it)))[:, :, None] > np.cumsum(rows, axis=2)).sum(axis=2), k - 1)
+    logp = np.repeat(np.log(q)[None], reps, axis=0)
+    np.add.at(logp, (np.arange(reps)[:, None], it[None, :]), np.log(conf[wk[None, :], :, lab]))
+    gains = (logp.argmax(axis=2) == truth).mean(axis=1) - (before[None] == truth).mean(axis=1)
+    inside = int(((lo <= gains) & (gains <= hi)).sum())
+    assert 0.84 <= inside / reps <= 0.96
+    assert abs(np.mean(gains) - (plan.accuracy_after - plan.accuracy_before)) < 3 * np.std(gains) / np.sqrt(reps)
+
+
 def test_predictive_confusion_shrinks_little_seen_annotators() -> None:
     conf = np.stack([GAMMA, GAMMA])
     pred = predictive_confusion(conf, np.array([0.5, 0.5]), np.array([2, 20_000]), 1.0)
@@ -75,6 +129,31 @@ def test_predictive_confusion_shrinks_little_seen_annotators() -> None:
     assert np.abs(pred[1] - GAMMA).max() < 1e-3  # well measured: its fitted matrix
     assert pred[0, 0, 0] == pytest.approx((1 * 0.9 + 1) / (1 + 2))  # one expected item per class: halfway to uniform
     assert initial_gains(np.array([[0.6, 0.4]]), pred)[0, 0] < initial_gains(np.array([[0.6, 0.4]]), pred)[0, 1]
+
+
+def test_crowd_shrinkage_and_its_held_out_strength() -> None:
+    # a little-seen annotator's predictive matrix is near the crowd's, a well-seen one's near its own
+    conf = np.stack([GAMMA, np.array([[0.5, 0.5], [0.5, 0.5]]), np.array([[0.7, 0.3], [0.4, 0.6]])])
+    seen, prior = np.array([10_000, 10_000, 2]), np.array([0.5, 0.5])
+    center = crowd_confusion(conf, prior, seen)
+    assert np.allclose(center, (GAMMA + 0.5) / 2, atol=1e-3)
+    pred = predictive_confusion(conf, prior, seen, 2.0, center=center)
+    assert np.allclose(pred.sum(axis=2), 1.0)
+    assert np.abs(pred[0] - GAMMA).max() < 1e-3
+    assert pred[2, 0, 0] == pytest.approx((1 * 0.7 + 2 * 2 * center[0, 0]) / (1 + 2 * 2))
+    # the held-out strength: large when the annotators are alike, small when they differ (spammers and experts)
+    chosen = []
+    for spam, acc in ((0, 0.75), (20, 0.95)):
+        sim = dawid_skene(
+            n_items=600, n_workers=40, n_classes=3, responses_per_item=3, accuracy=(acc, acc), spammers=spam
+        )
+        est = create("ds").fit(sim.responses)
+        res, r = est.result_, est.responses_
+        it = res.items.get_indexer(r.items)[r.item]
+        wk = res.workers.get_indexer(r.workers)[r.worker]
+        chosen.append(held_out_strength(it, wk, r.label, res.posterior, res.class_prior, n_workers=len(res.workers)))
+    assert chosen[0][1] and chosen[0][0] >= 2  # alike: towards the crowd, strongly
+    assert chosen[1][0] <= 1 or not chosen[1][1]  # different: weakly, or towards uniform
 
 
 def test_greedy_respects_capacity_exclusions_and_budget() -> None:

@@ -31,9 +31,16 @@ import numpy as np
 import pandas as pd
 
 from fusion_core.data.responses import Responses, as_responses
-from fusion_core.diagnostics.voi import CHUNK_ELEMENTS, candidate_score, expected_accuracy, extend, initial_gains
+from fusion_core.diagnostics.predictive import model_confusion, predictive_confusion, predictive_model
+from fusion_core.diagnostics.voi import (
+    CHUNK_ELEMENTS,
+    candidate_score,
+    expected_accuracy,
+    extend,
+    gain_variance,
+    initial_gains,
+)
 from fusion_core.errors import UserInputError
-from fusion_core.methods.numerics import PROB_FLOOR
 from fusion_core.methods.results import FitResult
 
 #: scores at or below this are "no expected help"
@@ -70,6 +77,16 @@ class RelabelPlan:
     n_candidates: int
     method: str
     notes: tuple[str, ...] = ()
+    gain_sd: float = 0.0  # sd of the realised accuracy gain under the model (voi.gain_variance)
+
+    def gain_interval(self, level: float = 0.9) -> tuple[float, float]:
+        """Interval for the realised accuracy gain (after − before) under the model: the expected gain ± z·sd, the
+        responses' outcomes being random (normal approximation to the sum over independent items)."""
+        from statistics import NormalDist
+
+        z = NormalDist().inv_cdf(0.5 + level / 2)
+        g = self.accuracy_after - self.accuracy_before
+        return g - z * self.gain_sd, g + z * self.gain_sd
 
     @property
     def n_labels(self) -> int:
@@ -107,8 +124,14 @@ class RelabelPlan:
         else:
             head = (
                 f"With {self.n_labels:,} more labels on {len(self.tasks):,} items the expected accuracy rises from "
-                f"{self.accuracy_before:.1%} to {self.accuracy_after:.1%} (stopped: {self.stop_reason})."
+                f"{self.accuracy_before:.1%} to {self.accuracy_after:.1%}"
             )
+            if self.gain_sd > 0:
+                lo, hi = self.gain_interval()
+                a, b = (min(1.0, max(0.0, self.accuracy_before + x)) for x in (lo, hi))
+                head += f" (90 % interval {a:.1%}–{b:.1%}; stopped: {self.stop_reason})."
+            else:
+                head += f" (stopped: {self.stop_reason})."
         if self.target is not None:
             head += f" {self.items_at_target:,} of {self.n_items:,} items already meet the target confidence {self.target:g}."
         return head
@@ -124,59 +147,13 @@ class RelabelPlan:
             "items_at_target": int(self.items_at_target),
             "expected_accuracy_before": float(self.accuracy_before),
             "expected_accuracy_after": float(self.accuracy_after),
+            "expected_gain_interval_90": [float(x) for x in self.gain_interval()],
             "stop_reason": self.stop_reason,
             "candidates": int(self.n_candidates),
             "method": self.method,
             "summary": self.summary(),
             "notes": list(self.notes),
         }
-
-
-def predictive_confusion(
-    confusion: np.ndarray, prior: np.ndarray, n_responses: np.ndarray, prior_count: float
-) -> np.ndarray:
-    """Each annotator's predictive confusion: the posterior mean of a Dirichlet(``prior_count``) row prior given
-    the fitted rows as ``n_w π_k`` expected observations (``n_w`` the annotator's responses, ``π`` the class prior),
-    ``(n_w π_k Γ_w[k, l] + α) / (n_w π_k + K α)`` — an annotator seen on few items is not trusted as if their
-    fitted matrix were exact (Gelman et al., BDA §2.4, conjugate Dirichlet–multinomial)."""
-    if prior_count <= 0:
-        return confusion
-    k = confusion.shape[-1]
-    seen = np.asarray(n_responses, float)[:, None] * np.asarray(prior, float)[None, :]  # workers × true
-    return (seen[:, :, None] * confusion + prior_count) / (seen[:, :, None] + k * prior_count)
-
-
-def predictive_posterior(
-    item: np.ndarray, worker: np.ndarray, label: np.ndarray, confusion: np.ndarray, prior: np.ndarray, *, n_items: int
-) -> np.ndarray:
-    """Items' posteriors ``∝ π_k Π Γ̃_w[k, l]`` over their responses under the predictive confusions ``Γ̃``
-    (log space, clipped): less sure than the fit's where the evidence comes from little-seen annotators."""
-    k = confusion.shape[-1]
-    ok = worker >= 0
-    logs = np.log(np.clip(confusion[worker[ok], :, label[ok]], PROB_FLOOR, 1.0))  # responses × K
-    joint = np.tile(np.log(np.clip(prior, PROB_FLOOR, 1.0)), (n_items, 1))
-    for c in range(k):  # a loop over classes, not responses
-        joint[:, c] += np.bincount(item[ok], weights=logs[:, c], minlength=n_items)
-    joint -= joint.max(axis=1, keepdims=True)
-    q = np.exp(joint)
-    return np.asarray(q / q.sum(axis=1, keepdims=True))
-
-
-def model_confusion(fit: FitResult) -> tuple[np.ndarray, np.ndarray, str | None]:
-    """The fit's confusion matrices (workers × true × reported) and class prior; one-coin matrices from the
-    annotator skills when the method has none (with a note saying so)."""
-    k = len(fit.classes)
-    prior = fit.class_prior if fit.class_prior is not None else fit.posterior.mean(axis=0)
-    if fit.confusion is not None:
-        return np.asarray(fit.confusion, float), np.asarray(prior, float), None
-    acc = np.clip(np.nan_to_num(np.asarray(fit.worker_skill, float), nan=1.0 / k), 1.0 / k, 1.0 - 1e-6)
-    conf = np.repeat(((1 - acc) / (k - 1))[:, None, None], k, 1).repeat(k, 2)
-    conf[:, np.arange(k), np.arange(k)] = acc[:, None]
-    return (
-        conf,
-        np.asarray(prior, float),
-        f"'{fit.method}' has no confusion matrices: one-coin matrices from its skills.",
-    )
 
 
 def _per_worker(
@@ -231,7 +208,7 @@ def plan_relabel(
     max_per_item: int = 3,
     max_candidates: int = 100,
     lookahead: bool = True,
-    prior_count: float = 1.0,
+    prior_count: float | str = "auto",
 ) -> RelabelPlan:
     """Plan up to ``budget`` extra labels (module docstring).
 
@@ -240,31 +217,28 @@ def plan_relabel(
     (a number for all, or per id — ids not listed are unavailable).  ``exclude``: a frame of (task, worker) pairs
     that may not be asked.  ``items``: only these tasks may get labels (e.g. those still open).  ``max_share``:
     most of the budget one annotator gets when no capacity is given.  ``max_per_item``: most extra labels per
-    item.  ``max_candidates``: the most informative annotators considered.  ``prior_count``: Dirichlet pseudo-count
-    of the annotators' predictive confusion rows (:func:`predictive_confusion`; 0 = the fitted rows as they are)."""
+    item.  ``max_candidates``: the most informative annotators considered.  ``prior_count``: "auto" shrinks the
+    annotators' matrices towards the crowd's with the strength that best predicts held-out responses
+    (:mod:`.predictive`); a number is a Dirichlet pseudo-count per cell towards uniform; 0 = the fitted rows."""
     if not (isinstance(budget, int | float) and math.isfinite(budget) and budget >= 0):
         raise UserInputError(f"the budget must be a number of labels ≥ 0; got {budget!r}.")
     if target is not None and not 0 < target <= 1:
         raise UserInputError(f"the target confidence must be in (0, 1]; got {target!r}.")
-    if not 0 < max_share <= 1 or max_per_item < 1 or max_candidates < 1 or not prior_count >= 0:
+    if (
+        not 0 < max_share <= 1
+        or max_per_item < 1
+        or max_candidates < 1
+        or not (prior_count == "auto" or (isinstance(prior_count, int | float) and prior_count >= 0))
+    ):
         raise UserInputError(
-            "max_share must be in (0, 1], max_per_item and max_candidates at least 1, prior_count ≥ 0."
+            "max_share must be in (0, 1], max_per_item and max_candidates at least 1, prior_count 'auto' or ≥ 0."
         )
     resp = as_responses(responses, classes=list(fit.classes), min_workers=1)
-    post = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
-    n, k = post.shape
-    conf, prior, note = model_confusion(fit)
+    fitted = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
+    n, k = fitted.shape
+    post, conf, _, item_of, worker_of, note = predictive_model(resp, fit, prior_count)
     notes = [note] if note else []
     workers = pd.Index(fit.workers)
-    item_of = pd.Index(fit.items).get_indexer(resp.items)[resp.item]
-    worker_of = workers.get_indexer(resp.workers)[resp.worker]
-    seen = np.bincount(worker_of[worker_of >= 0], minlength=len(workers))
-    conf = predictive_confusion(conf, prior, seen, prior_count)
-    fitted = post
-    if prior_count > 0:  # the items' posterior under the same predictive confusions (module docstring)
-        post = predictive_posterior(item_of, worker_of, resp.label, conf, prior, n_items=n)
-    if (item_of < 0).any():
-        raise UserInputError("the responses have tasks the fit does not know; plan with the data that was fitted.")
 
     costs = _per_worker(cost, workers, "cost", np.nan)
     if costs is not None and (costs <= 0).any():
@@ -390,6 +364,7 @@ def plan_relabel(
     cw = workers[cand] if c else workers[:0]
     cw_ids = cw.tolist()  # one conversion (a pandas take per item costs ~0.2 ms)
     after = before + float(item_gain.sum()) / n if n else before
+    sd = math.sqrt(sum(gain_variance(joints[r]) for r in rows)) / n if n else 0.0
     return RelabelPlan(
         tasks=pd.Index(fit.items).take(codes).rename("task"),
         annotators=tuple(tuple(cw_ids[j] for j in planned[r]) for r in rows),
@@ -410,6 +385,7 @@ def plan_relabel(
         n_candidates=c,
         method=fit.method,
         notes=tuple(notes),
+        gain_sd=sd,
     )
 
 
@@ -428,4 +404,5 @@ __all__ = [
     "model_confusion",
     "plan_relabel",
     "predictive_confusion",
+    "predictive_model",
 ]

@@ -27,6 +27,22 @@ def expected_accuracy(joint: np.ndarray) -> float:
     return float(joint.max(axis=0).sum())
 
 
+def gain_variance(joint: np.ndarray) -> float:
+    """Variance, under the model, of the change in correctness ``Δ ∈ {−1, 0, 1}`` of an item's label (its argmax)
+    after the responses of its joint table ``J`` (K × outcomes): with ``b`` the current label (argmax of the row
+    sums, the posterior) and ``a(o)`` the label after outcome ``o``, ``Δ = ±1`` only when ``a(o) ≠ b`` and the
+    truth is ``a(o)`` or ``b``, so ``E[Δ²] = Σ_{o: a(o)≠b} (J[a(o), o] + J[b, o])`` and the variance is
+    ``E[Δ²] − (Σ_o max_k J[k, o] − Σ_o J[b, o])²``.  Items are independent under the model, so the variance of
+    the accuracy gain of a plan is the sum over its items divided by n²."""
+    b = int(np.argmax(joint.sum(axis=1)))
+    a = np.argmax(joint, axis=0)
+    cols = np.arange(joint.shape[1])
+    top, cur = joint[a, cols], joint[b]
+    moved = a != b
+    mean = float(top.sum() - cur.sum())
+    return max(0.0, float((top[moved] + cur[moved]).sum()) - mean * mean)
+
+
 def extend(joint: np.ndarray, confusion: np.ndarray) -> np.ndarray:
     """The joint table after one more response from an annotator with ``confusion`` (K × K): K × (O·K)."""
     k = joint.shape[0]
@@ -89,6 +105,7 @@ __all__ = [
     "candidate_score",
     "expected_accuracy",
     "extend",
+    "gain_variance",
     "initial_gains",
     "pair_gain",
 ]

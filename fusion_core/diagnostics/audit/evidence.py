@@ -1,4 +1,5 @@
-"""Each annotator's accuracy against the estimated true labels, with a Beta posterior interval.
+"""Each annotator's accuracy against the estimated true labels, with a Beta posterior interval, and how much
+evidence about it the rest of the crowd provides.
 
 With the fitted posterior ``q`` (items × K), the expected number of correct responses of annotator j is the
 Dawid–Skene M-step statistic ``C_j = Σ_{responses (i, l) of j} q_il`` (Dawid & Skene 1979, eq. 2.3; the
@@ -6,6 +7,18 @@ diagonal of the expected confusion counts), over the ``n_j`` responses on items 
 labelled too (an item only j labelled carries no evidence about j: the posterior there follows j's own vote).
 The accuracy ``a_j`` has the posterior ``Beta(1 + C_j, 1 + n_j − C_j)`` (uniform prior, fractional counts); the
 chance accuracy ``c_j = Σ_k π_k r_jk`` uses the class prior π and j's own label frequencies r_j on those responses.
+
+That interval trusts the model's labels.  Where the model cannot tell the labels — e.g. a crowd of labelling
+functions that each vote one class and abstain otherwise, which no model of independent annotators identifies —
+``q`` stays near the class prior, ``C_j / n_j`` near chance, and the interval is narrow: a confident "near chance"
+about annotators the data say nothing about.  **Effective responses** measure the evidence instead: with j's own
+vote divided out of the posterior (``q⁻ʲ_i[t] ∝ q_i[t] / θ_j[t, l]``, θ_j the fit's confusion matrix of j), a
+response l of j has, under the one-coin model with j's fitted error profile, the probability
+``u + a_j (q⁻ʲ_il − u)`` with ``u = Σ_{t ≠ l} q⁻ʲ_i[t] θ_j[t, l] / (1 − θ_j[t, t])`` the chance of that report from a
+wrong annotator.  The posterior of ``a_j`` under these (uniform prior, on a grid) is ``Beta(1 + right, 1 + wrong)``
+exactly where the rest of the crowd decides the labels and flat where it cannot tell them; its spread, expressed as
+the number of responses on certain labels that give the same spread (``m(1 − m)/v − 3`` for mean m and variance
+v), is ``n_effective``.  The verdict rule asks for ``min_responses`` of those (:mod:`.rules`).
 """
 
 from __future__ import annotations
@@ -14,15 +27,27 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import sparse, stats
 
 from fusion_core.data.responses import Responses
+
+GRID = 129
+"""Points of the accuracy grid (twice: once over [0, 1], then over each annotator's region of non-negligible
+posterior)."""
+Q_STEPS = 200
+"""The two per-response probabilities (module docstring) are rounded to 1/Q_STEPS; responses of one annotator
+with the same rounded pair are summed once (the grid then costs distinct pairs, not responses)."""
+CHUNK = 16384
+"""Rows of (annotator, posterior value) pairs evaluated on the grid at once (bounds the memory to CHUNK × GRID)."""
+TAIL = 30.0
+"""Log-likelihood below the maximum past which the posterior is negligible (e^-30): the fine grid's range."""
 
 
 @dataclass(frozen=True)
 class AccuracyEvidence:
     """Per annotator (``workers`` order): responses on shared items, expected correct ones, accuracy estimate and
-    interval, chance accuracy, and skill above chance ``(a − c)/(1 − c)`` with its interval (at ``level``)."""
+    interval, chance accuracy, and skill above chance ``(a − c)/(1 − c)`` with its interval (at ``level``);
+    ``n_effective``: responses on certain labels worth the same evidence (module docstring)."""
 
     workers: pd.Index
     n_responses: np.ndarray
@@ -36,12 +61,90 @@ class AccuracyEvidence:
     skill_low: np.ndarray
     skill_high: np.ndarray
     level: float
+    n_effective: np.ndarray | None = None
+
+
+def _loglik(rows_w: np.ndarray, q: np.ndarray, u: np.ndarray, count: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Σ count · log(u + a (q − u)) per annotator (rows of ``grid``, annotator × points) over the binned responses."""
+    w, g = grid.shape
+    out = np.zeros((w, g))
+    for s in range(0, len(q), CHUNK):
+        sl = slice(s, s + CHUNK)
+        p = u[sl, None] + grid[rows_w[sl]] * (q[sl] - u[sl])[:, None]
+        ll = np.log(np.maximum(p, 1e-300)) * count[sl, None]
+        pick = sparse.csr_matrix((np.ones(len(ll)), (rows_w[sl], np.arange(len(ll)))), shape=(w, len(ll)))
+        out += pick @ ll
+    return out
+
+
+def effective_responses(worker: np.ndarray, q_reported: np.ndarray, u: np.ndarray, n_workers: int) -> np.ndarray:
+    """Per annotator: the responses on certain labels worth as much evidence about their accuracy as their responses
+    judged against the rest of the crowd (module docstring): ``m(1 − m)/v − 3`` for the mean m and variance v of
+    the one-coin posterior (uniform prior) of responses of probability ``u + a (q − u)``, ``q`` the leave-one-out
+    posterior of the reported label and ``u`` the chance of that report from a wrong annotator; NaN for annotators
+    without responses."""
+    steps = Q_STEPS + 1
+    worker = np.asarray(worker, dtype=np.int64)
+    seen = np.bincount(worker, minlength=n_workers) > 0
+    qb = np.clip(np.rint(np.asarray(q_reported, dtype=float) * Q_STEPS), 0, Q_STEPS).astype(np.int64)
+    ub = np.clip(np.rint(np.asarray(u, dtype=float) * Q_STEPS), 0, Q_STEPS).astype(np.int64)
+    keys, count = np.unique((worker * steps + qb) * steps + ub, return_counts=True)
+    rows_w, q, u = keys // (steps * steps), (keys // steps % steps) / Q_STEPS, (keys % steps) / Q_STEPS
+    count = count.astype(float)
+    coarse = np.broadcast_to((np.arange(GRID) + 0.5) / GRID, (n_workers, GRID))
+    ll = _loglik(rows_w, q, u, count, coarse)
+    keep = ll >= ll.max(axis=1, keepdims=True) - TAIL
+    step = 1.0 / GRID
+    rows = np.arange(n_workers)
+    lo = np.clip(coarse[rows, keep.argmax(axis=1)] - step, 0.0, 1.0)
+    hi = np.clip(coarse[rows, GRID - 1 - keep[:, ::-1].argmax(axis=1)] + step, 0.0, 1.0)
+    width = (hi - lo) / GRID
+    fine = lo[:, None] + width[:, None] * (np.arange(GRID) + 0.5)  # cell midpoints over [lo, hi]
+    ll = _loglik(rows_w, q, u, count, fine)
+    p = np.exp(ll - ll.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    mean = (p * fine).sum(axis=1)
+    var = np.maximum((p * (fine - mean[:, None]) ** 2).sum(axis=1) + width**2 / 12, 1e-300)
+    return np.where(seen, np.maximum(mean * (1 - mean) / var - 3.0, 0.0), np.nan)
+
+
+def leave_one_out(
+    q: np.ndarray, worker: np.ndarray, label: np.ndarray, n_workers: int, confusion: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per response (rows of ``q``, the posterior rows of the responses' items): the posterior of the reported
+    label with the reporting annotator's own response divided out, ``q⁻ʲ_i[t] ∝ q_i[t] / θ_j[t, l]``, and the
+    chance of that report from a wrong annotator, ``u = Σ_{t ≠ l} q⁻ʲ_i[t] θ_j[t, l] / (1 − θ_j[t, t])`` (module
+    docstring).  ``θ_j`` is the fit's confusion matrix of j or, without one, j's expected confusion counts under
+    ``q`` (the Dawid–Skene M-step, eq. 2.3) with half a response of smoothing per cell."""
+    n, k = q.shape
+    if confusion is None:
+        counts = np.stack(
+            [np.bincount(worker * k + label, weights=q[:, t], minlength=n_workers * k) for t in range(k)], axis=1
+        ).reshape(n_workers, k, k)  # worker × true × reported
+        theta = (counts + 0.5) / (counts + 0.5).sum(axis=2, keepdims=True)
+    else:
+        theta = np.asarray(confusion, dtype=float)
+    rows = np.arange(n)
+    own = np.clip(theta[worker, :, label], 1e-3, 1.0)  # responses × true: P(reported l | true t)
+    loo = q / own
+    loo /= np.maximum(loo.sum(axis=1, keepdims=True), 1e-300)
+    diag = np.diagonal(theta, axis1=1, axis2=2)[worker]  # responses × true: P(right | true t)
+    err = own / np.clip(1.0 - diag, 1e-3, None)  # P(reported l | true t, wrong)
+    err[rows, label] = 0.0
+    return loo[rows, label], np.clip((loo * err).sum(axis=1), 0.0, 1.0)
 
 
 def accuracy_evidence(
-    resp: Responses, posterior: np.ndarray, class_prior: np.ndarray | None, level: float = 0.9
+    resp: Responses,
+    posterior: np.ndarray,
+    class_prior: np.ndarray | None,
+    level: float = 0.9,
+    *,
+    confusion: np.ndarray | None = None,
 ) -> AccuracyEvidence:
-    """Accuracy with Beta posterior intervals and skill above chance for every annotator (module docstring)."""
+    """Accuracy with posterior intervals, skill above chance and effective responses for every annotator (module
+    docstring); ``confusion`` (workers × true × reported, the fit's) divides each annotator's own vote out of the
+    posterior for the effective responses."""
     q = np.asarray(posterior, dtype=float)
     prior = np.asarray(class_prior if class_prior is not None else q.mean(axis=0), dtype=float)
     prior = prior / prior.sum()
@@ -50,12 +153,14 @@ def accuracy_evidence(
     wk, lab = resp.worker[shared], resp.label[shared]
     n = np.bincount(wk, minlength=w).astype(float)
     correct = np.bincount(wk, weights=q[resp.item[shared], lab], minlength=w)
+    q_reported, u = leave_one_out(q[resp.item[shared]], wk, lab, w, confusion)
     shares = np.bincount(wk * k + lab, minlength=w * k).reshape(w, k) / np.maximum(n, 1.0)[:, None]
     chance = shares @ prior
     a_post, b_post = 1.0 + correct, 1.0 + np.maximum(n - correct, 0.0)
     accuracy = a_post / (a_post + b_post)
     low = stats.beta.ppf((1 - level) / 2, a_post, b_post)
     high = stats.beta.ppf((1 + level) / 2, a_post, b_post)
+    n_eff = effective_responses(wk, q_reported, u, w)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(1.0 - chance > 1e-9, 1.0 / (1.0 - chance), np.nan)
         empty = np.where(n > 0, 1.0, np.nan)
@@ -73,4 +178,5 @@ def accuracy_evidence(
         skill_low=skill_low,
         skill_high=skill_high,
         level=level,
+        n_effective=n_eff,
     )

@@ -11,7 +11,9 @@ interval is the Beta posterior interval of ``a_j`` mapped through the same formu
 
 1. **colluding** — a member of a group the cartel check found (it overrides the accuracy: a cartel copies a
    shared target, so its accuracy says little);
-2. **not enough responses to tell** — fewer than ``min_responses`` responses on items someone else labelled too;
+2. **not enough responses to tell** — fewer than ``min_responses`` responses on items someone else labelled too,
+   or responses worth fewer than that on certain labels (``n_effective``, :mod:`.evidence`: the rest of the crowd
+   cannot tell the labels of the annotator's items);
 3. **worse than chance** (adversarial) — the whole interval is below 0 and the estimate below ``−chance_band``
    (a guesser's estimate falls below 0 half of the time, and its interval excludes 0 one time in twenty);
 4. **reliable** / **noisy** — the whole interval is above ``chance_band``: reliable when the estimate reaches
@@ -62,7 +64,8 @@ class VerdictRule:
         return (
             f"Skill above chance is 0 for guessing and 1 for always right. With its {100 * self.level:.0f}% "
             f"interval: cartel members are 'colluding'; fewer than {self.min_responses} responses on items others "
-            f"labelled too is 'not enough responses to tell'; an interval wholly below 0 with an estimate below "
+            "labelled too (or responses worth fewer than that, when the labels of those items are too uncertain) "
+            f"is 'not enough responses to tell'; an interval wholly below 0 with an estimate below "
             f"−{self.chance_band:g} is 'worse than chance'; "
             f"wholly above {self.chance_band:g} is 'reliable' when the estimate reaches {self.reliable_skill:g}, "
             f"'noisy' otherwise; wholly below {self.chance_band:g} is 'near chance'; an interval across "
@@ -82,15 +85,21 @@ def decide(
     in_cartel: np.ndarray,
     *,
     rule: VerdictRule = DEFAULT_RULE,
+    n_effective: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Verdict and its reason (plain words) per annotator from the skill above chance, its interval, the number
-    of responses on shared items and cartel membership (arrays of equal length)."""
+    of responses on shared items and cartel membership (arrays of equal length).  ``n_effective`` (responses on
+    certain labels worth the same evidence, :mod:`.evidence`) counts like ``n_responses`` for ``min_responses`` (the
+    evidence, not the count of responses, must reach it), and words the reason of an undecided annotator whose
+    responses are many but whose items' labels are too uncertain."""
     skill, low, high = (np.asarray(x, dtype=float) for x in (skill, low, high))
     n = np.asarray(n_responses, dtype=float)
     cartel = np.asarray(in_cartel, dtype=bool)
     band = rule.chance_band
     undefined = ~(np.isfinite(skill) & np.isfinite(low) & np.isfinite(high))
     narrow = (high - low) <= rule.max_width
+    n_eff = n if n_effective is None else np.asarray(n_effective, dtype=float)
+    few_effective = np.rint(n_eff) < rule.min_responses  # an estimate: 10 certain responses may come out 9.99
     pct = f"{100 * rule.level:.0f}%"
     cases = [
         (cartel, COLLUDING, "in a group the cartel check found: agrees with its members beyond their accuracy"),
@@ -100,6 +109,7 @@ def decide(
             f"fewer than {rule.min_responses} responses on items someone else labelled too",
         ),
         (undefined, TOO_FEW, "skill above chance is undefined (one label only, on items of that label)"),
+        (few_effective, TOO_FEW, "the labels of its items are too uncertain to judge it"),
         (
             (high < 0) & (skill <= -band),
             ADVERSARIAL,
@@ -123,4 +133,11 @@ def decide(
         verdict[take] = word
         reason[take] = why
         decided |= take
+    if n_effective is not None:
+        unsure = (verdict == TOO_FEW) & (n >= rule.min_responses) & (n_eff < n / 2)
+        reason[unsure] = [
+            f"the labels of its items are too uncertain to judge it: its {int(a)} responses weigh like {b:.0f} on "
+            "certain labels"
+            for a, b in zip(n[unsure], n_eff[unsure])
+        ]
     return verdict, reason

@@ -302,11 +302,17 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
 
     (name, weight) = stages[3]
     clock.tell("Deciding verdicts", 0.0, weight)
-    evidence = accuracy_evidence(resp, fit.posterior, fit.class_prior, level=rule.level)
+    evidence = accuracy_evidence(resp, fit.posterior, fit.class_prior, level=rule.level, confusion=fit.confusion)
     members = cartel.members
     in_cartel = np.array([str(w) in members for w in resp.workers], dtype=bool)
     verdict, reason = decide(
-        evidence.skill, evidence.skill_low, evidence.skill_high, evidence.n_shared, in_cartel, rule=rule
+        evidence.skill,
+        evidence.skill_low,
+        evidence.skill_high,
+        evidence.n_shared,
+        in_cartel,
+        rule=rule,
+        n_effective=evidence.n_effective,
     )
     majority = _fit(resp, "mv", {}, {}).label_codes
     codes = np.asarray(fit.label_codes, dtype=np.int64)
