@@ -12,7 +12,7 @@ Layers, lowest first (a module may import its own layer and the layers below it)
    evaluation against gold (``fusion_core.metrics``) sits with the diagnostics; execution engines
    (``fusion_core.engines``: methods' kernels on a Dask cluster) sit there too: they use data and methods, and
    only the front ends use them
-5. front ends in the library: ``fusion_core.cli`` (and ``fusion_core.cli_multilabel``), ``fusion_core.report``, ``fusion_core.__main__``
+5. front ends in the library: the ``fusion_core.cli`` package, ``fusion_core.report``, ``fusion_core.__main__``
 (the app side, ``app.py``, ``pages/`` and its support package, sits above all of them, outside ``fusion_core``.)
 """
 
@@ -39,12 +39,6 @@ LAYERS = {
     "fusion_core.diagnostics": 3,
     "fusion_core.plots": 4,
     "fusion_core.cli": 5,
-    "fusion_core.cli_multilabel": 5,
-    "fusion_core.cli_dask": 5,
-    "fusion_core.cli_plan": 5,
-    "fusion_core.cli_ratings": 5,
-    "fusion_core.cli_pairwise": 5,
-    "fusion_core.cli_reading": 5,
     "fusion_core.report": 5,
     "fusion_core.__main__": 5,
     "fusion_core.metrics": 3,

@@ -18,8 +18,8 @@ def pairwise_report(args: argparse.Namespace) -> int | None:
     cols = file_columns(args.answers, format=args.input_format)
     if cols is None or pairwise_columns(cols) is None:
         return None
-    from fusion_core.cli_pairwise import read_pairwise
-    from fusion_core.cli_reading import reading_options
+    from fusion_core.cli.pairwise import read_pairwise
+    from fusion_core.cli.reading import reading_options
     from fusion_core.data.dataset import pairwise_dataset
     from fusion_core.data.loading import read_table
     from fusion_core.diagnostics.audit import run_audit
