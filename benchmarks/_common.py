@@ -1,7 +1,8 @@
-"""Helpers shared by benchmark scripts: dataset paths, peak memory, timing."""
+"""Helpers shared by benchmark scripts: the command line (``--help``), dataset paths, peak memory, timing."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -13,6 +14,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"
 sys.path.insert(0, str(ROOT))
+
+
+def make_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The benchmark's command line, the same for every script: ``--help`` prints the script's docstring (what it
+    measures and what it prints, ``benchmarks/README.md``) and exits before any work, any data or any import of a
+    benchmark-only package.  Scripts add their own options to it and call ``parse_args()`` first thing."""
+    text = (doc or "").strip()
+    first, _, rest = text.partition("\n\n")
+    return argparse.ArgumentParser(
+        description=first, epilog=rest or None, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
 
 
 def categorical_datasets() -> list[str]:

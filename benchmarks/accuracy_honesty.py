@@ -10,13 +10,12 @@ truth: does the range (widened by 1 pt) cover it, and how far is the estimate, a
 
 from __future__ import annotations
 
-import argparse
 import os
 import warnings
 
 import numpy as np
 import pandas as pd
-from _common import categorical_datasets, load
+from _common import categorical_datasets, load, make_parser
 
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit.safety import label_safety
@@ -61,7 +60,7 @@ SIMS = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = make_parser(__doc__)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--skip-sim", action="store_true")

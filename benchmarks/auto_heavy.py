@@ -10,12 +10,11 @@ where the heavy annotators are near chance, dense crowds within 0.3 pt of ds.
 
 from __future__ import annotations
 
-import argparse
 import os
 import warnings
 
 import pandas as pd
-from _common import ROOT  # noqa: F401  (puts the project on sys.path)
+from _common import make_parser
 
 from fusion_core.methods import create
 from fusion_core.simulate.heavy import HEAVY_VARIANTS
@@ -32,7 +31,7 @@ def accuracy(est, truth: pd.Series) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = make_parser(__doc__)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--variants", default=",".join([*HEAVY_VARIANTS, "dense", "sparse"]))
     ap.add_argument("--extra", default="", help="more methods to show, comma-separated (e.g. glad,ebcc)")

@@ -9,13 +9,12 @@ of 12; mean ≥ the best single method's mean + 0.5 point; youtube_lf ≥ 85 %).
 
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 
 import numpy as np
 import pandas as pd
-from _common import categorical_datasets, load
+from _common import categorical_datasets, load, make_parser
 
 from fusion_core.methods import available, create
 
@@ -95,10 +94,8 @@ def main(names: list[str], methods: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    opts: dict[str, list[str]] = {}
-    if "--methods" in args:
-        i = args.index("--methods")
-        opts["methods"] = args[i + 1].split(",")
-        del args[i : i + 2]
-    main(args, opts.get("methods"))
+    ap = make_parser(__doc__)
+    ap.add_argument("datasets", nargs="*", help="dataset names (default: every categorical and ensemble set)")
+    ap.add_argument("--methods", help="comma-separated method names for the accuracy columns")
+    args = ap.parse_args()
+    main(args.datasets, args.methods.split(",") if args.methods else None)

@@ -23,14 +23,13 @@ standard errors; and the accuracy of the labels chosen by each rule:
 
 from __future__ import annotations
 
-import argparse
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from _common import categorical_datasets, load
+from _common import categorical_datasets, load, make_parser
 from bench_auto import SCENARIOS
 
 from fusion_core.data.responses import Responses, as_responses
@@ -215,7 +214,7 @@ def rules_order() -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = make_parser(__doc__)
     ap.add_argument("names", nargs="*")
     ap.add_argument("--sim", action="store_true", help="the simulated scenarios instead of the real datasets")
     ap.add_argument("--seeds", type=int, default=4)

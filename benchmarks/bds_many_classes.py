@@ -9,12 +9,11 @@ Run: python benchmarks/bds_many_classes.py [--items 300 --workers 5 --classes 20
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import warnings
 
-from _common import categorical_datasets, load
+from _common import categorical_datasets, load, make_parser
 
 
 def fit(method: str, answers):
@@ -28,7 +27,7 @@ def fit(method: str, answers):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = make_parser(__doc__)
     ap.add_argument("--items", type=int, default=300)
     ap.add_argument("--workers", type=int, default=5)
     ap.add_argument("--classes", type=int, default=200)

@@ -27,12 +27,13 @@ Run: ``python benchmarks/bench_app.py [--only upload,audit,switch,memory] [--res
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import threading
 import time
 from pathlib import Path
+
+from _common import make_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -358,7 +359,7 @@ def bench_memory(n_sessions: int, n: int, method: str, timeout: float = 600) -> 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = make_parser(__doc__)
     ap.add_argument("--only", default="upload,audit,switch,memory")
     ap.add_argument("--responses", type=int, default=100_000)
     ap.add_argument("--big", type=int, default=1_000_000)

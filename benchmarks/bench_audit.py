@@ -10,13 +10,12 @@ Run: python benchmarks/bench_audit.py [--sizes 100000 300000 1000000] [--seeds 3
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
 import numpy as np
 import pandas as pd
-from _common import peak_rss_mb
+from _common import make_parser, peak_rss_mb
 
 from fusion_core.data.dataset import make_dataset
 from fusion_core.data.responses import Responses
@@ -79,7 +78,7 @@ def oracle(seeds: int) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = make_parser(__doc__)
     p.add_argument("--sizes", type=int, nargs="*", default=[100_000, 300_000, 1_000_000])
     p.add_argument("--seeds", type=int, default=30)
     args = p.parse_args()

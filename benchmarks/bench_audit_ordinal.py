@@ -11,19 +11,18 @@ ratings per item) or a public set (``--set relevance``).
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import warnings
 
-from _common import load
+from _common import load, make_parser
 
 from fusion_core.diagnostics.audit import run_audit
 from fusion_core.simulate.ratings import ordinal_crowd
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = make_parser(__doc__)
     ap.add_argument("--responses", type=int, default=100_000, help="simulated responses (5 per item)")
     ap.add_argument("--workers", type=int, default=250, help="simulated annotators")
     ap.add_argument("--set", default=None, help="a public set instead of the simulation (e.g. relevance)")

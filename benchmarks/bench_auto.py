@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import warnings
@@ -24,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-from _common import categorical_datasets, load
+from _common import categorical_datasets, load, make_parser
 
 from fusion_core.methods import create
 from fusion_core.simulate import dawid_skene
@@ -150,7 +149,7 @@ def simulated(seeds: int, kinds: list[str]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = make_parser(__doc__)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--skip-real", action="store_true")

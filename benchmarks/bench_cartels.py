@@ -11,12 +11,13 @@ Run: python benchmarks/bench_cartels.py [--sizes 100000 1000000] [--repeat 3] [-
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from _common import make_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +54,7 @@ def run(n: int, kind: str, cold: bool) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = make_parser(__doc__)
     p.add_argument("--sizes", type=int, nargs="*", default=[100_000, 1_000_000])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--cartel", action="store_true")

@@ -19,7 +19,6 @@ Run:  python benchmarks/bench_cli_io.py [--rows 1000000 10000000] [--max-iter 5]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -27,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import make_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,7 +38,7 @@ from pathlib import Path
 import fusion_core.cli as cli
 from fusion_core.data.formats.dispatch import read_encoded
 from fusion_core.data.readers import ReadOptions
-from fusion_core.data.coding import code_table
+from fusion_core.data.responses import Responses
 from fusion_core.methods import create
 out = []
 def rec(name, f):
@@ -48,7 +49,7 @@ def rec(name, f):
 out.append(["imports", time.perf_counter() - t0, time.process_time() - c0])
 path, out_dir, max_iter = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 table = rec("read", lambda: read_encoded(path, options=ReadOptions(max_bytes=1 << 40)))
-resp = rec("validate + code", lambda: code_table(table))
+resp = rec("validate + code", lambda: Responses.from_table(table))
 params = {"max_iter": max_iter} if max_iter > 0 else {}
 est = rec("fit", lambda: create("ds", **params).fit(resp))
 plain = cli.write_table
@@ -94,7 +95,7 @@ def load() -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = make_parser(__doc__)
     ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     ap.add_argument("--max-iter", type=int, default=5, help="DS iterations of the fixed-iteration runs")
     ap.add_argument("--default-iter", action="store_true", help="also run DS with its default max_iter/tol")

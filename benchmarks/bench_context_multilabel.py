@@ -22,6 +22,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _common import make_parser
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
@@ -204,7 +205,10 @@ def auto_benchmark() -> None:
 
 
 if __name__ == "__main__":
+    ap = make_parser(__doc__)
+    ap.add_argument("--skip-auto", action="store_true", help="leave out auto on the product dataset")
+    args = ap.parse_args()
     context_benchmarks()
     multilabel_benchmark()
-    if "--skip-auto" not in sys.argv:
+    if not args.skip_auto:
         auto_benchmark()

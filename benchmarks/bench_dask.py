@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _common import make_parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -174,7 +175,7 @@ def run_size(client, n: int, args: argparse.Namespace, root: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = make_parser(__doc__)
     ap.add_argument("--sizes", default="1e7,3e7,1e8", help="responses per run, comma-separated")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--memory-limit", default="4GB", help="per worker process")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from _common import peak_rss_mb
+from _common import make_parser, peak_rss_mb
 
 from fusion_core import Responses
 from fusion_core.methods import DawidSkene
@@ -36,4 +36,5 @@ def main(items: int = 2_000_000, workers: int = 1000, iters: int = 50) -> None:
 
 
 if __name__ == "__main__":
+    make_parser(__doc__).parse_args()
     main()

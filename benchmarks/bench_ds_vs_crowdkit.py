@@ -9,12 +9,11 @@ Run: python benchmarks/bench_ds_vs_crowdkit.py [--items 200000 --workers 500 --i
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 
-from _common import ROOT
+from _common import ROOT, make_parser
 
 CHILD = r"""
 import json, sys, time
@@ -58,7 +57,7 @@ def run(impl: str, items: int, workers: int, iters: int) -> dict | None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = make_parser(__doc__)
     ap.add_argument("--items", type=int, default=200_000)
     ap.add_argument("--workers", type=int, default=500)
     ap.add_argument("--iters", type=int, default=20)

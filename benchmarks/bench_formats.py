@@ -9,7 +9,6 @@ Run:  python benchmarks/bench_formats.py [--mb 20]
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import CHILD_RSS
+from _common import CHILD_RSS, make_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = (
@@ -77,7 +76,7 @@ def prodigy(path: Path, n_rows: int, rng: np.random.Generator) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = make_parser(__doc__)
     p.add_argument("--mb", type=float, default=20.0, help="approximate size of each file (MB)")
     args = p.parse_args()
     rng = np.random.default_rng(0)

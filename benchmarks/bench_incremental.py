@@ -12,20 +12,19 @@ largest posterior difference).
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import warnings
 
 import numpy as np
-from _common import peak_rss_mb
+from _common import make_parser, peak_rss_mb
 
 from fusion_core.methods import create
 from fusion_core.simulate import dawid_skene
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = make_parser(__doc__)
     ap.add_argument("--method", default="ds", choices=["ds", "ds1"])
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=100_000)

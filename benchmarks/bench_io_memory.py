@@ -12,7 +12,6 @@ Run:  python benchmarks/bench_io_memory.py [--mb 50] [--only csv,field,jsonl,key
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _common import CHILD_RSS
+from _common import CHILD_RSS, make_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,7 +116,7 @@ def write_huge_parquet(path: Path, rows: int = 10**8, group: int = 10**6) -> Non
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = make_parser(__doc__)
     ap.add_argument("--mb", type=float, default=50.0, help="size of the CSV / JSON-lines files (MB)")
     ap.add_argument("--only", default="csv,field,jsonl,keys,parquet", help="comma-separated cases to run")
     args = ap.parse_args()

@@ -19,7 +19,7 @@ import sys
 import time
 import warnings
 
-from _common import DATASETS, ROOT, categorical_datasets, load
+from _common import DATASETS, ROOT, categorical_datasets, load, make_parser
 
 
 def _one(ds: str, method: str) -> dict:
@@ -65,7 +65,7 @@ def _one(ds: str, method: str) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = make_parser(__doc__)
     ap.add_argument("--datasets", default=None)
     ap.add_argument("--methods", default="mm,mm-ds")
     ap.add_argument("--timeout", type=float, default=600.0)

@@ -21,14 +21,13 @@ Same log-likelihood and accuracy before and after.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
 import subprocess
 import sys
 
-from _common import ROOT
+from _common import ROOT, make_parser
 
 CHILD = r"""
 import json, os, threading, time, warnings
@@ -86,7 +85,7 @@ def run(items: int, code: str, timeout: float) -> dict | None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = make_parser(__doc__)
     ap.add_argument("--sizes", default="100000,1000000")
     ap.add_argument("--code", default=str(ROOT), help="checkout whose fusion_core is measured")
     ap.add_argument("--timeout", type=float, default=1800)

@@ -16,7 +16,6 @@ measured 20 ms per 794 × 12 × 217 product instead of 0.1 ms, which would time 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -24,6 +23,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _common import make_parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from fusion_core.methods.numerics import jit_enabled
     from fusion_core.simulate.adversarial import adversarial_case
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = make_parser(__doc__)
     ap.add_argument("--inputs", type=int, default=200, help="generated inputs per method")
     ap.add_argument("--methods", default="", help="comma-separated method names (default: all registered)")
     ap.add_argument("--max-responses", type=int, default=2000)

@@ -10,13 +10,12 @@ Run: python benchmarks/bench_rating_verdicts.py [--seeds 20] [--bootstrap 100] [
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 import numpy as np
-from _common import ROOT
+from _common import ROOT, make_parser
 
 sys.path.insert(0, str(ROOT))
 
@@ -64,7 +63,7 @@ def run(kind: str, seeds: int, n_bootstrap: int, items: int) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = make_parser(__doc__)
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--bootstrap", type=int, default=100)
     p.add_argument("--sparse", action="store_true", help="also 120 items (≈ 30 ratings per annotator)")

@@ -15,7 +15,6 @@ Run: python benchmarks/bench_ratings.py [--seeds 5] [--replicates 200] [--quick]
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
 import time
@@ -23,7 +22,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from _common import DATASETS, ROOT
+from _common import DATASETS, ROOT, make_parser
 
 sys.path.insert(0, str(ROOT))
 
@@ -189,7 +188,7 @@ def judges_section(seeds: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = make_parser(__doc__)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--replicates", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="2 seeds and 20 coverage replicates")

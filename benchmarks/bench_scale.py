@@ -22,14 +22,13 @@ wall times include waiting for a core; CPU times (process time) do not.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT
+from _common import ROOT, make_parser
 
 CROWDKIT_PYTHON = os.environ.get("CROWDKIT_PYTHON", "/work/ckvenv/bin/python")
 
@@ -299,7 +298,7 @@ def methods_section(what: list[str], timeout: float) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = make_parser(__doc__)
     ap.add_argument("--only", default="ds,crowdkit,rss,mm,auto,cartels,multilabel")
     ap.add_argument("--timeout", type=float, default=900)
     args = ap.parse_args()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _common import make_parser
 
 HERE = Path(__file__).resolve().parent
 DATASETS = HERE.parents[0].parent / "shared" / "datasets"
@@ -84,4 +85,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    make_parser(__doc__).parse_args()
     main()

@@ -20,11 +20,12 @@ Run: python benchmarks/bench_spectral.py [--repeat 3] [--threads 1]
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
-ap = argparse.ArgumentParser()
+from _common import make_parser
+
+ap = make_parser(__doc__)
 ap.add_argument("--repeat", type=int, default=3)
 ap.add_argument("--threads", default="1", help="BLAS threads (set before numpy is imported)")
 args = ap.parse_args()

@@ -13,11 +13,11 @@ colluding group holds at least half of the planted members), member recall, and 
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
 import numpy as np
+from _common import make_parser
 
 from fusion_core.data.responses import as_responses
 from fusion_core.diagnostics.audit.runner import _cartel
@@ -138,7 +138,7 @@ def real(names: list[str], root: str = "/work/shared/datasets") -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = make_parser(__doc__)
     ap.add_argument("--seeds", type=int, default=20, help="number of seeds (issue target: 200)")
     ap.add_argument("--first", type=int, default=0, help="first seed")
     ap.add_argument("--no-audit", action="store_true", help="skip the audit-vs-page agreement (half the time)")

@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 
 import pandas as pd
+from _common import make_parser
 
 DATASET = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "conll_ner"
 METHODS = (
@@ -167,4 +168,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    make_parser(__doc__).parse_args()
     main()

@@ -11,7 +11,6 @@ scikit-learn is a benchmark-only dependency.  Run: ``python benchmarks/cora_cite
 
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from _common import make_parser
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 TRAIN_SIZE = {"cora": 150, "citeseer": 100}
@@ -129,4 +129,6 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    ap = make_parser(__doc__)
+    ap.add_argument("datasets", nargs="*", help="cora and/or citeseer (default: both)")
+    main(ap.parse_args().datasets)

@@ -22,6 +22,7 @@ import time
 import warnings
 
 import numpy as np
+from _common import make_parser
 
 from fusion_core.data.loading import load_responses
 from fusion_core.diagnostics.drift import drift_report
@@ -56,7 +57,7 @@ def one(seed: int, drift: bool, args: argparse.Namespace) -> tuple[bool, float, 
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = make_parser(__doc__)
     p.add_argument("--seeds", type=int, default=20, help="simulated crowds with and without drift (default 20)")
     p.add_argument("--null-seeds", type=int, default=None, help="crowds without drift (default: --seeds)")
     p.add_argument("--null-from", type=int, default=0, help="first crowd without drift (seed 10000 + this)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 
 import pandas as pd
-from _common import categorical_datasets, load
+from _common import categorical_datasets, load, make_parser
 
 from fusion_core.methods import create
 from fusion_core.metrics import accuracy
@@ -52,4 +52,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    make_parser(__doc__).parse_args()
     main()

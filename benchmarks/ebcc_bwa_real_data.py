@@ -17,7 +17,6 @@ Run: python benchmarks/ebcc_bwa_real_data.py [--datasets rte,face] [--starts 40]
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import warnings
@@ -25,7 +24,7 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
-from _common import DATASETS
+from _common import DATASETS, make_parser
 
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.methods import create
@@ -155,7 +154,7 @@ def simulated(n_responses: int, repeat: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--datasets", default=",".join(PUBLISHED), help="comma-separated subset of the 7 datasets")
     parser.add_argument("--starts", type=int, default=40, help="EBCC starts of the authors' protocol (40)")
     parser.add_argument("--best-of", default="1,10", help="also print EBCC's best of the first n starts (comma list)")

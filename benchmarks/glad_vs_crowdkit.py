@@ -13,12 +13,11 @@ crowd-kit is an optional extra (``pip install -e .[bench]``); without it only ou
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
 import numpy as np
-from _common import categorical_datasets, load
+from _common import categorical_datasets, load, make_parser
 
 
 def accuracy(labels, truth) -> float:
@@ -46,7 +45,7 @@ def crowdkit(answers, truth, **kw) -> tuple[float, float, str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap = make_parser(__doc__)
     ap.add_argument("--datasets", default="", help="comma-separated names (default: every crowd/ensemble set)")
     ap.add_argument(
         "--converged", type=int, default=0, help="also run crowd-kit with tol=-inf for this many iterations"

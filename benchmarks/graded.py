@@ -12,14 +12,13 @@ ordinal model on ordered-probit graders and ``ds`` on Dawid–Skene graders.
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-from _common import DATASETS, load
+from _common import DATASETS, load, make_parser
 
 from fusion_core.data.responses import Responses
 from fusion_core.methods import create
@@ -94,7 +93,7 @@ def header(methods: list[str], heldout: bool) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = make_parser(__doc__)
     ap.add_argument("--seeds", type=int, default=10, help="seeds per simulated crowd (default 10)")
     ap.add_argument("--sims", default=",".join(SIMS), help=f"simulated crowds, comma-separated ({', '.join(SIMS)})")
     ap.add_argument("--datasets", default="adult,relevance", help="real sets in ../shared/datasets (comma-separated)")

@@ -21,14 +21,13 @@ Run: python benchmarks/pairwise_judges.py [--seeds 20 --judges 5 --comparisons 5
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import warnings
 
 import numpy as np
 import pandas as pd
-from _common import ROOT  # noqa: F401  (puts the project on sys.path)
+from _common import make_parser
 from scipy.stats import spearmanr
 
 from fusion_core.data.pairwise import PairwiseResponses
@@ -54,7 +53,7 @@ def timed(fn):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = make_parser(__doc__)
     ap.add_argument("--seeds", type=int, default=20, help="simulated panels (default 20)")
     ap.add_argument("--judges", type=int, default=5)
     ap.add_argument("--comparisons", type=int, default=500, help="comparison items, each judged by every judge")

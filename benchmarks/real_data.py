@@ -9,12 +9,11 @@ Run: python benchmarks/real_data.py [--methods mv,ds,...] [--no-crowdkit]
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
 import pandas as pd
-from _common import DATASETS, categorical_datasets, load
+from _common import DATASETS, categorical_datasets, load, make_parser
 
 from fusion_core.methods import available, create
 from fusion_core.metrics import accuracy
@@ -35,7 +34,7 @@ def crowdkit_methods() -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = make_parser(__doc__)
     ap.add_argument("--methods", default=None, help="comma-separated registry names (default: all plain methods)")
     ap.add_argument("--datasets", default=None, help="comma-separated dataset names (default: all categorical)")
     ap.add_argument("--no-crowdkit", action="store_true")

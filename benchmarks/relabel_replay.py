@@ -26,7 +26,6 @@ with a 90 % paired bootstrap interval over items).  ``--plot`` writes an HTML ch
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _common import ROOT, load
+from _common import ROOT, load, make_parser
 
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, review_items
 from fusion_core.diagnostics.plan import plan_relabel, predictive_model
@@ -379,7 +378,7 @@ def confusable(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = make_parser(__doc__)
     ap.add_argument("--datasets", nargs="*", default=["rte", "temp", "dog"], help="real sets in ../shared/datasets")
     ap.add_argument("--simulated", type=int, default=1, help="number of simulated crowds (seeds 0, 1, …)")
     ap.add_argument("--confusable", type=int, default=0, help="number of simulated dense 4-class crowds (confusable)")

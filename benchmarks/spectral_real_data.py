@@ -22,7 +22,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 import pandas as pd
-from _common import DATASETS, load
+from _common import DATASETS, load, make_parser
 from scipy.stats import spearmanr
 
 from fusion_core.diagnostics.cartels import detect_cartels
@@ -149,4 +149,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    make_parser(__doc__).parse_args()
     main()

@@ -22,13 +22,12 @@ is itself well determined) and the recall among bad annotators that got an accur
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
 import numpy as np
 import pandas as pd
-from _common import categorical_datasets, load
+from _common import categorical_datasets, load, make_parser
 from scipy import stats
 
 from fusion_core.diagnostics.audit import run_audit
@@ -131,7 +130,7 @@ def simulated(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = make_parser(__doc__)
     ap.add_argument("--sets", nargs="*", default=None, help="public sets (default: every categorical/ensemble set)")
     ap.add_argument("--sim-seeds", type=int, default=3, help="simulated crowds per label count (binary, 3 labels)")
     ap.add_argument("--cartel-bootstrap", type=int, default=200, help="the audit's cartel-test replicates")

@@ -42,7 +42,6 @@ def _warm() -> None:
         from fusion_core.diagnostics.audit import run_audit
         from fusion_core.methods.context.chain import warm_chain_programme
         from fusion_core.methods.dawid_skene.sweep import ds_sweep, expected_counts_of
-        from fusion_core.methods.majority import vote_shares
         from fusion_core.plots.audit import audit_figures
         from fusion_core.simulate import dawid_skene
 
@@ -53,7 +52,6 @@ def _warm() -> None:
             prior = np.full(k, 1.0 / k)
             sweep = ds_sweep(coded, confusion, prior, backend="numba")
             expected_counts_of(coded, sweep.posterior, backend="numba")
-            vote_shares(coded, backend="numba")
             if k == 2:  # the audit's own path: agreement, cartel kernels, verdicts, and its plotly figures
                 audit_figures(run_audit(coded, method="ds", n_bootstrap=2, cartel_bootstrap=2))
         warm_chain_programme()

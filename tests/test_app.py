@@ -561,7 +561,6 @@ def test_internal_fit_errors_show_a_sentence_not_the_exception(monkeypatch):
 def test_warm_up_loads_the_compiled_kernels_once():
     pytest.importorskip("numba")
     from fusion_app import warmup
-    from fusion_core.methods import majority
     from fusion_core.methods.dawid_skene import sweep
 
     if not warmup.jit_enabled():
@@ -571,5 +570,4 @@ def test_warm_up_loads_the_compiled_kernels_once():
     took = warmup.wait_warm_up(timeout=300)
     assert took is not None and took > 0
     assert {(2, True), (3, True)} <= set(sweep._KERNELS)  # the two-label and three-label passes are compiled
-    assert {2, 3} <= set(majority._SHARES)  # and majority vote's pass
     assert len(warmup._started) == 1

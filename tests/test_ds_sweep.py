@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from fusion_core.data.responses import Responses
-from fusion_core.methods import DawidSkene, OneCoinDawidSkene
+from fusion_core.methods import DawidSkene, OneCoinDawidSkene, layout
 from fusion_core.methods.dawid_skene import sweep
 from fusion_core.methods.dawid_skene.core import e_step_joint, expected_counts
 from fusion_core.methods.numerics import log_normalize, log_normalize_into
@@ -56,9 +56,9 @@ def test_sweep_equals_unfused_definitions(backend, k, weighted):
 def test_numba_threads_split_and_sum_to_one_pass(monkeypatch):
     resp, conf, prior = _case(4, False, seed=3)
     one = sweep.ds_sweep(resp, conf, prior, backend="numba")
-    monkeypatch.setattr(sweep, "MIN_CHUNK", 100)
+    monkeypatch.setattr(layout, "MIN_CHUNK", 100)
     monkeypatch.setenv("FUSION_CORE_THREADS", "3")
-    assert len(sweep._chunks(sweep.sweep_data(resp).indptr, 3)) == 4
+    assert len(layout._chunks(layout.sweep_data(resp).indptr, 3)) == 4
     three = sweep.ds_sweep(resp, conf, prior, backend="numba")
     np.testing.assert_allclose(three.posterior, one.posterior, rtol=0, atol=1e-15)
     np.testing.assert_allclose(three.counts, one.counts, rtol=1e-13)
@@ -69,7 +69,7 @@ def test_numba_threads_split_and_sum_to_one_pass(monkeypatch):
 def test_threaded_pass_runs_in_a_forked_child(monkeypatch):
     """The pass keeps its extra threads in a pool between passes; a child forked after the parent used the pool
     inherits the pool but not its threads, and must make its own (it waited forever before)."""
-    monkeypatch.setattr(sweep, "MIN_CHUNK", 100)
+    monkeypatch.setattr(layout, "MIN_CHUNK", 100)
     monkeypatch.setenv("FUSION_CORE_THREADS", "2")
     resp, conf, prior = _case(3, False, seed=5)
     want = sweep.ds_sweep(resp, conf, prior, backend="numba").log_likelihood  # the parent's pool exists now
@@ -169,7 +169,7 @@ def test_structure_from_unsorted_items_and_repeated_responses(backend, monkeypat
     )
     assert not np.all(np.diff(item) >= 0)
     monkeypatch.setenv("FUSION_CORE_JIT", "1" if backend == "numba" else "0")
-    monkeypatch.setattr(sweep, "JIT_MIN_RESPONSES", 0)  # numba: the counting sort and the counts kernel run here
+    monkeypatch.setattr(layout, "JIT_MIN_RESPONSES", 0)  # numba: the counting sort and the counts kernel run here
     d = sweep.sweep_data(resp)
     order = np.argsort(item, kind="stable")
     np.testing.assert_array_equal(d.indices.astype(np.int64), (worker * k + label)[order])
@@ -180,20 +180,3 @@ def test_structure_from_unsorted_items_and_repeated_responses(backend, monkeypat
     sw = sweep.ds_sweep(resp, conf, np.full(k, 1 / k), backend=backend)
     np.testing.assert_allclose(sw.posterior, post, rtol=0, atol=1e-12)
     assert sw.log_likelihood == pytest.approx(ll, rel=1e-12)
-
-
-@pytest.mark.skipif(not sweep.HAVE_NUMBA, reason="numba absent")
-@pytest.mark.parametrize("weighted", [False, True])
-def test_majority_vote_shares_compiled_equal_numpy(weighted, monkeypatch):
-    from fusion_core.methods import majority
-
-    resp, _, _ = _case(4, weighted, seed=6)
-    ww = np.random.default_rng(0).uniform(0, 2, resp.n_workers)
-    ww[0] = 0.0
-    monkeypatch.setattr(majority, "JIT_MIN_RESPONSES", 0)
-    for w in (None, ww):
-        monkeypatch.setenv("FUSION_CORE_JIT", "1")
-        a = majority.vote_shares(resp, w)
-        monkeypatch.setenv("FUSION_CORE_JIT", "0")
-        b = majority.vote_shares(resp, w)
-        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)

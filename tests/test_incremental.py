@@ -83,7 +83,7 @@ def test_appended_sparse_layout_equals_a_fresh_one() -> None:
     the layout built from scratch, for a batch of new items only and for one spread over earlier items."""
     import dataclasses
 
-    from fusion_core.methods.dawid_skene import sweep
+    from fusion_core.methods import layout as sweep  # the shared sparse layout (methods/layout.py)
 
     first, batches = _batches(seed=5)
     est = create("ds").fit(first)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from fusion_core.data.coding import code_table
 from fusion_core.data.formats.dispatch import encode_frame, read_input
 from fusion_core.data.formats.export import ReadReport
 from fusion_core.data.guess import check_label_column, guess_columns
@@ -75,7 +74,7 @@ def read_answers(
                 f"{got.format.name} exports are read by their own reader; drop --layout and the column options "
                 f"({', '.join(given) or 'layout'})."
             )
-        resp = code_table(encode_frame(ex.table, got.format.name, opts), duplicates=duplicates)
+        resp = Responses.from_table(encode_frame(ex.table, got.format.name, opts), duplicates=duplicates)
         check_label_column(resp.classes, resp.n_responses)
         return Answers(resp, got.format.name, ex.gold, ex.spans, ex.report, control=ex.control)
     table = got.table
@@ -87,7 +86,7 @@ def read_answers(
         item = task if task is not None and task in frame.columns else frame.columns[0]
         return Answers(Responses.from_wide(frame, task=item), got.format.name)
     cols, note = guess_columns(table.names, {"task": task, "worker": worker, "label": label})
-    resp = code_table(
+    resp = Responses.from_table(
         table,
         task=cols["task"],
         worker=cols["worker"],

@@ -11,7 +11,7 @@ and a column mixing types (e.g. ``3`` and ``"3"``) is mapped to canonical text s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,6 @@ from fusion_core.data.columns import (
     row_numbers,
 )
 from fusion_core.data.readers import EncodedTable, read_options
-from fusion_core.data.responses import DUPLICATE_POLICIES, Responses, ValidationReport
 from fusion_core.data.stages import stage
 from fusion_core.data.text import (
     explain_unknown,
@@ -37,7 +36,11 @@ from fusion_core.data.text import (
     text_values,
 )
 from fusion_core.data.times import TimeColumn, parse_times
+from fusion_core.data.validation import DUPLICATE_POLICIES, ValidationReport
 from fusion_core.errors import UserInputError
+
+if TYPE_CHECKING:  # the class is handed in (``into``): responses.py imports this module for its builders
+    from fusion_core.data.responses import Responses
 
 __all__ = [
     "check_columns",
@@ -54,6 +57,7 @@ __all__ = [
 def code_long(
     df: pd.DataFrame,
     *,
+    into: type[Responses],
     task: str = "task",
     worker: str = "worker",
     label: str = "label",
@@ -67,7 +71,8 @@ def code_long(
     confidence: str | None = None,
     time: str | None = None,
 ) -> Responses:
-    """Validate and code a long-format table (crowd-kit columns by default).
+    """Validate and code a long-format table (crowd-kit columns by default) into ``into`` (the response class:
+    called as :meth:`Responses.from_frame <fusion_core.data.responses.Responses.from_frame>`).
 
     ``sequence``/``position`` default to the columns of those names when both are present.  ``na_values`` and
     ``strip_whitespace`` apply to text cells as when reading a file.  ``confidence`` names an optional column with
@@ -101,6 +106,7 @@ def code_long(
     if sequence is not None:
         seq = (cols["sequence"], cols["position"], str(sequence), str(position))
     return assemble(
+        into,
         cols["task"],
         cols["worker"],
         cols["label"],
@@ -117,6 +123,7 @@ def code_long(
 def code_table(
     table: EncodedTable,
     *,
+    into: type[Responses],
     task: str = "task",
     worker: str = "worker",
     label: str = "label",
@@ -128,7 +135,8 @@ def code_table(
     confidence: str | None = None,
     time: str | None = None,
 ) -> Responses:
-    """Code a long-format table read by :mod:`fusion_core.data.readers` (its columns are already codes into
+    """Code a long-format table read by :mod:`fusion_core.data.readers` into ``into`` (called as
+    :meth:`Responses.from_table <fusion_core.data.responses.Responses.from_table>`; its columns are already codes into
     cleaned text values; they are handed over, not copied, and removed from ``table``)."""
     if duplicates not in DUPLICATE_POLICIES:
         raise UserInputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {show_value(duplicates)}.")
@@ -150,6 +158,7 @@ def code_table(
     table.columns.clear()
     seq = (cols["sequence"], cols["position"], str(sequence), str(position)) if sequence is not None else None
     return assemble(
+        into,
         cols.pop("task"),
         cols.pop("worker"),
         cols.pop("label"),
@@ -213,6 +222,7 @@ def _drop_duplicates(task: Coded, worker: Coded, report: ValidationReport) -> np
 
 
 def assemble(
+    into: type[Responses],
     task: Coded,
     worker: Coded,
     label: Coded,
@@ -235,6 +245,7 @@ def assemble(
     del task, worker, label  # owned by _coded from here, which frees each as soon as it is recoded
     with stage("code", f"{len(columns[0].codes):,} responses"):
         return _coded(
+            into,
             columns,
             report=report,
             classes=classes,
@@ -294,6 +305,7 @@ def _usable(
 
 
 def _coded(
+    into: type[Responses],
     columns: list[Coded],
     *,
     report: ValidationReport,
@@ -327,7 +339,7 @@ def _coded(
     if sequence is not None:
         seq_codes, seq_index, pos = _code_sequences(items, workers.codes, sequence, report)
     report.responses = len(items.codes)
-    return Responses(
+    return into(
         item=items.codes,
         worker=workers.codes,
         label=cls.codes,
@@ -346,13 +358,15 @@ def _coded(
 def code_wide(
     df: pd.DataFrame,
     *,
+    into: type[Responses],
     task: str | None = None,
     classes: Sequence[Any] | None = None,
     min_workers: int = 2,
     na_values: Sequence[str] | str | None = None,
     strip_whitespace: bool = False,
 ) -> Responses:
-    """Wide format: one row per item, one column per annotator, empty cells = no response.
+    """Wide format: one row per item, one column per annotator, empty cells = no response; coded into ``into``
+    (called as :meth:`Responses.from_wide <fusion_core.data.responses.Responses.from_wide>`).
 
     ``task`` names the item-id column; without it the index is the item id.  Labels of every annotator column
     share one set of classes (a column of numbers and a column of text are compared by canonical text).
@@ -373,10 +387,7 @@ def code_wide(
     if annot.shape[1] == 0:
         raise UserInputError("the wide table has no annotator columns.")
     item = role_codes(ids.reset_index(drop=True), column=str(task or "index"), options=opts)
-    per_column = [
-        role_codes(annot.iloc[:, j].reset_index(drop=True), column=str(c), options=opts)
-        for j, c in enumerate(annot.columns)
-    ]
+    per_column = [role_codes(col, column=str(c), options=opts) for c, col in annot.items()]  # codes by position
     label = _shared_classes(per_column)
     n, m = len(df), annot.shape[1]
     matrix = np.column_stack([c.codes for c in label])  # n × m label codes, −1 = no response
@@ -385,6 +396,7 @@ def code_wide(
     rows = np.repeat(np.arange(n), m)[present]
     cols = np.tile(np.arange(m), n)[present]
     resp = assemble(
+        into,
         Coded(item.codes[rows], item.values),
         Coded(cols.astype(np.int64), pd.Index(annot.columns)),
         Coded(matrix.reshape(-1)[present], label[0].values if label else pd.Index([])),

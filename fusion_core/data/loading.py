@@ -13,7 +13,6 @@ from typing import Any
 
 import pandas as pd
 
-from fusion_core.data.coding import code_table
 from fusion_core.data.formats.dispatch import encode_frame, read_encoded, read_input
 from fusion_core.data.guess import guess_gold_columns
 from fusion_core.data.readers import DEFAULT_MAX_BYTES, ReadOptions, Source, read_options
@@ -98,11 +97,11 @@ def load_responses(
             wanted = [task, worker, label, *extra, *([confidence] if confidence else []), *([time] if time else [])]
         got = read_input(source, name=name, format=format, columns=wanted, options=opts, field=field)
         if got.export is not None:
-            return code_table(encode_frame(got.export.table, got.format.name, opts), duplicates=duplicates)
+            return Responses.from_table(encode_frame(got.export.table, got.format.name, opts), duplicates=duplicates)
         assert got.table is not None
         table = got.table
         if layout == "long":
-            return code_table(
+            return Responses.from_table(
                 table,
                 task=task,
                 worker=worker,

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fusion_core.data.responses import Responses, ValidationReport
+from fusion_core.data.responses import Responses
 from fusion_core.data.text import text_values
+from fusion_core.data.validation import ValidationReport
 from fusion_core.errors import UserInputError
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from fusion_core.data.columns import _factorize, _is_missing, row_numbers
-from fusion_core.data.responses import DUPLICATE_POLICIES, ValidationReport
+from fusion_core.data.validation import DUPLICATE_POLICIES, ValidationReport
 from fusion_core.errors import UserInputError
 
 

@@ -313,6 +313,9 @@ class Encoder:
             self.values = self.pending[0][2]
             self.pending, self.pending_bytes = [], 0
             return
+        if len(self.values) + sum(len(d) for _, _, d, _ in self.pending) <= FEW:
+            self._merge_few()
+            return
         if self.values.type == pa.string() and self.values.nbytes + self.pending_bytes > 1 << 30:
             self.values = self.values.cast(pa.large_string(), memory_pool=POOL)  # offsets beyond 2 GB
             self.pending = [(a, b, d.cast(pa.large_string(), memory_pool=POOL), u) for a, b, d, u in self.pending]
@@ -330,13 +333,37 @@ class Encoder:
             self.values = merged.chunk(0).dictionary
         self.pending, self.pending_bytes = [], 0
 
+    def _merge_few(self) -> None:
+        """:meth:`_merge` of at most :data:`FEW` values in all, in Python: the merged values keep their codes and
+        new values follow in order of first appearance (as Arrow's ``dictionary_encode`` orders them)."""
+        merged = self.values.to_pylist()
+        position = {v: i for i, v in enumerate(merged)}
+        for start, stop, dictionary, _ in self.pending:
+            ids = []
+            for v in dictionary.to_pylist():
+                if v is None:
+                    ids.append(-1)
+                    continue
+                if v not in position:
+                    position[v] = len(merged)
+                    merged.append(v)
+                ids.append(position[v])
+            mapping = np.array([*ids, -1], dtype=np.int32)  # code −1 (missing) → −1
+            self.codes[start:stop] = mapping[self.codes[start:stop]]
+        self.values = pa.array(merged, self.values.type)
+        self.pending, self.pending_bytes = [], 0
+
     def finish(self, n_rows: int, options: ReadOptions) -> Column:
         """The column: codes in the smallest integer type into the cleaned distinct values."""
         self._release()
         self._merge()
         self._reserve(n_rows)
-        cleaned = clean_text(self.values, options)
         codes = self.codes[:n_rows]
+        # a few values (a wide table's annotator columns): the same cleaning in Python, without Arrow's per-call
+        # cost (~8 calls a column: 5,000 columns 3.6 → 1.4 s CPU)
+        if len(self.values) <= FEW and not self.values.null_count and not options.strip_whitespace:
+            return self._finish_few(codes, options)
+        cleaned = clean_text(self.values, options)
         if cleaned.null_count or not cleaned.equals(self.values):
             again = pc.dictionary_encode(cleaned, memory_pool=POOL)
             mapping = np.append(pc.fill_null(again.indices, -1).to_numpy(zero_copy_only=False), np.int32(-1))
@@ -348,6 +375,27 @@ class Encoder:
         del codes
         self.codes = np.empty(0, dtype=np.int32)
         return Column(out, pd.Index(cleaned.to_pandas(), dtype="str"))
+
+    def _finish_few(self, codes: np.ndarray, options: ReadOptions) -> Column:
+        """:meth:`finish` for at most :data:`FEW` distinct values and no trimming: the empty string and
+        ``na_values`` become missing, the other values keep their order (as ``clean_text`` then
+        ``dictionary_encode`` would leave them)."""
+        values = self.values.to_pylist()
+        missing = {"", *options.na_values}
+        kept = [v for v in values if v not in missing]
+        if len(kept) < len(values):
+            position = {v: i for i, v in enumerate(kept)}
+            mapping = np.array([position.get(v, -1) for v in values] + [-1], dtype=np.int32)
+            for i in range(0, len(codes), 1 << 20):
+                codes[i : i + (1 << 20)] = mapping[codes[i : i + (1 << 20)]]
+        dtype = code_dtype(len(kept))
+        out = codes if dtype == np.int32 else codes.astype(dtype)
+        self.codes = np.empty(0, dtype=np.int32)
+        return Column(out, pd.Index(kept, dtype="str"))
+
+
+FEW = 64
+"""Distinct values up to which a column is finished in Python (:meth:`Encoder._finish_few`)."""
 
 
 @dataclass

@@ -18,63 +18,14 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from fusion_core.data.coding import code_long, code_table, code_wide
+from fusion_core.data.readers import EncodedTable
 from fusion_core.data.text import difference_hint, explain_unknown, show_values, text_values
 from fusion_core.data.times import TimeColumn
+from fusion_core.data.validation import ValidationReport
 from fusion_core.errors import UserInputError
 
-DUPLICATE_POLICIES = ("keep", "first", "last", "error")
 DEFAULT_COLUMNS = {"task": "task", "worker": "worker", "label": "label"}
-
-
-@dataclass
-class ValidationReport:
-    """What happened between the user's table and the coded responses."""
-
-    rows_read: int = 0
-    responses: int = 0
-    dropped_missing_label: int = 0
-    dropped_missing_id: int = 0
-    dropped_missing_place: int = 0  # rows with their ids but no sequence or position (sequential data)
-    duplicate_rows: int = 0  # rows that repeat an earlier (task, worker) pair
-    duplicate_policy: str = "keep"
-    duplicates_removed: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    def messages(self) -> list[str]:
-        """Human-readable lines, one per thing a user should know."""
-        out = [f"Read {self.rows_read:,} rows; kept {self.responses:,} responses."]
-        if self.dropped_missing_label:
-            out.append(f"Dropped {self.dropped_missing_label:,} rows with a missing label.")
-        if self.dropped_missing_id:
-            out.append(f"Dropped {self.dropped_missing_id:,} rows with a missing task or worker id.")
-        if self.dropped_missing_place:
-            out.append(f"Dropped {self.dropped_missing_place:,} rows with a missing sequence or position.")
-        if self.duplicate_rows:
-            if self.duplicate_policy == "keep":
-                out.append(
-                    f"{self.duplicate_rows:,} rows repeat a (task, worker) pair; kept as separate responses "
-                    "(policy 'keep')."
-                )
-            else:
-                out.append(
-                    f"{self.duplicate_rows:,} rows repeat a (task, worker) pair; removed "
-                    f"{self.duplicates_removed:,} (policy '{self.duplicate_policy}')."
-                )
-        out.extend(self.notes)
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "rows_read": self.rows_read,
-            "responses": self.responses,
-            "dropped_missing_label": self.dropped_missing_label,
-            "dropped_missing_id": self.dropped_missing_id,
-            "dropped_missing_place": self.dropped_missing_place,
-            "duplicate_rows": self.duplicate_rows,
-            "duplicate_policy": self.duplicate_policy,
-            "duplicates_removed": self.duplicates_removed,
-            "notes": list(self.notes),
-        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -318,17 +269,19 @@ class Responses:
     def from_frame(cls, df: pd.DataFrame, **kwargs: Any) -> Responses:
         """Validate and code a long-format table (crowd-kit columns ``task, worker, label`` by default); see
         :func:`fusion_core.data.coding.code_long` for the options."""
-        from fusion_core.data.coding import code_long
-
-        return code_long(df, **kwargs)
+        return code_long(df, into=cls, **kwargs)
 
     @classmethod
     def from_wide(cls, df: pd.DataFrame, **kwargs: Any) -> Responses:
         """Wide format: one row per item, one column per annotator, blanks = no response; see
         :func:`fusion_core.data.coding.code_wide`."""
-        from fusion_core.data.coding import code_wide
+        return code_wide(df, into=cls, **kwargs)
 
-        return code_wide(df, **kwargs)
+    @classmethod
+    def from_table(cls, table: EncodedTable, **kwargs: Any) -> Responses:
+        """A long-format table read by :mod:`fusion_core.data.readers` (its columns are handed over, not copied);
+        see :func:`fusion_core.data.coding.code_table`."""
+        return code_table(table, into=cls, **kwargs)
 
 
 def _match(known: pd.Index, wanted: pd.Index) -> np.ndarray:

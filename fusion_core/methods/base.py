@@ -34,6 +34,7 @@ from fusion_core.methods.numerics import safe_log
 from fusion_core.methods.params import Declared
 from fusion_core.methods.results import Fit, FitResult
 from fusion_core.methods.ties import class_priority
+from fusion_core.methods.votes import vote_shares
 
 Gold = tuple[np.ndarray, np.ndarray]  # (item codes, class codes) of the gold-labelled items
 
@@ -241,8 +242,6 @@ def initial_posterior(resp: Responses, init: Any) -> np.ndarray:
         if init != "mv":
             raise UserInputError(f"unknown initialisation {init!r}; use 'mv' or pass posteriors.")
         if resp.weight is None:  # whole votes (totals 0 or >= 1): the shares of majority vote's pass, same numbers
-            from fusion_core.methods.majority import vote_shares  # lazy: majority imports this module
-
             return vote_shares(resp)
         votes = resp.vote_counts()
         tot = votes.sum(axis=1, keepdims=True)

@@ -9,11 +9,12 @@ import pandas as pd
 
 from fusion_core.data.responses import Responses
 from fusion_core.methods.base import Aggregator, Gold, clamp_gold
-from fusion_core.methods.dawid_skene.sweep import JIT_MIN_RESPONSES, sweep_data
-from fusion_core.methods.numerics import jit_enabled
 from fusion_core.methods.params import Choice, Object, Seed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import Fit
+from fusion_core.methods.votes import vote_shares
+
+__all__ = ["MajorityVote", "vote_shares"]
 
 
 def _check_weights(value: Any) -> Any:
@@ -87,36 +88,3 @@ class MajorityVote(Aggregator):
             post = post + 1e-9 * np.eye(responses.n_classes)[hard] * is_max[np.arange(len(hard)), hard][:, None]
             post /= post.sum(axis=1, keepdims=True)
         return Fit(posterior=post, n_iter=0, converged=True, hard_labels=hard)
-
-
-def vote_shares(resp: Responses, worker_weight: np.ndarray | None = None, *, backend: str | None = None) -> np.ndarray:
-    """Items × K (weighted) vote shares, uniform for items without responses.  Large data with numba: one compiled
-    pass over the item-ordered responses (the structure of the Dawid–Skene pass), else ``vote_counts``;
-    ``backend`` (``'numba'``/``'numpy'``) overrides that choice."""
-    k = resp.n_classes
-    if backend is None:
-        backend = "numba" if jit_enabled() and resp.n_responses >= JIT_MIN_RESPONSES else "numpy"
-    if backend == "numba" and jit_enabled():
-        d = sweep_data(resp)
-        out = np.empty((resp.n_items, k))
-        ww = np.empty(0) if worker_weight is None else np.asarray(worker_weight, dtype=float)
-        _shares_kernel(k)(d.indptr, d.indices, d.data if d.data is not None else np.empty(0), ww, out)
-        return out
-    votes = resp.vote_counts(worker_weight)
-    tot = votes.sum(axis=1, keepdims=True)
-    return np.where(tot > 0, votes / np.where(tot > 0, tot, 1), 1.0 / k)
-
-
-_SHARES: dict[int, Any] = {}
-
-
-def _shares_kernel(k: int) -> Any:
-    """The vote-share pass compiled for ``k`` classes (:mod:`._majority_compiled`, which needs numba)."""
-    fn = _SHARES.get(k)
-    if fn is None:
-        import numba as nb
-
-        from fusion_core.methods._majority_compiled import make_shares
-
-        fn = _SHARES[k] = nb.njit(cache=True, nogil=True, error_model="numpy")(make_shares(k))
-    return fn

@@ -13,6 +13,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from fusion_core.errors import UserInputError
@@ -97,10 +98,9 @@ def register(
 
 @functools.cache
 def _load_all() -> None:
-    """Import every module of :mod:`fusion_core.methods` once, so their ``@register`` entries run."""
-    import fusion_core.methods as pkg
-
-    for mod in pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg.__name__}."):
+    """Import every module of :mod:`fusion_core.methods` once, so their ``@register`` entries run (the package is
+    found by its folder, this module's own, so the registry imports no method statically: no import cycle)."""
+    for mod in pkgutil.walk_packages([str(Path(__file__).parent)], prefix=f"{__package__}."):
         if not mod.name.rsplit(".", 1)[-1].startswith("_"):
             importlib.import_module(mod.name)
 

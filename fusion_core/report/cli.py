@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli_reading import add_gold_options, add_time_option, gold_columns, read_answers_args, reading_options
+from fusion_core.cli.reading import add_gold_options, add_time_option, gold_columns, read_answers_args, reading_options
 from fusion_core.diagnostics.audit_options import AUDIT_OPTIONS, cli_type, cli_value, option_help
 from fusion_core.errors import UserInputError
-from fusion_core.report.pairwise import pairwise_report
+from fusion_core.report.pairwise_cli import pairwise_report
 
 AUDIT_FLAGS = (  # (flag, argparse dest, audit option): each read from and checked by the audit's declaration
     ("--label-type", "label_type", "label_type"),

@@ -8,14 +8,11 @@ offline bundle), so the file opens without a network connection.
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pandas as pd
-import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from fusion_core._version import __version__
@@ -27,6 +24,7 @@ from fusion_core.plots.audit import audit_figures
 from fusion_core.plots.plan import plan_curve
 from fusion_core.report.drift import drift_section
 from fusion_core.report.pairwise import pairwise_section
+from fusion_core.report.parts import _chart, _e, _table
 from fusion_core.report.spans import span_section
 
 MAX_ROWS = 2000
@@ -41,27 +39,6 @@ table{border-collapse:collapse;font-size:.85em;margin:.5em 0}th,td{border:1px so
 text-align:left;vertical-align:top}th{background:#f4f4f4}.scroll{max-height:480px;overflow:auto}
 .note{color:#555;font-size:.9em}
 """
-
-
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _table(df: pd.DataFrame, *, max_rows: int | None = None, digits: int = 3) -> str:
-    shown = df if max_rows is None else df.iloc[:max_rows]
-    body = shown.to_html(escape=True, na_rep="", float_format=lambda x: f"{x:.{digits}f}", border=0)
-    more = f'<p class="note">First {max_rows:,} of {len(df):,} rows.</p>' if max_rows and len(df) > max_rows else ""
-    return f'<div class="scroll">{body}</div>{more}'
-
-
-def _chart(fig: object, key: str) -> str:
-    return pio.to_html(
-        fig,
-        full_html=False,
-        include_plotlyjs=False,
-        div_id=f"chart-{key}",
-        config={"displaylogo": False, "responsive": True},
-    )
 
 
 def _method_section(a: AuditResult) -> str:

@@ -32,7 +32,7 @@ from fusion_core.diagnostics.cartels.statistic import batched_stats
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods.base import initial_posterior
 from fusion_core.methods.dawid_skene import fit_em_from
-from fusion_core.methods.dawid_skene.sweep import n_threads
+from fusion_core.methods.layout import n_threads
 from fusion_core.methods.numerics import jit_enabled
 from fusion_core.methods.spectral import BinaryMatrix, Moments, fit_binary
 
@@ -269,7 +269,7 @@ def bootstrap_test(
         threads = n_threads() if reps.work >= MIN_THREADED_WORK else 1
     workers = min(threads, len(starts), MAX_THREADS)
     with ThreadPoolExecutor(max(workers, 1), thread_name_prefix="fusion-cartel") as pool:
-        # the compiled kernels, numpy and LAPACK (:mod:`.lapack`) release the GIL: ``workers`` chunks in flight,
+        # the compiled kernels and numpy release the GIL (scipy.linalg.eigh holds it): ``workers`` chunks in flight,
         # read back in order; the stop rule only looks at the chunks before it, so the result is the sequential one
         pending = {c: pool.submit(run, c) for c in range(workers)}
         s_obs, spec_obs = reps.observed()  # while the first chunks are drawn

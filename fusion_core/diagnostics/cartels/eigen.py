@@ -14,7 +14,6 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.sparse.linalg import ArpackNoConvergence, eigsh
 
-from fusion_core.diagnostics.cartels.lapack import top_eigvals_evx
 from fusion_core.methods.spectral import (
     Moments,
     loglinear_diagonal,
@@ -50,18 +49,16 @@ def solve_batched(A: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def top_eigvalsh(A: np.ndarray, k: int) -> np.ndarray:
     """The k largest eigenvalues (descending) of each symmetric matrix of the stack A (b × m × m).  For m ≥ 100
-    and k ≤ m/10 LAPACK's bisection driver (``syevx``) on the top k only, in single precision and through
-    :mod:`.lapack`, which releases the GIL: the tridiagonal reduction is the cost, and float32 halves it
-    (measured 6.2 ms against 13.2 ms for ``syevr`` in double at m = 500, one thread).  The eigenvalues are then
-    exact to ~1e-7·‖A‖ (a few 1e-6 on the detector's standardised residuals, whose bootstrap comparisons s* ≥ s
-    this can only change at such near-ties).  Else numpy's batched ``eigvalsh`` in double."""
+    and k ≤ m/10 LAPACK's bisection driver (``syevx``, ``scipy.linalg.eigh(driver="evx")``) on the top k only, in
+    single precision: the tridiagonal reduction is the cost, and float32 halves it (measured 6.2 ms against 13.2 ms
+    for ``syevr`` in double at m = 500, one thread).  The eigenvalues are then exact to ~1e-7·‖A‖ (a few 1e-6 on
+    the detector's standardised residuals, whose bootstrap comparisons s* ≥ s this can only change at such
+    near-ties).  Else numpy's batched ``eigvalsh`` in double.  (A ctypes call of the same routine that released
+    the GIL was measured and removed: no end-to-end gain, docs/KERNELS.md.)"""
     m = A.shape[-1]
     if eig_dtype(m, k) is np.float64:
         return np.linalg.eigvalsh(A)[:, ::-1][:, :k]
     A32 = A.astype(np.float32, copy=False)
-    out = top_eigvals_evx(A32, k)  # the same LAPACK routine, without holding the GIL
-    if out is not None:
-        return out
     out = np.empty((len(A), k))
     for b in range(len(A)):  # one LAPACK call per replicate (b ≤ a chunk)
         out[b] = sla.eigh(A32[b], eigvals_only=True, subset_by_index=[m - k, m - 1], driver="evx", check_finite=False)[

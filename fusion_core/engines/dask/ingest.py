@@ -38,8 +38,8 @@ import pyarrow as pa
 from fusion_core.data.columns import Coded
 from fusion_core.data.formats import dask_formats, format_info
 from fusion_core.data.readers import ReadOptions, clean_text, read_options
-from fusion_core.data.responses import ValidationReport
 from fusion_core.data.text import canonical_text, explain_unknown, show_value, show_values, text_values
+from fusion_core.data.validation import ValidationReport
 from fusion_core.engines.dask.runner import active_client, broadcast, cluster_is_local, require_dask, tree_sum
 from fusion_core.engines.dask.store import PartitionRef, Store, write_coded
 from fusion_core.errors import UserInputError

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fusion_core.data.responses import ValidationReport
+from fusion_core.data.validation import ValidationReport
 from fusion_core.engines.dask.em import probability_column
 from fusion_core.engines.dask.store import Store
 from fusion_core.methods.base import errors_frame

@@ -12,7 +12,7 @@ E-stepped; the other items' expected counts are held at their previous posterior
 responses only), so an iteration costs the touched items' responses only; it stops at the whole objective's
 absolute tolerance.  (2) Plain EM over everything from the local phase's parameters until the driver's convergence
 rule holds (usually 4–6 E-steps), so the result is a fixed point of the full EM map; its sparse layout is the
-previous one with the batch's entries inserted (:func:`~.sweep.sweep_data_appended`), not re-sorted.
+previous one with the batch's entries inserted (:func:`~fusion_core.methods.layout.sweep_data_appended`), not re-sorted.
 At convergence the fit is the maximum of the same likelihood as a full refit's; the two agree to the
 convergence tolerance when both reach the same optimum (tests/test_incremental.py checks 1e-6 at a tight
 ``tol``).  Annealing and random restarts are not rerun (plain EM from the warm start); gold labels passed to the

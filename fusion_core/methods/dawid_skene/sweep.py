@@ -21,137 +21,38 @@ Measured and not used: a float32 ``log Γ`` table in the compiled pass (1M respo
 from __future__ import annotations
 
 import os
-import weakref
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from fusion_core.data.responses import Responses
-from fusion_core.methods.numerics import HAVE_NUMBA, PROB_FLOOR, jit_enabled, log_normalize_into, njit
+from fusion_core.methods.layout import (
+    JIT_MIN_RESPONSES,
+    MIN_CHUNK,
+    SweepData,
+    default_backend,
+    n_threads,
+    sweep_data,
+    sweep_data_appended,
+)
+from fusion_core.methods.numerics import HAVE_NUMBA, PROB_FLOOR, log_normalize_into, njit
 
-#: below this many responses numpy is fast enough and numba's import and first call (≈ 1–2 s) would cost more
-JIT_MIN_RESPONSES = 200_000
-
-
-def default_backend(n_responses: int) -> str:
-    """``'numba'`` for ≥ :data:`JIT_MIN_RESPONSES` responses when numba is installed and ``FUSION_CORE_JIT`` is not
-    ``0``; else ``'numpy'``."""
-    use = jit_enabled() and n_responses >= JIT_MIN_RESPONSES
-    return "numba" if use else "numpy"
-
-
-@dataclass
-class SweepData:
-    """What the pass reads, derived once per :class:`Responses` in the method layer (``Responses.counts`` is never
-    built for it): CSR row pointers and column indices ``worker·K + label`` of the items × workers·K count matrix as
-    unsigned 32-bit integers when they fit, and the values (``None`` when every response weighs 1; repeated
-    responses stay separate entries, which the sums treat as counts)."""
-
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray | None
-    n_items: int
-    n_cols: int
-
-    _bounds: dict[int, list[int]] = field(default_factory=dict, repr=False)
-
-    def chunks(self, threads: int) -> list[int]:
-        """:func:`_chunks` of these rows, computed once per thread count (it reads all the row pointers)."""
-        got = self._bounds.get(threads)
-        if got is None:
-            got = self._bounds[threads] = _chunks(self.indptr, threads)
-        return got
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the structure one pass reads."""
-        return self.indptr.nbytes + self.indices.nbytes + (0 if self.data is None else self.data.nbytes)
-
-    @cached_property
-    def counts(self) -> sp.csr_matrix:
-        """The same matrix for scipy (numpy path)."""
-        data = np.ones(len(self.indices)) if self.data is None else self.data
-        idx = self.indices.view(np.int32) if self.indices.dtype == np.uint32 else self.indices.view(np.int64)
-        ptr = self.indptr.view(np.int32) if self.indptr.dtype == np.uint32 else self.indptr.view(np.int64)
-        return sp.csr_matrix((data, idx, ptr), shape=(self.n_items, self.n_cols))
-
-
-_CACHE: weakref.WeakKeyDictionary[Responses, SweepData] = weakref.WeakKeyDictionary()
-
-
-def sweep_data(resp: Responses) -> SweepData:
-    """The :class:`SweepData` of ``resp`` (cached while ``resp`` lives).  Unsigned indices let compiled indexing
-    skip the negative-index wrap (15% of the pass)."""
-    got = _CACHE.get(resp)
-    if got is None:
-        n, k = resp.n_items, resp.n_classes
-        n_cols = resp.n_workers * k
-        small = n_cols < np.iinfo(np.int32).max
-        col: np.ndarray = resp.worker.astype(np.int32 if small else np.int64)
-        np.multiply(col, k, out=col)
-        np.add(col, resp.label, out=col, casting="unsafe")
-        item = resp.item
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(item, minlength=n), out=indptr[1:])
-        order = None
-        if len(item) and not bool(np.all(item[1:] >= item[:-1])):
-            if default_backend(len(item)) == "numba":  # counting sort, O(n): 10M responses 0.24 s → 0.05 s
-                order = np.empty(len(item), dtype=np.int64)
-                _stable_order_kernel(item, indptr, order)
-            else:
-                order = np.argsort(item, kind="stable")
-            col = col[order]
-        data = None
-        if resp.weight is not None:
-            w = np.asarray(resp.weight, dtype=float)
-            data = np.ascontiguousarray(w if order is None else w[order])
-        got = SweepData(_unsigned(indptr), col.view(np.uint32) if small else col.view(np.uint64), data, n, n_cols)
-        _CACHE[resp] = got
-    return got
-
-
-def sweep_data_appended(old: Responses, resp: Responses) -> None:
-    """Build and cache the :class:`SweepData` of ``resp`` — ``old``'s responses followed by a batch, same classes,
-    ``old``'s items first (:func:`fusion_core.data.merge.append_responses`) — from ``old``'s cached one by inserting
-    the batch's entries into its rows (the earlier responses are moved, not sorted again).  The result equals
-    :func:`sweep_data`'s entry for entry; nothing is done when ``old`` has none cached or weights are involved."""
-    d = _CACHE.get(old)
-    k = resp.n_classes
-    if (
-        d is None
-        or resp in _CACHE
-        or old.weight is not None
-        or resp.weight is not None
-        or k != old.n_classes
-        or d.indices.dtype != np.uint32
-        or resp.n_workers * k >= np.iinfo(np.int32).max
-    ):
-        return
-    n_old, n_old_items = old.n_responses, old.n_items
-    b_item = resp.item[n_old:]
-    order = np.argsort(b_item, kind="stable")
-    b_item = b_item[order]
-    b_col = (resp.worker[n_old:][order] * k + resp.label[n_old:][order]).astype(np.uint32)
-    old_ptr = d.indptr.astype(np.int64)
-    old_len = np.zeros(resp.n_items, dtype=np.int64)
-    old_len[:n_old_items] = np.diff(old_ptr)
-    b_len = np.bincount(b_item, minlength=resp.n_items)
-    indptr = np.zeros(resp.n_items + 1, dtype=np.int64)
-    np.cumsum(old_len + b_len, out=indptr[1:])
-    cols = np.empty(int(indptr[-1]), dtype=np.uint32)
-    if not len(b_item) or b_item[0] >= n_old_items:  # new items only: the earlier rows stay where they are
-        cols[: len(d.indices)] = d.indices
-        cols[len(d.indices) :] = b_col
-    else:
-        shift = indptr[:n_old_items] - old_ptr[:-1]
-        cols[np.arange(len(d.indices)) + np.repeat(shift, np.diff(old_ptr))] = d.indices
-        b_start = np.cumsum(b_len) - b_len
-        cols[indptr[b_item] + old_len[b_item] + np.arange(len(b_item)) - b_start[b_item]] = b_col
-    _CACHE[resp] = SweepData(_unsigned(indptr), cols, None, resp.n_items, resp.n_workers * k)
+__all__ = [  # the layout's names stay reachable here (the pass is where they were first defined)
+    "JIT_MIN_RESPONSES",
+    "MIN_CHUNK",
+    "Sweep",
+    "SweepData",
+    "default_backend",
+    "ds_sweep",
+    "expected_counts_of",
+    "gold_array",
+    "log_emission",
+    "n_threads",
+    "sweep_data",
+    "sweep_data_appended",
+]
 
 
 def expected_counts_of(resp: Responses, posterior: np.ndarray, *, backend: str | None = None) -> np.ndarray:
@@ -167,12 +68,6 @@ def expected_counts_of(resp: Responses, posterior: np.ndarray, *, backend: str |
     else:
         c = np.asarray(d.counts.T @ q)
     return _as_counts(c, resp)
-
-
-def _unsigned(x: np.ndarray) -> np.ndarray:
-    if x.dtype == np.int32 or (x.dtype == np.int64 and (not len(x) or x.max() < np.iinfo(np.int32).max)):
-        return np.ascontiguousarray(x, dtype=np.int32).view(np.uint32)
-    return np.ascontiguousarray(x, dtype=np.int64).view(np.uint64)
 
 
 @dataclass
@@ -255,14 +150,6 @@ def ds_sweep(
     return Sweep(q, ll, _as_counts(c, resp), q.sum(axis=0), joint if want_joint else None)
 
 
-def n_threads() -> int:
-    """Threads for the compiled pass: ``FUSION_CORE_THREADS`` or the cores this process may use (at most 8)."""
-    env = os.environ.get("FUSION_CORE_THREADS")
-    if env:
-        return max(1, int(env))
-    return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
-
-
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
 
@@ -274,19 +161,6 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     if pool is None:
         pool = _POOLS[key] = ThreadPoolExecutor(workers, thread_name_prefix="fusion-ds")
     return pool
-
-
-MIN_CHUNK = 100_000  # responses per thread below which one thread is faster
-
-
-def _chunks(indptr: np.ndarray, threads: int) -> list[int]:
-    """Item boundaries splitting the responses into ≤ ``threads`` chunks of about equal size (deterministic)."""
-    nnz = int(indptr[-1])
-    t = max(1, min(threads, nnz // MIN_CHUNK))
-    if t == 1:
-        return [0, len(indptr) - 1]
-    cuts = np.searchsorted(indptr.astype(np.int64), np.arange(1, t) * (nnz / t)).tolist()
-    return sorted({0, *cuts, len(indptr) - 1})
 
 
 def _as_counts(c: np.ndarray, resp: Responses) -> np.ndarray:
@@ -301,16 +175,6 @@ def gold_array(n_items: int, gold: tuple[np.ndarray, np.ndarray] | None) -> np.n
     g = np.full(n_items, -1, dtype=np.int32)
     g[np.asarray(gold[0])] = np.asarray(gold[1], dtype=np.int32)
     return g
-
-
-@njit
-def _stable_order_kernel(item: Any, indptr: Any, order: Any) -> None:  # pragma: no cover - compiled
-    """``order`` = the stable argsort of ``item`` by counting sort (``indptr``: the start of every item's rows)."""
-    pos = indptr[:-1].copy()
-    for p in range(item.shape[0]):
-        i = item[p]
-        order[pos[i]] = p
-        pos[i] += 1
 
 
 @njit

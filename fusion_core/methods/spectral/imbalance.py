@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from fusion_core.methods.dawid_skene.sweep import n_threads
+from fusion_core.methods.layout import n_threads
 from fusion_core.methods.spectral.binary import DELTA_B, EPS, GRID_STEP, BinaryMatrix
 from fusion_core.methods.spectral.errors import DegenerateSpectrumWarning
 

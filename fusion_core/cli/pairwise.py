@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli_reading import reading_options
+from fusion_core.cli.reading import reading_options
 from fusion_core.errors import UserInputError
 
 ROLE_OPTIONS = {

@@ -18,16 +18,16 @@ from typing import Any, NoReturn
 
 import pandas as pd
 
-from fusion_core.cli_dask import add_engine_options
-from fusion_core.cli_pairwise import add_pairwise_command
-from fusion_core.cli_plan import add_plan_command
-from fusion_core.cli_ratings import (
+from fusion_core.cli.dask import add_engine_options
+from fusion_core.cli.pairwise import add_pairwise_command
+from fusion_core.cli.plan import add_plan_command
+from fusion_core.cli.ratings import (
     add_fit_rating_options,
     add_rating_commands,
     fit_rating_params,
     write_fit_rating_outputs,
 )
-from fusion_core.cli_reading import (
+from fusion_core.cli.reading import (
     add_format_options,
     add_gold_options,
     add_time_option,
@@ -203,7 +203,7 @@ def _fit(args: argparse.Namespace) -> int:
         raise UserInputError(f"--max-mb must be a positive number of megabytes; got {args.max_mb:g}.")
     output_dir(args.out)  # a file or an unwritable place is refused before reading and fitting
     if "multilabel" in meta.needs():  # label sets per answer: their own reader and outputs
-        from fusion_core.cli_multilabel import fit_multilabel
+        from fusion_core.cli.multilabel import fit_multilabel
 
         if args.label_sep is not None and "sep" not in params:
             params["sep"] = meta.param("sep").parse(args.label_sep)
@@ -211,7 +211,7 @@ def _fit(args: argparse.Namespace) -> int:
     if args.label_sep is not None:
         raise UserInputError(f"--label-sep applies to multi-label methods (multilabel-em), not to '{meta.name}'.")
     if args.engine == "dask":
-        from fusion_core.cli_dask import fit_dask
+        from fusion_core.cli.dask import fit_dask
 
         return fit_dask(args, params, reading_options(args))
     answers = read_answers_args(

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from fusion_core.cli_reading import load_answers, reading_options
+from fusion_core.cli.reading import load_answers, reading_options
 from fusion_core.data.export import write_table
 from fusion_core.errors import UserInputError
 

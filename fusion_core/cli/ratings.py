@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli_reading import load_answers, printed_warnings, reading_options
+from fusion_core.cli.reading import load_answers, printed_warnings, reading_options
 from fusion_core.data.export import output_dir, write_table, write_text
 from fusion_core.errors import UserInputError
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from fusion_core.cli_reading import printed_warnings
+from fusion_core.cli.reading import printed_warnings
 from fusion_core.data.export import output_dir, write_table
 from fusion_core.data.guess import guess_columns
 from fusion_core.data.loading import read_table
@@ -52,7 +52,7 @@ def read_multilabel_table(args: argparse.Namespace, reading: dict[str, Any]) -> 
 
 def fit_multilabel(args: argparse.Namespace, params: dict[str, Any], reading: dict[str, Any]) -> int:
     """Fit a multi-label method on the answers file and write its outputs."""
-    from fusion_core.cli_reading import gold_columns
+    from fusion_core.cli.reading import gold_columns
     from fusion_core.data.loading import read_gold
 
     table = read_multilabel_table(args, reading)
