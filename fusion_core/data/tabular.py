@@ -216,6 +216,7 @@ def _read_csv_blocks(
         if block > _BLOCK:  # rows longer than 4 MB: the parser's block goes before the text is encoded
             batches: Any = list(reader)
             reader.close()
+            reader = None  # the closed reader still holds its last block until it is released
             batches.reverse()
         else:
             batches = reader
@@ -223,8 +224,10 @@ def _read_csv_blocks(
             for enc, col in zip(encoders, batch.columns):
                 enc.add(budget.rows, col)
             budget.add(batch.num_rows)
-        batch = col = None
-        reader.close()  # its blocks are freed before the held columns are encoded
+        batch = col = batches = None
+        if reader is not None:
+            reader.close()  # its blocks are freed before the held columns are encoded
+            reader = None
     except pa.ArrowInvalid as exc:
         if "straddl" in str(exc):
             raise _Straddle from None
