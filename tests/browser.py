@@ -71,6 +71,15 @@ def streamlit_server(log_name: str) -> Iterator[str]:
             proc.wait(timeout=10)
 
 
+def open_app(browser, url: str, timeout_ms: float):
+    """A new page on the app at ``url`` (downloads accepted), once its home heading shows."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    page.set_default_timeout(timeout_ms)
+    page.goto(url, wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Annotator reliability audit").wait_for()
+    return page
+
+
 def goto_page(page, name: str, timeout_ms: float) -> None:
     """Click the sidebar link whose text ends with ``name`` and wait for a heading naming it."""
     page.locator('[data-testid="stSidebar"] a', has_text=re.compile(rf"{name}\s*$")).first.click()

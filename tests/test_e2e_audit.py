@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import ARTIFACTS, BROWSER_ARGS, CHROMIUM, goto_page, no_exception, streamlit_server
+from browser import ARTIFACTS, BROWSER_ARGS, CHROMIUM, goto_page, no_exception, open_app, streamlit_server
 
 from fusion_core.data.export import read_csv_export
 from fusion_core.simulate.demo import crowd_demo
@@ -44,10 +44,7 @@ def test_upload_audit_verdicts_and_offline_report(server, tmp_path):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-            page.set_default_timeout(TIMEOUT_MS)
-            page.goto(server, wait_until="domcontentloaded")
-            page.get_by_role("heading", name="Annotator reliability audit").wait_for()
+            page = open_app(browser, server, TIMEOUT_MS)
 
             _sidebar(page, "Data")
             page.get_by_role("tab", name="Upload responses").click()

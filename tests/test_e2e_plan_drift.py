@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser import ARTIFACTS, BROWSER_ARGS, CHROMIUM, goto_page, no_exception, streamlit_server
+from browser import ARTIFACTS, BROWSER_ARGS, CHROMIUM, goto_page, no_exception, open_app, streamlit_server
 
 from fusion_core.simulate.drift import drift_crowd
 
@@ -35,10 +35,7 @@ def test_audit_shows_plan_and_drift_in_browser(server, tmp_path):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-            page.set_default_timeout(TIMEOUT_MS)
-            page.goto(server, wait_until="domcontentloaded")
-            page.get_by_role("heading", name="Annotator reliability audit").wait_for()
+            page = open_app(browser, server, TIMEOUT_MS)
 
             goto_page(page, "Data", TIMEOUT_MS)
             page.get_by_role("tab", name="Upload responses").click()

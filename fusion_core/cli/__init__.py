@@ -28,6 +28,7 @@ from fusion_core.cli.ratings import (
     write_fit_rating_outputs,
 )
 from fusion_core.cli.reading import (
+    add_duplicates_option,
     add_format_options,
     add_gold_options,
     add_time_option,
@@ -388,12 +389,7 @@ def build_parser(method: str = "ds") -> argparse.ArgumentParser:
     add_time_option(f)
     f.add_argument("--sequence-col", default=None, help="sequence id column (sequential data)")
     f.add_argument("--position-col", default=None, help="position column (sequential data)")
-    f.add_argument(
-        "--duplicates",
-        choices=["keep", "first", "last", "error"],
-        default="keep",
-        help="what to do with repeated (task, worker) pairs",
-    )
+    add_duplicates_option(f)
     f.add_argument("--gold", help="gold labels file (task, truth) clamped during fitting")
     add_gold_options(f)
     f.add_argument("--graph", help="item graph: edge list CSV (source,target[,weight]), GraphML or GML")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from fusion_core.cli.reading import load_answers, reading_options
+from fusion_core.cli.reading import add_duplicates_option, load_answers, reading_options
 from fusion_core.data.export import write_table
 from fusion_core.errors import UserInputError
 
@@ -94,12 +94,7 @@ def add_plan_command(sub: Any, add_io: Any) -> None:
     p.add_argument("--task-col", default="task")
     p.add_argument("--worker-col", default="worker")
     p.add_argument("--label-col", default="label")
-    p.add_argument(
-        "--duplicates",
-        choices=["keep", "first", "last", "error"],
-        default="keep",
-        help="what to do with repeated (task, worker) pairs",
-    )
+    add_duplicates_option(p)
     p.set_defaults(func=cmd_plan)
 
 

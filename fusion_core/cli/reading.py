@@ -33,6 +33,16 @@ def add_time_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_duplicates_option(parser: argparse.ArgumentParser) -> None:
+    """``--duplicates``: what to do with repeated (task, worker) pairs (docs/DATA.md)."""
+    parser.add_argument(
+        "--duplicates",
+        choices=["keep", "first", "last", "error"],
+        default="keep",
+        help="what to do with repeated (task, worker) pairs",
+    )
+
+
 def add_gold_options(p: argparse.ArgumentParser) -> None:
     """``--gold-task-col`` and ``--gold-truth-col``: the gold file's columns (default: guessed from their names)."""
     p.add_argument("--gold-task-col", default=None, help="gold file's task column (default: 'task', else guessed)")

@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fusion_core.cli.reading import add_gold_options, add_time_option, gold_columns, read_answers_args, reading_options
+from fusion_core.cli.reading import (
+    add_duplicates_option,
+    add_gold_options,
+    add_time_option,
+    gold_columns,
+    read_answers_args,
+    reading_options,
+)
 from fusion_core.diagnostics.audit_options import AUDIT_OPTIONS, cli_type, cli_value, option_help
 from fusion_core.errors import UserInputError
 from fusion_core.report.pairwise_cli import pairwise_report
@@ -105,12 +112,7 @@ def add_report_command(sub: Any, add_io: Any, add_columns: Any, answers_help: st
     r.add_argument("--layout", choices=["long", "wide"], default="long")
     add_columns(r)
     add_time_option(r)
-    r.add_argument(
-        "--duplicates",
-        choices=["keep", "first", "last", "error"],
-        default="keep",
-        help="what to do with repeated (task, worker) pairs",
-    )
+    add_duplicates_option(r)
     r.add_argument("--gold", help="known answers (task, truth), used only to report the labels' measured accuracy")
     add_gold_options(r)
     name = "label_type"
