@@ -287,3 +287,24 @@ def test_confusion_curves_many_seeds_and_swing_selection():
     sim = confusion_crowd(6, 600, 3, seed=1)
     table, chosen = select_swing(sim.responses, sim.context, swings=(0.0, 1.0), multiclass="confusion")
     assert chosen == 1.0  # held-out annotation likelihood prefers context-dependent confusion curves
+
+
+def test_barrier_fallback_reaches_the_optimum_when_the_interior_point_method_stalls():
+    """A program on which the interior-point method stops unconverged (60 iterations) and the barrier fallback
+    takes over (the 28th program of the slow reference test above): the fallback restarted from a centred point
+    reaches the pairwise SLSQP optimum (it used to stall near a bound, 0.9 nats short)."""
+    N = np.array([[2, 4, 2], [4, 1, 2], [1, 2, 3], [1, 0, 4], [1, 2, 1], [1, 1, 1], [4, 2, 3], [2, 5, 3]], float)
+    h = np.array([0.0374, 0.0743, 0.0637, 0.0044, 0.0148, 0.0386, 0.0088, 0.0])
+    P, info = lipschitz_simplex_mstep(N, h, np.array([0]))
+    assert info.n_fallback == 1  # the path under test
+    x = np.r_[0.0, np.cumsum(h[:-1])]  # links of exactly h: |P[b] − P[a]| ≤ x[b] − x[a]
+    li, lj = np.triu_indices(len(N), 1)
+
+    def ineq(q):
+        d = q.reshape(N.shape)[lj] - q.reshape(N.shape)[li]
+        rho = (x[lj] - x[li])[:, None]
+        return np.concatenate([(rho - d).ravel(), (rho + d).ravel()])
+
+    obj, best = _slsqp_reference(N, ineq)
+    assert -ineq(P.ravel()).max() <= 1e-9
+    assert obj(P.ravel()) <= best.fun + 1e-8 * abs(best.fun)

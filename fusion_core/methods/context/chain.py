@@ -119,7 +119,12 @@ class BinaryChains:
         return x
 
     def rescue(self, x: np.ndarray, lo: int, hi: int) -> np.ndarray:
-        return barrier_chain(self.A[lo:hi], self.B[lo:hi], self.h[lo:hi], x, self.eps)
+        """The barrier method from the interior-point iterate and from the pooled rate (a centred feasible start:
+        the iterate of a failed run can sit so near a bound that centring stalls there); the better optimum."""
+        A, B, h = self.A[lo:hi], self.B[lo:hi], self.h[lo:hi]
+        pooled = np.full(len(A), np.clip(A.sum() / (A + B).sum(), 0.05, 0.95))
+        runs = [barrier_chain(A, B, h, start, self.eps) for start in (x, pooled)]
+        return max(runs, key=lambda p: float((A * np.log(p) + B * np.log1p(-p)).sum()))
 
     def subset(self, levels: np.ndarray, starts: np.ndarray) -> BinaryChains:
         return BinaryChains(self.A[levels], self.B[levels], self.h[levels], starts, self.eps)

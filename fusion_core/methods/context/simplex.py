@@ -286,7 +286,13 @@ class SimplexChains:
         return np.ascontiguousarray(x.T)
 
     def rescue(self, x: np.ndarray, lo: int, hi: int) -> np.ndarray:
-        return simplex_barrier_chain(self.N[lo:hi], self.h[lo:hi], x, self.eps)
+        """The barrier method from the interior-point iterate and from the pooled rows (a centred feasible start:
+        the iterate of a failed run can sit so near a bound that centring stalls there); the better optimum."""
+        N, h = self.N[lo:hi], self.h[lo:hi]
+        q = N.sum(axis=0) / N.sum()
+        pooled = np.tile(0.9 * q + 0.1 / N.shape[1], (len(N), 1))
+        runs = [simplex_barrier_chain(N, h, start, self.eps) for start in (x, pooled)]
+        return max(runs, key=lambda P: float(np.where(N > 0, N * np.log(P), 0.0).sum()))
 
     def subset(self, levels: np.ndarray, starts: np.ndarray) -> SimplexChains:
         return SimplexChains(self.N[levels], self.h[levels], starts, self.eps)
