@@ -17,7 +17,7 @@ from browser import ARTIFACTS, BROWSER_ARGS, CHROMIUM, goto_page, no_exception, 
 from fusion_core.data.export import read_csv_export
 from fusion_core.simulate.demo import crowd_demo
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a Streamlit server and Chromium: ~20 s of the default suite's budget
 
 TIMEOUT_MS = 60_000
 

@@ -19,7 +19,7 @@ from fusion_core.simulate.demo import crowd_demo
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.slow,
-]  # the 20-session loop runs it as a script; one browser test (test_e2e_audit) stays in the default suite
+]  # the 20-session loop runs it as a script; every browser test runs under -m slow (the AppTest suite covers the pages)
 
 TIMEOUT_MS = 60_000
 DOWNLOAD_MS = 30_000

@@ -193,7 +193,7 @@ def _check_t6(seed, n_sequences=100, gap=0.03):
     return fits
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_t6_sequential_benefit_sticky_chain(seed):
     fits = _check_t6(seed)
     est = fits["hmm-em"]
