@@ -91,7 +91,7 @@ def _cases(
     def context_fit() -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return ContextEM().fit(ctx.responses, context=ctx.extras["context"])
+            return ContextEM().fit(ctx.responses, context=ctx.context)
 
     packed_sums = PairPattern.sums
 
