@@ -15,7 +15,11 @@
    depends on the truth, is what the model overstates (``HeldoutCheck.calibrated``).  The estimate is the held-out
    figure (the model's own when there is none), the range spans every figure with its sampling interval.  Where
    the range is wider than :data:`PINNED_WIDTH` the audit says the accuracy cannot be pinned down without gold
-   labels instead of showing one big number.
+   labels instead of showing one big number.  (c) The difficulty check (:mod:`.difficulty`): the two-type model's
+   figure and the figure with its hard items' labels right only at chance join the range (both equal the
+   one-type figure when no item looks hard); when the check finds items of differing difficulty, the audit says
+   the accuracy cannot be estimated from the responses alone and gives no single figure (``summary.json``:
+   ``accuracy_can_be_estimated`` false, ``accuracy_estimate`` null), whatever the range's width.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import pandas as pd
 from scipy import stats
 
 from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.audit.difficulty import DifficultyCheck, difficulty_mixture
 from fusion_core.diagnostics.audit.items import label_quality
 from fusion_core.methods.results import FitResult
 
@@ -37,6 +42,10 @@ ONE_WAY_SHARE = 0.8
 MIN_CHANGES = 20
 """Fewest close changes (and at least 2 % of the items) before a one-way departure is reported."""
 PINNED_WIDTH = 0.1
+ONE_LABEL_MIN = 10
+"""Responses from which an annotator who always gives the same label counts as a one-label annotator …"""
+ONE_LABEL_SHARE = 0.5
+"""… and the share of all responses from such annotators beyond which the accuracy cannot be estimated."""
 """Widest accuracy range (high − low) still reported as one estimate."""
 
 
@@ -59,7 +68,10 @@ class VoteDeparture:
 class AccuracyRange:
     """The labels' accuracy: ``estimate`` and its range ``low``–``high`` at ``level``; ``model`` the chosen model's
     own figure, ``heldout`` the held-out check's (None when auto did not choose), ``by_model`` the accuracy each
-    plausible alternative model gives the chosen labels; ``pinned`` when the range is at most
+    plausible alternative model gives the chosen labels, ``difficulty`` the difficulty check (None when not run);
+    ``one_label_share`` the share of responses from annotators who always give the same label (at least
+    :data:`ONE_LABEL_MIN` responses); ``identifiable`` unless that check finds items of differing difficulty or
+    that share exceeds :data:`ONE_LABEL_SHARE`; ``pinned`` when identifiable and the range is at most
     :data:`PINNED_WIDTH` wide."""
 
     estimate: float
@@ -69,10 +81,20 @@ class AccuracyRange:
     model: float
     heldout: float | None
     by_model: tuple[tuple[str, float], ...]
+    difficulty: DifficultyCheck | None = None
+    one_label_share: float = 0.0
+
+    @property
+    def one_label(self) -> bool:
+        return bool(self.one_label_share > ONE_LABEL_SHARE)
+
+    @property
+    def identifiable(self) -> bool:
+        return not (self.one_label or (self.difficulty is not None and self.difficulty.flagged))
 
     @property
     def pinned(self) -> bool:
-        return bool(self.high - self.low <= PINNED_WIDTH)
+        return bool(self.identifiable and self.high - self.low <= PINNED_WIDTH)
 
 
 @dataclass(frozen=True)
@@ -128,7 +150,7 @@ class LabelSafety:
             "departure_direction_count": int(d.n_direction),
             "plausible_alternatives": list(self.alternatives),
             "labels_depending_on_model": int(self.depends.sum()),
-            "accuracy_estimate": acc.estimate,
+            "accuracy_estimate": acc.estimate if acc.identifiable else None,
             "accuracy_low": acc.low,
             "accuracy_high": acc.high,
             "accuracy_level": acc.level,
@@ -136,6 +158,9 @@ class LabelSafety:
             "accuracy_heldout_check": acc.heldout,
             "accuracy_by_alternative": dict(acc.by_model),
             "accuracy_pinned_down": acc.pinned,
+            "accuracy_can_be_estimated": acc.identifiable,
+            "accuracy_difficulty_check": acc.difficulty.summary() if acc.difficulty is not None else None,
+            "responses_from_one_label_annotators": acc.one_label_share,
         }
 
 
@@ -163,8 +188,27 @@ def vote_departure(label: np.ndarray, majority: np.ndarray, margin: np.ndarray, 
     return VoteDeparture(changed, close, (str(classes[codes[0]]), str(classes[codes[1]])), n_dir, one_way, codes)
 
 
-def accuracy_range(fit: FitResult, label: np.ndarray, level: float = 0.9) -> AccuracyRange:
-    """The honest accuracy range (module docstring, 3)."""
+def one_label_share(resp: Responses) -> float:
+    """Share of the responses that come from annotators who gave at least :data:`ONE_LABEL_MIN` responses, all
+    with the same label.  Such an annotator's confusion rows are identical (a labelling function that votes one
+    class, ``fusion_core.simulate.weak``): agreement cannot tell how often they are right."""
+    if resp.n_responses == 0:
+        return 0.0
+    n = resp.responses_per_worker
+    used = np.bincount(resp.worker * resp.n_classes + resp.label, minlength=resp.n_workers * resp.n_classes)
+    distinct = (used.reshape(resp.n_workers, resp.n_classes) > 0).sum(axis=1)
+    return float(n[(distinct == 1) & (n >= ONE_LABEL_MIN)].sum() / resp.n_responses)
+
+
+def accuracy_range(
+    fit: FitResult,
+    label: np.ndarray,
+    level: float = 0.9,
+    difficulty: DifficultyCheck | None = None,
+    one_label: float = 0.0,
+) -> AccuracyRange:
+    """The honest accuracy range (module docstring, 3); ``difficulty`` the difficulty check of the labels,
+    ``one_label`` the share of responses from one-label annotators (:func:`one_label_share`)."""
     idx = np.arange(len(label))
     own = label_quality(fit.posterior, label, level)  # the model's own figure and its interval
     z = float(stats.norm.ppf(0.5 + level / 2))
@@ -186,8 +230,10 @@ def accuracy_range(fit: FitResult, label: np.ndarray, level: float = 0.9) -> Acc
             sd = float(np.sqrt(max(a * (1 - a), 1e-12) / m)) / disc
             figures += [heldout - z * sd, heldout + z * sd]
     estimate = heldout if heldout is not None else model
+    if difficulty is not None:
+        figures += [difficulty.accuracy, difficulty.at_chance]
     low, high = float(np.clip(min(figures), 0, 1)), float(np.clip(max(figures), 0, 1))
-    return AccuracyRange(estimate, low, high, level, model, heldout, tuple(by_model))
+    return AccuracyRange(estimate, low, high, level, model, heldout, tuple(by_model), difficulty, one_label)
 
 
 def label_safety(
@@ -215,5 +261,7 @@ def label_safety(
         alternatives=names,
         alternative_labels=alt,
         depends=depends,
-        accuracy=accuracy_range(fit, label, level),
+        accuracy=accuracy_range(
+            fit, label, level, difficulty_mixture(resp, np.asarray(fit.posterior), label), one_label_share(resp)
+        ),
     )

@@ -136,6 +136,25 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
             f"About {_pct(acc.estimate)} of the {n_items:,} labels are right (range {_pct(acc.low)} to "
             f"{_pct(acc.high)}, {pct}): {checks}."
         )
+    if acc.one_label:
+        return (
+            f"How many of the {n_items:,} labels are right cannot be estimated from the responses: "
+            f"{_pct(acc.one_label_share)} of them come from annotators who always give the same label (like rules "
+            "that vote one class and abstain otherwise), and agreement cannot tell how often such annotators are "
+            f"right. The checks span {_pct(acc.low)} to {_pct(acc.high)} ({checks}), but none of them can see it. "
+            "Give known answers for a sample of items to measure it."
+        )
+    d = acc.difficulty
+    if d is not None and d.flagged:
+        return (
+            f"How many of the {n_items:,} labels are right cannot be estimated from the responses alone. The items "
+            f"differ in difficulty: about {_pct(d.hard_share)} of them look hard (the crowd splits on more items, and "
+            "agrees unanimously on more, than a model of equally hard items predicts). On hard items annotators "
+            "often make the same mistake, and no check of the responses can see shared mistakes. If annotators are "
+            f"better than chance on the hard items, about {_pct(d.accuracy)} are right; if not, {_pct(d.at_chance)};"
+            f" all checks together span {_pct(acc.low)} to {_pct(acc.high)} ({checks}). Give known answers for a "
+            "sample of items to measure it."
+        )
     return (
         f"How many of the {n_items:,} labels are right cannot be pinned down without gold labels: between "
         f"{_pct(acc.low)} and {_pct(acc.high)} ({pct} range), most likely about {_pct(acc.estimate)}. Why: {checks}. "

@@ -1,0 +1,238 @@
+"""Do items differ in difficulty?  A check the responses can make, and what it does to the accuracy figure.
+
+A conditionally independent model (Dawid & Skene 1979 and its relatives) takes every item of a class to be as easy
+as every other: given the class, an item's responses are independent draws from the annotators' confusions.  Real
+items are not alike (Whitehill et al. 2009, GLAD): on hard items the crowd splits, on easy ones it agrees, so there
+are *more* unanimous items and *more* split items than such a model predicts (overdispersion of the vote margins).
+The model then reads a split as a few annotators' slips and overstates the accuracy of the labels on split items.
+
+**Two-type model.**  Items are *easy* (responses follow the annotators' confusions ``Θ_w``) or, with probability
+``τ``, *hard*: each response is informative with probability ``λ`` and otherwise a draw from the overall label
+shares ``ρ``, ``P(r = k | c, hard) = λ Θ_w[c, k] + (1 − λ) ρ_k``.  EM over (class, item type): the one-type model
+(``τ = 0``) is fitted first from the chosen labels' posterior ``q`` (``Θ_w`` shrunk towards the pooled confusion,
+:data:`SHRINK` pseudo-responses), the two-type model then starts from its optimum with ``τ = 0.2, λ = 0.5`` (and is replaced by
+it when it ends lower), so ``lr``, twice the log-likelihood gain, is ≥ 0 and measures the evidence of difficulty.  Under ``τ = 0`` the parameter ``λ`` is not
+identified (Davies 1987), so the χ² on two degrees of freedom is only a guide; the check fires when the gain is
+large (:data:`FLAG_P`) *and* material: at least :data:`FLAG_HARD` of the items are hard.
+
+**What it implies.**  ``accuracy``: the chosen labels' accuracy under the two-type model, ``Σ_i P(c_i = label_i |
+responses) / n``.  It assumes annotators are better than chance on hard items too; nothing in the responses can
+show that (a hard item on which the crowd agrees on a wrong label looks like an easy item of the other class), so
+``at_chance`` is the plausible model where errors concentrate where the check says: the hard items' labels are
+right only as often as their class's share.  Cost: two EM fits (SQUAREM-accelerated, Varadhan & Roland 2008) of
+at most :data:`MAX_ITER` steps, each ``O(responses × classes)``; beyond :data:`MAX_RESPONSES` responses the check
+runs on the items of smallest id hash that hold that many (the same items whatever the row order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+from scipy.special import logsumexp
+
+from fusion_core.data.responses import Responses
+from fusion_core.methods.auto.folds import id_hashes
+
+SHRINK = 2.0
+"""Pseudo-responses pulling each annotator's confusion rows towards the pooled confusion."""
+MAX_ITER = 150
+"""EM steps of each fit (one-type, then two-type), extrapolations included."""
+TOL = 1e-5
+"""Stop when the log-likelihood gains less than this per item."""
+MAX_RESPONSES = 100_000
+"""Responses the check reads at most (a subset of whole items, chosen by id hash)."""
+FLAG_P = 1e-3
+"""Difficulty is reported when the likelihood-ratio p-value (χ², 2 degrees of freedom) is below this …"""
+FLAG_HARD = 0.05
+"""… and the two-type model calls at least this share of the items hard."""
+
+
+@dataclass(frozen=True)
+class DifficultyCheck:
+    """The two-type model's fit (module docstring): ``hard_share`` (``τ``), ``informative`` (``λ``), ``accuracy``
+    of the chosen labels under it, ``at_chance`` (its hard items' labels right only at their class's share) and
+    ``one_type_accuracy`` under the refitted one-type model; ``lr`` twice the log-likelihood gain over the one-type
+    model and ``p_value``; ``iterations``, ``converged`` and the log-likelihood trace of the two-type fit; ``n_items``
+    the items it read."""
+
+    hard_share: float
+    informative: float
+    accuracy: float
+    at_chance: float
+    one_type_accuracy: float
+    lr: float
+    p_value: float
+    iterations: int
+    converged: bool
+    loglik: tuple[float, ...]
+    n_items: int
+
+    @property
+    def flagged(self) -> bool:
+        """Items differ in difficulty: the gain is significant and material (module docstring)."""
+        return bool(self.p_value < FLAG_P and self.hard_share >= FLAG_HARD)
+
+    def summary(self) -> dict:
+        """Plain JSON values (for ``summary.json``)."""
+        return {
+            "flagged": self.flagged,
+            "hard_share": self.hard_share,
+            "informative_on_hard": self.informative,
+            "accuracy_two_type": self.accuracy,
+            "accuracy_hard_at_chance": self.at_chance,
+            "likelihood_ratio": self.lr,
+            "p_value": self.p_value,
+            "iterations": self.iterations,
+            "converged": self.converged,
+            "items_read": self.n_items,
+        }
+
+
+def _item_sum(item: np.ndarray, x: np.ndarray, n: int) -> np.ndarray:
+    """Per-item sums of the rows of ``x`` (responses × K)."""
+    K = x.shape[1]
+    flat = (item[:, None] * K + np.arange(K)[None, :]).ravel()
+    return np.bincount(flat, weights=x.ravel(), minlength=n * K).reshape(n, K)
+
+
+def _confusions(resp: Responses, w_resp: np.ndarray, K: int) -> np.ndarray:
+    """Θ_w[c, k] from per-response class weights ``w_resp`` (responses × K), shrunk towards the pooled rows."""
+    W = resp.n_workers
+    flat = ((resp.worker * K)[:, None] * K + np.arange(K)[None, :] * K + resp.label[:, None]).ravel()
+    counts = np.bincount(flat, weights=w_resp.ravel(), minlength=W * K * K).reshape(W, K, K)
+    pooled = counts.sum(axis=0) + 1e-2
+    pooled /= pooled.sum(axis=1, keepdims=True)
+    conf = counts + SHRINK * pooled[None]
+    return conf / conf.sum(axis=2, keepdims=True)
+
+
+def _unpack(theta: np.ndarray, W: int, K: int) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(prior, Θ, τ, λ) from the flat parameter vector, projected back onto the simplex and the bounds."""
+    prior = np.clip(theta[:K], 1e-6, None)
+    conf = np.clip(theta[K : K + W * K * K].reshape(W, K, K), 1e-9, None)
+    tau, lam = float(np.clip(theta[-2], 0.0, 1 - 1e-4)), float(np.clip(theta[-1], 1e-3, 1.0))
+    return prior / prior.sum(), conf / conf.sum(axis=2, keepdims=True), tau, lam
+
+
+def _pack(prior: np.ndarray, conf: np.ndarray, tau: float, lam: float) -> np.ndarray:
+    return np.concatenate([prior, conf.ravel(), [tau, lam]])
+
+
+class _Model:
+    """E- and M-steps of the one-type (``two_types`` False: ``τ = 0``) or two-type model on ``resp``."""
+
+    def __init__(self, resp: Responses, K: int, two_types: bool) -> None:
+        self.resp, self.K, self.two_types = resp, K, two_types
+        rho = np.bincount(resp.label, minlength=K).astype(float) + 1.0
+        self.rho_r = (rho / rho.sum())[resp.label][:, None]
+
+    def estep(self, theta: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+        """Posterior over (class, type) per item, the log-likelihood, Θ_w[c, l_r] and the hard items' mixture."""
+        r, K = self.resp, self.K
+        n = r.n_items
+        prior, conf, tau, lam = _unpack(theta, r.n_workers, K)
+        th = np.clip(conf[r.worker, :, r.label], 1e-12, 1.0)  # responses × K: Θ_w[c, l_r]
+        logj = [np.log(prior) + _item_sum(r.item, np.log(th), n) + np.log1p(-tau)]
+        mix = th
+        if self.two_types:
+            mix = lam * th + (1.0 - lam) * self.rho_r
+            logj.append(np.log(prior) + _item_sum(r.item, np.log(mix), n) + np.log(max(tau, 1e-300)))
+        joint = np.stack(logj, axis=2)
+        ll_i = logsumexp(joint.reshape(n, -1), axis=1)
+        return np.exp(joint - ll_i[:, None, None]), float(ll_i.sum()), th, mix
+
+    def step(self, theta: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+        """One EM update: (new parameters, log-likelihood at ``theta``, posterior at ``theta``)."""
+        r, K = self.resp, self.K
+        post, ll, th, mix = self.estep(theta)
+        _, _, tau, lam = _unpack(theta, r.n_workers, K)
+        prior = np.clip(post.sum(axis=2).mean(axis=0), 1e-6, None)
+        w = post[r.item, :, 0]
+        if self.two_types:
+            h = post[r.item, :, 1]
+            informative = h * (lam * th / mix)
+            w = w + informative
+            tau = float(np.clip(post[:, :, 1].sum() / r.n_items, 1e-4, 1 - 1e-4))
+            lam = float(np.clip(informative.sum() / max(h.sum(), 1e-12), 1e-3, 1 - 1e-3))
+        return _pack(prior / prior.sum(), _confusions(r, w, K), tau, lam), ll, post
+
+
+def _em(model: _Model, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[float], int, bool]:
+    """EM accelerated by SQUAREM (Varadhan & Roland 2008, scheme S3, with the plain EM step as fallback whenever
+    the extrapolation lowers the likelihood, so the trace never decreases); returns the parameters, the posterior
+    at them, the log-likelihood trace, the EM steps taken and whether it converged."""
+    n = model.resp.n_items
+    trace: list[float] = []
+    steps, converged = 0, False
+    t1, ll, post = model.step(theta)
+    steps += 1
+    trace.append(ll)
+    while steps < MAX_ITER:
+        t2, ll1, post1 = model.step(t1)
+        rr, v = t1 - theta, (t2 - t1) - (t1 - theta)
+        alpha = -float(np.sqrt((rr @ rr) / max(v @ v, 1e-300)))
+        alpha = min(alpha, -1.0)
+        cand = _pack(*_unpack(theta - 2 * alpha * rr + alpha * alpha * v, model.resp.n_workers, model.K))
+        t3, ll3, post3 = model.step(cand)
+        steps += 2
+        if ll3 >= ll1:
+            theta, ll_new, post, t1 = cand, ll3, post3, t3
+        else:
+            theta, ll_new, post, t1 = t1, ll1, post1, t2
+        converged = ll_new - trace[-1] < TOL * n
+        trace.append(ll_new)
+        if converged:
+            break
+    return theta, post, trace, steps, converged
+
+
+def _items_read(resp: Responses) -> np.ndarray:
+    """Items the check reads: all that have responses, or beyond :data:`MAX_RESPONSES` responses those of smallest
+    id hash that hold that many (boolean per item)."""
+    per_item = resp.responses_per_item
+    if resp.n_responses <= MAX_RESPONSES:
+        return per_item > 0
+    order = np.argsort(id_hashes(resp.items), kind="stable")
+    keep = np.zeros(resp.n_items, dtype=bool)
+    keep[order[np.cumsum(per_item[order]) <= MAX_RESPONSES]] = True
+    return keep & (per_item > 0)
+
+
+def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray) -> DifficultyCheck:
+    """Fit the one-type and then the two-type model from ``posterior`` and score the chosen ``label`` (module
+    docstring)."""
+    q = np.clip(np.asarray(posterior, float), 0.0, 1.0)
+    q = q / np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
+    label = np.asarray(label, dtype=np.int64)
+    read = _items_read(resp)
+    if not read.all():
+        resp = resp.subset(read[resp.item])
+    idx = np.flatnonzero(read)
+    K = q.shape[1]
+    prior = np.clip(q[idx].mean(axis=0), 1e-6, None)
+    theta, post1, tr1, _, _ = _em(
+        _Model(resp, K, False), _pack(prior / prior.sum(), _confusions(resp, q[resp.item], K), 0.0, 1.0)
+    )
+    prior1, conf1, _, _ = _unpack(theta, resp.n_workers, K)
+    post1 = np.concatenate([post1, np.zeros_like(post1)], axis=2)  # items × K × (easy, hard)
+    theta2, post2, tr2, it, conv = _em(_Model(resp, K, True), _pack(prior1, conf1, 0.2, 0.5))
+    if tr2[-1] <= tr1[-1]:  # the two-type optimum found is no better: the one-type fit is the two-type MLE
+        theta2, post2, tr2 = _pack(prior1, conf1, 0.0, 1.0), post1, tr1
+    prior2, _, tau, lam = _unpack(theta2, resp.n_workers, K)
+    lr = 2.0 * (tr2[-1] - tr1[-1])
+    right = post2[idx, label[idx]]  # P(class = label, type) per item read
+    return DifficultyCheck(
+        hard_share=tau,
+        informative=lam,
+        accuracy=float(right.sum(axis=1).mean()),
+        at_chance=float((right[:, 0] + post2[idx, :, 1].sum(axis=1) * prior2[label[idx]]).mean()),
+        one_type_accuracy=float(post1[idx, label[idx], 0].mean()),
+        lr=lr,
+        p_value=float(stats.chi2.sf(lr, 2)),
+        iterations=it,
+        converged=conv,
+        loglik=tuple(tr2),
+        n_items=len(idx),
+    )

@@ -1,0 +1,115 @@
+"""The difficulty check of the accuracy figure (issue 21, item 4; fusion_core.diagnostics.audit.difficulty) and the
+one-label condition: recovery on simulated crowds of two item types, nothing on a well-specified crowd, monotone EM,
+the item subset for large data, and the audit's words and summary when the accuracy cannot be estimated."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fusion_core.diagnostics.audit.difficulty as difficulty
+from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.audit.difficulty import difficulty_mixture
+from fusion_core.diagnostics.audit.safety import AccuracyRange, label_safety, one_label_share
+from fusion_core.diagnostics.audit.words import accuracy_words
+from fusion_core.methods import create
+from fusion_core.simulate.dawid_skene import dawid_skene
+from fusion_core.simulate.weak import labelling_functions
+
+
+def two_type_crowd(
+    seed: int, n: int = 600, r: int = 9, hard: float = 0.3
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Binary items, 30 annotators of accuracy 0.85–0.95 on easy items and at chance on a share ``hard``."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, n)
+    is_hard = rng.random(n) < hard
+    acc = rng.uniform(0.85, 0.95, 30)
+    item = np.repeat(np.arange(n), r)
+    worker = np.concatenate([rng.choice(30, r, replace=False) for _ in range(n)])
+    a = np.where(is_hard[item], 0.5, acc[worker])
+    label = np.where(rng.random(len(item)) < a, truth[item], 1 - truth[item])
+    return pd.DataFrame({"task": item, "worker": worker, "label": label}), truth, is_hard
+
+
+def _fit(df: pd.DataFrame) -> tuple[Responses, np.ndarray, np.ndarray]:
+    resp = Responses.from_frame(df)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = create("ds").fit(resp).result_
+    return resp, np.asarray(fit.posterior), np.asarray(fit.label_codes)
+
+
+def test_two_item_types_are_found_and_the_overstatement_shrinks():
+    df, truth, is_hard = two_type_crowd(0)
+    resp, post, label = _fit(df)
+    d = difficulty_mixture(resp, post, label)
+    true_acc = float((resp.classes.take(label).to_numpy() == truth[resp.items.to_numpy()]).mean())
+    assert d.flagged and d.p_value < 1e-6
+    assert d.hard_share == pytest.approx(is_hard.mean(), abs=0.1)
+    assert d.one_type_accuracy > true_acc + 0.04  # what the check is for: equally hard items overstate
+    assert abs(d.accuracy - true_acc) < d.one_type_accuracy - true_acc - 0.02
+    assert d.at_chance <= d.accuracy <= d.one_type_accuracy
+    assert d.converged and np.all(np.diff(d.loglik) >= -1e-6 * resp.n_items)  # EM (with SQUAREM) never goes down
+
+
+def test_a_well_specified_crowd_shows_no_difficulty_and_keeps_its_range():
+    sim = dawid_skene(n_items=500, n_workers=20, n_classes=3, responses_per_item=5, seed=1)
+    resp, post, label = _fit(sim.responses)
+    d = difficulty_mixture(resp, post, label)
+    assert not d.flagged and d.hard_share < 0.05
+    assert d.accuracy == pytest.approx(d.one_type_accuracy, abs=0.01)
+    assert d.accuracy - d.at_chance < 0.02  # the hard-at-chance figure does not widen the range
+    fit = create("ds").fit(resp).result_
+    s = label_safety(resp, fit, label, create("mv").fit(resp).result_.label_codes)
+    assert s.accuracy.identifiable and s.accuracy.difficulty is not None
+
+
+def test_large_data_reads_a_row_order_invariant_subset(monkeypatch):
+    df, _, _ = two_type_crowd(2, n=300)
+    monkeypatch.setattr(difficulty, "MAX_RESPONSES", 1000)
+    resp, post, label = _fit(df)
+    d = difficulty_mixture(resp, post, label)
+    assert 1000 // 9 - 1 <= d.n_items <= 1000 // 9
+    shuffled = df.sample(frac=1.0, random_state=3)
+    resp2 = Responses.from_frame(shuffled)
+    order = resp2.items.get_indexer(resp.items)
+    post2, label2 = np.empty_like(post), np.empty_like(label)
+    post2[order], label2[order] = post, label
+    d2 = difficulty_mixture(resp2, post2, label2)
+    assert d2.n_items == d.n_items and d2.hard_share == pytest.approx(d.hard_share, abs=1e-6)
+
+
+def test_one_label_share_by_hand():
+    # a: 10 responses all "x" (one-label); b: 10 with two labels; c: 3 responses all "x" (too few to count)
+    rows = [(f"t{i}", "a", "x") for i in range(10)] + [(f"t{i}", "b", "xy"[i % 2]) for i in range(10)]
+    rows += [(f"t{i}", "c", "x") for i in range(3)]
+    resp = Responses.from_frame(pd.DataFrame(rows, columns=["task", "worker", "label"]))
+    assert one_label_share(resp) == pytest.approx(10 / 23)
+
+
+def test_labelling_functions_make_the_accuracy_inestimable():
+    sim = labelling_functions(n_items=600, seed=0)
+    resp = Responses.from_frame(sim.responses)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = create("ds").fit(resp).result_
+    s = label_safety(resp, fit, fit.label_codes, create("mv").fit(resp).result_.label_codes)
+    acc = s.accuracy
+    assert acc.one_label and not acc.identifiable and not acc.pinned
+    summary = s.summary()
+    assert summary["accuracy_can_be_estimated"] is False and summary["accuracy_estimate"] is None
+    assert "cannot be estimated" in accuracy_words(acc, resp.n_items)
+
+
+def test_words_when_items_differ_in_difficulty():
+    df, _, _ = two_type_crowd(0)
+    resp, post, label = _fit(df)
+    d = difficulty_mixture(resp, post, label)
+    acc = AccuracyRange(0.95, 0.8, 0.97, 0.9, 0.96, None, (), d)
+    text = accuracy_words(acc, resp.n_items)
+    assert not acc.identifiable and not acc.pinned
+    assert "cannot be estimated from the responses alone" in text and "differ in difficulty" in text
