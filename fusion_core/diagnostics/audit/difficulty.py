@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
-from scipy.special import logsumexp
 
 from fusion_core.data.responses import Responses
 from fusion_core.methods.auto.folds import id_hashes
@@ -121,27 +120,30 @@ def _pack(prior: np.ndarray, conf: np.ndarray, tau: float, lam: float) -> np.nda
 
 
 class _Model:
-    """E- and M-steps of the one-type (``two_types`` False: ``τ = 0``) or two-type model on ``resp``."""
+    """E- and M-steps of the one-type (``two_types`` False: ``τ = 0``) or two-type model on ``resp``, whose
+    responses belong to ``n`` items coded ``item`` (0 … n − 1)."""
 
-    def __init__(self, resp: Responses, K: int, two_types: bool) -> None:
-        self.resp, self.K, self.two_types = resp, K, two_types
+    def __init__(self, resp: Responses, K: int, two_types: bool, item: np.ndarray, n: int) -> None:
+        self.resp, self.K, self.two_types, self.item, self.n = resp, K, two_types, item, n
         rho = np.bincount(resp.label, minlength=K).astype(float) + 1.0
         self.rho_r = (rho / rho.sum())[resp.label][:, None]
 
     def estep(self, theta: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
         """Posterior over (class, type) per item, the log-likelihood, Θ_w[c, l_r] and the hard items' mixture."""
-        r, K = self.resp, self.K
-        n = r.n_items
+        r, K, n = self.resp, self.K, self.n
         prior, conf, tau, lam = _unpack(theta, r.n_workers, K)
         th = np.clip(conf[r.worker, :, r.label], 1e-12, 1.0)  # responses × K: Θ_w[c, l_r]
-        logj = [np.log(prior) + _item_sum(r.item, np.log(th), n) + np.log1p(-tau)]
+        logj = [np.log(prior) + _item_sum(self.item, np.log(th), n) + np.log1p(-tau)]
         mix = th
         if self.two_types:
             mix = lam * th + (1.0 - lam) * self.rho_r
-            logj.append(np.log(prior) + _item_sum(r.item, np.log(mix), n) + np.log(max(tau, 1e-300)))
+            logj.append(np.log(prior) + _item_sum(self.item, np.log(mix), n) + np.log(max(tau, 1e-300)))
         joint = np.stack(logj, axis=2)
-        ll_i = logsumexp(joint.reshape(n, -1), axis=1)
-        return np.exp(joint - ll_i[:, None, None]), float(ll_i.sum()), th, mix
+        top = joint.max(axis=(1, 2))
+        post = np.exp(joint - top[:, None, None])
+        total = post.sum(axis=(1, 2))
+        post /= total[:, None, None]
+        return post, float((top + np.log(total)).sum()), th, mix
 
     def step(self, theta: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
         """One EM update: (new parameters, log-likelihood at ``theta``, posterior at ``theta``)."""
@@ -149,12 +151,12 @@ class _Model:
         post, ll, th, mix = self.estep(theta)
         _, _, tau, lam = _unpack(theta, r.n_workers, K)
         prior = np.clip(post.sum(axis=2).mean(axis=0), 1e-6, None)
-        w = post[r.item, :, 0]
+        w = post[self.item, :, 0]
         if self.two_types:
-            h = post[r.item, :, 1]
+            h = post[self.item, :, 1]
             informative = h * (lam * th / mix)
             w = w + informative
-            tau = float(np.clip(post[:, :, 1].sum() / r.n_items, 1e-4, 1 - 1e-4))
+            tau = float(np.clip(post[:, :, 1].sum() / self.n, 1e-4, 1 - 1e-4))
             lam = float(np.clip(informative.sum() / max(h.sum(), 1e-12), 1e-3, 1 - 1e-3))
         return _pack(prior / prior.sum(), _confusions(r, w, K), tau, lam), ll, post
 
@@ -163,7 +165,7 @@ def _em(model: _Model, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[
     """EM accelerated by SQUAREM (Varadhan & Roland 2008, scheme S3, with the plain EM step as fallback whenever
     the extrapolation lowers the likelihood, so the trace never decreases); returns the parameters, the posterior
     at them, the log-likelihood trace, the EM steps taken and whether it converged."""
-    n = model.resp.n_items
+    n = model.n
     trace: list[float] = []
     steps, converged = 0, False
     t1, ll, post = model.step(theta)
@@ -210,25 +212,27 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
     if not read.all():
         resp = resp.subset(read[resp.item])
     idx = np.flatnonzero(read)
+    item, n = np.searchsorted(idx, resp.item), len(idx)  # the items read, coded 0 … n − 1
     K = q.shape[1]
     prior = np.clip(q[idx].mean(axis=0), 1e-6, None)
     theta, post1, tr1, _, _ = _em(
-        _Model(resp, K, False), _pack(prior / prior.sum(), _confusions(resp, q[resp.item], K), 0.0, 1.0)
+        _Model(resp, K, False, item, n), _pack(prior / prior.sum(), _confusions(resp, q[resp.item], K), 0.0, 1.0)
     )
     prior1, conf1, _, _ = _unpack(theta, resp.n_workers, K)
     post1 = np.concatenate([post1, np.zeros_like(post1)], axis=2)  # items × K × (easy, hard)
-    theta2, post2, tr2, it, conv = _em(_Model(resp, K, True), _pack(prior1, conf1, 0.2, 0.5))
+    theta2, post2, tr2, it, conv = _em(_Model(resp, K, True, item, n), _pack(prior1, conf1, 0.2, 0.5))
     if tr2[-1] <= tr1[-1]:  # the two-type optimum found is no better: the one-type fit is the two-type MLE
         theta2, post2, tr2 = _pack(prior1, conf1, 0.0, 1.0), post1, tr1
     prior2, _, tau, lam = _unpack(theta2, resp.n_workers, K)
     lr = 2.0 * (tr2[-1] - tr1[-1])
-    right = post2[idx, label[idx]]  # P(class = label, type) per item read
+    j, lab = np.arange(n), label[idx]
+    right = post2[j, lab]  # P(class = label, type) per item read
     return DifficultyCheck(
         hard_share=tau,
         informative=lam,
         accuracy=float(right.sum(axis=1).mean()),
-        at_chance=float((right[:, 0] + post2[idx, :, 1].sum(axis=1) * prior2[label[idx]]).mean()),
-        one_type_accuracy=float(post1[idx, label[idx], 0].mean()),
+        at_chance=float((right[:, 0] + post2[j, :, 1].sum(axis=1) * prior2[lab]).mean()),
+        one_type_accuracy=float(post1[j, lab, 0].mean()),
         lr=lr,
         p_value=float(stats.chi2.sf(lr, 2)),
         iterations=it,

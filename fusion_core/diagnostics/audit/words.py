@@ -247,6 +247,8 @@ def accuracy_tile(audit: AuditResult) -> tuple[str, str]:
     acc = s.accuracy
     if acc.pinned:
         return "labels right (estimated)", _pct(acc.estimate)
+    if not acc.identifiable:
+        return "labels right (cannot be estimated; checks span)", f"{_pct(acc.low)}–{_pct(acc.high)}"
     return "labels right (range, no gold)", f"{_pct(acc.low)}–{_pct(acc.high)}"
 
 
