@@ -113,3 +113,23 @@ def test_words_when_items_differ_in_difficulty():
     text = accuracy_words(acc, resp.n_items)
     assert not acc.identifiable and not acc.pinned
     assert "cannot be estimated from the responses alone" in text and "differ in difficulty" in text
+
+
+@pytest.mark.slow
+def test_two_type_crowds_are_flagged_and_covered_over_many_seeds():
+    # 20 seeds of the two-type crowd: the check fires on every one, and the range of label_safety (ds's own
+    # interval plus the two difficulty figures) covers the true accuracy (± 1 pt) on at least 85 % of them
+    fired = covered = 0
+    for seed in range(20):
+        df, truth, _ = two_type_crowd(100 + seed)
+        resp = Responses.from_frame(df)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = create("ds").fit(resp).result_
+        label = np.asarray(fit.label_codes)
+        acc = label_safety(resp, fit, label, create("mv").fit(resp).result_.label_codes).accuracy
+        true_acc = float((resp.classes.take(label).to_numpy() == truth[resp.items.to_numpy()]).mean())
+        fired += not acc.identifiable
+        covered += acc.low - 0.01 <= true_acc <= acc.high + 0.01
+    print(f"two-type crowds: check fired {fired}/20, range covered {covered}/20")
+    assert fired == 20 and covered >= 17
