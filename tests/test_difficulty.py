@@ -53,6 +53,7 @@ def test_two_item_types_are_found_and_the_overstatement_shrinks():
     assert d.one_type_accuracy > true_acc + 0.04  # what the check is for: equally hard items overstate
     assert abs(d.accuracy - true_acc) < d.one_type_accuracy - true_acc - 0.02
     assert d.at_chance <= d.accuracy <= d.one_type_accuracy
+    assert d.unanimous > 1.3 * d.unanimous_expected  # easy items agree more than equally hard items would
     assert d.converged and np.all(np.diff(d.loglik) >= -1e-6 * resp.n_items)  # EM (with SQUAREM) never goes down
 
 
@@ -62,6 +63,7 @@ def test_a_well_specified_crowd_shows_no_difficulty_and_keeps_its_range():
     d = difficulty_mixture(resp, post, label)
     assert not d.flagged and d.hard_share < 0.05
     assert d.accuracy == pytest.approx(d.one_type_accuracy, abs=0.01)
+    assert d.unanimous == pytest.approx(d.unanimous_expected, rel=0.15)
     assert d.accuracy - d.at_chance < 0.02  # the hard-at-chance figure does not widen the range
     fit = create("ds").fit(resp).result_
     s = label_safety(resp, fit, label, create("mv").fit(resp).result_.label_codes)
@@ -113,6 +115,7 @@ def test_words_when_items_differ_in_difficulty():
     text = accuracy_words(acc, resp.n_items)
     assert not acc.identifiable and not acc.pinned
     assert "cannot be estimated from the responses alone" in text and "differ in difficulty" in text
+    assert f"{d.unanimous:,} items are unanimous" in text
 
 
 @pytest.mark.slow

@@ -42,6 +42,8 @@ TOL = 1e-5
 """Stop when the log-likelihood gains less than this per item."""
 MAX_RESPONSES = 100_000
 """Responses the check reads at most (a subset of whole items, chosen by id hash)."""
+MAX_CLASSES_UNANIMOUS = 20
+"""Most classes for which the expected number of unanimous items is computed (cost: classes × one E-step)."""
 FLAG_P = 1e-3
 """Difficulty is reported when the likelihood-ratio p-value (χ², 2 degrees of freedom) is below this …"""
 FLAG_HARD = 0.05
@@ -54,7 +56,8 @@ class DifficultyCheck:
     of the chosen labels under it, ``at_chance`` (its hard items' labels right only at their class's share) and
     ``one_type_accuracy`` under the refitted one-type model; ``lr`` twice the log-likelihood gain over the one-type
     model and ``p_value``; ``iterations``, ``converged`` and the log-likelihood trace of the two-type fit; ``n_items``
-    the items it read."""
+    the items it read, ``unanimous`` those of them with two or more responses all alike and ``unanimous_expected``
+    how many the one-type fit predicts (NaN beyond :data:`MAX_CLASSES_UNANIMOUS` classes)."""
 
     hard_share: float
     informative: float
@@ -67,6 +70,8 @@ class DifficultyCheck:
     converged: bool
     loglik: tuple[float, ...]
     n_items: int
+    unanimous: int = 0
+    unanimous_expected: float = float("nan")
 
     @property
     def flagged(self) -> bool:
@@ -86,6 +91,8 @@ class DifficultyCheck:
             "iterations": self.iterations,
             "converged": self.converged,
             "items_read": self.n_items,
+            "unanimous_items": self.unanimous,
+            "unanimous_items_expected_if_equally_hard": self.unanimous_expected,
         }
 
 
@@ -190,6 +197,23 @@ def _em(model: _Model, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[
     return theta, post, trace, steps, converged
 
 
+def _unanimous(resp: Responses, item: np.ndarray, n: int, prior: np.ndarray, conf: np.ndarray) -> tuple[int, float]:
+    """Items with two or more responses all alike: observed, and expected under the one-type model ``(prior,
+    conf)``: ``Σ_i Σ_c prior_c Σ_k Π_r Θ_w(r)[c, k]`` over those items."""
+    per_item = np.bincount(item, minlength=n)
+    several = per_item >= 2
+    K = len(prior)
+    distinct = (np.bincount(item * K + resp.label, minlength=n * K).reshape(n, K) > 0).sum(axis=1)
+    observed = int((several & (distinct == 1)).sum())
+    if K > MAX_CLASSES_UNANIMOUS:
+        return observed, float("nan")
+    p = np.zeros(n)
+    for k in range(K):
+        log_all_k = _item_sum(item, np.log(np.clip(conf[resp.worker, :, k], 1e-300, 1.0)), n)  # items × c
+        p += np.exp(log_all_k) @ prior
+    return observed, float(p[several].sum())
+
+
 def _items_read(resp: Responses) -> np.ndarray:
     """Items the check reads: all that have responses, or beyond :data:`MAX_RESPONSES` responses those of smallest
     id hash that hold that many (boolean per item)."""
@@ -219,6 +243,7 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
         _Model(resp, K, False, item, n), _pack(prior / prior.sum(), _confusions(resp, q[resp.item], K), 0.0, 1.0)
     )
     prior1, conf1, _, _ = _unpack(theta, resp.n_workers, K)
+    unanimous, expected = _unanimous(resp, item, n, prior1, conf1)
     post1 = np.concatenate([post1, np.zeros_like(post1)], axis=2)  # items × K × (easy, hard)
     theta2, post2, tr2, it, conv = _em(_Model(resp, K, True, item, n), _pack(prior1, conf1, 0.2, 0.5))
     if tr2[-1] <= tr1[-1]:  # the two-type optimum found is no better: the one-type fit is the two-type MLE
@@ -239,4 +264,6 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
         converged=conv,
         loglik=tuple(tr2),
         n_items=len(idx),
+        unanimous=unanimous,
+        unanimous_expected=expected,
     )

@@ -146,10 +146,15 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
         )
     d = acc.difficulty
     if d is not None and d.flagged:
+        why = "the votes split and agree in a pattern that a model of equally hard items cannot produce"
+        if np.isfinite(d.unanimous_expected) and d.unanimous > d.unanimous_expected:
+            why = (
+                f"{d.unanimous:,} items are unanimous where a model of equally hard items expects "
+                f"{d.unanimous_expected:,.0f}"
+            )
         return (
             f"How many of the {n_items:,} labels are right cannot be estimated from the responses alone. The items "
-            f"differ in difficulty: about {_pct(d.hard_share)} of them look hard (the crowd splits on more items, and "
-            "agrees unanimously on more, than a model of equally hard items predicts). On hard items annotators "
+            f"differ in difficulty: about {_pct(d.hard_share)} of them look hard ({why}). On hard items annotators "
             "often make the same mistake, and no check of the responses can see shared mistakes. If annotators are "
             f"better than chance on the hard items, about {_pct(d.accuracy)} are right; if not, {_pct(d.at_chance)};"
             f" all checks together span {_pct(acc.low)} to {_pct(acc.high)} ({checks}). Give known answers for a "
