@@ -27,6 +27,7 @@ import scipy.sparse as sp
 
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.cartels.report import CartelReport, CartelState
+from fusion_core.diagnostics.cartels.words import n_groups
 
 NEAR_CHANCE_MARGIN = 0.1
 """An annotator whose skill (expected accuracy) is within this of chance (1 / number of labels) is "near chance";
@@ -297,9 +298,10 @@ def explain_cartels(
     p_txt = f"p = {p:.3g} < α = {report.alpha:g}"
     return CartelFinding(
         state,
-        f"{len(report.groups)} group(s) of annotators agree with each other beyond what their accuracy explains.",
-        f"Members agree more among themselves than with the other annotators ({p_txt}). This flags correlation, "
-        "not intent: annotators sharing a guideline or a tool can look the same.",
+        f"{n_groups(len(report.groups))}: annotators who agree with each other beyond what their accuracy explains.",
+        f"Members agree more among themselves than with the other annotators ({p_txt}). This flags dependence, "
+        "not intent: copies of one source, or annotators sharing a guideline or a tool, can look the same as "
+        f"collusion. {report.reason.rstrip('.')}.",
         pd.DataFrame(rows),
         annotators,
         pd.concat(swings) if swings else pd.DataFrame(),
