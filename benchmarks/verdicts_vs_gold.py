@@ -64,7 +64,21 @@ def gold_bands(answers: pd.DataFrame, truth: pd.Series, level: float = 0.9, min_
         ["few gold", "worse than chance", "near chance", "noisy"],
         "reliable",
     )
-    out = pd.DataFrame({"gold responses": g["count"], "gold accuracy": acc, "gold skill": kappa, "band": band})
+    # chance on the annotator's own gold items: reporting with its label frequencies against the truth shares of
+    # *its* items (an annotator who answers the common label of its batch is right often, at chance)
+    own = pd.crosstab(df["worker"], df["truth"], normalize="index")
+    c_own = (own.reindex(columns=shares.columns, fill_value=0.0) * shares.reindex(own.index)).sum(axis=1)
+    c_own = c_own.reindex(g.index)
+    kappa_own = (acc - c_own) / (1 - c_own).clip(lower=1e-9)
+    out = pd.DataFrame(
+        {
+            "gold responses": g["count"],
+            "gold accuracy": acc,
+            "gold skill": kappa,
+            "gold skill (own items)": kappa_own,
+            "band": band,
+        }
+    )
     out.index = out.index.astype(str)
     return out
 
@@ -103,6 +117,16 @@ def summary(rows: pd.DataFrame) -> str:
         f"above the crowd's median gold accuracy yet called near chance or dependent: {len(wrong)}; "
         f"dependent-group verdicts: {int((rows['verdict'] == DEPENDENT).sum())}",
     ]
+    if len(wrong):
+        at_chance = wrong["gold skill (own items)"] < 0.15
+        lines.append(
+            f"  of those {len(wrong)}: {int(at_chance.sum())} near chance by gold against the truth shares of their own "
+            "gold items (chance = Σ_k share of k among its items × its frequency of k): "
+            + ", ".join(
+                f"{w} (gold skill {r['gold skill']:.2f}, own items {r['gold skill (own items)']:.2f})"
+                for w, r in wrong.iterrows()
+            )
+        )
     # the same figures where the gold itself can tell (≥ ENOUGH_GOLD gold responses), and the recall among the bad
     # annotators the audit gave an accuracy verdict ("not enough responses to tell" is neither a flag nor a pass)
     enough = judged["gold responses"] >= ENOUGH_GOLD
