@@ -12,7 +12,7 @@ from fusion_core.plots import label_distribution, response_count_histograms
 ds = page_setup("Home")
 st.title("Annotator reliability audit")
 st.markdown(
-    "Estimate which annotators are reliable, which are spammers or colluding, and which items need another "
+    "Estimate which annotators are reliable, which are spammers or copy each other, and which items need another "
     "look — without ground truth. Load data, fit one or several latent-truth models, then explore."
 )
 

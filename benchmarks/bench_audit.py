@@ -19,7 +19,7 @@ from _common import make_parser, peak_rss_mb
 
 from fusion_core.data.dataset import make_dataset
 from fusion_core.data.responses import Responses
-from fusion_core.diagnostics.audit import ACCEPTABLE, ADVERSARIAL, COLLUDING, SPAMMER, findings, run_audit
+from fusion_core.diagnostics.audit import ACCEPTABLE, ADVERSARIAL, DEPENDENT, SPAMMER, findings, run_audit
 from fusion_core.plots.audit import audit_figures
 from fusion_core.report import report_html
 from fusion_core.simulate import dawid_skene
@@ -71,7 +71,7 @@ def oracle(seeds: int) -> None:
         v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers).reindex(roles.index)
         hits["spammer"] += list(v[roles == "spammer"] == SPAMMER)
         hits["adversary"] += list(v[roles == "adversary"] == ADVERSARIAL)
-        hits["cartel"] += list(v[roles.str.startswith("cartel")] == COLLUDING)
+        hits["cartel"] += list(v[roles.str.startswith("cartel")] == DEPENDENT)
         honest += list(~v[roles == "honest"].isin(ACCEPTABLE))
     rates = ", ".join(f"{k} {sum(x)}/{len(x)} ({np.mean(x):.3f})" for k, x in hits.items())
     print(f"demo oracle over {seeds} seeds: flagged {rates}; honest flagged {sum(honest)}/{len(honest)}")

@@ -2,10 +2,12 @@
 
 Per seed: two honest crowds with skill heterogeneity and sparse annotators (spectral ``independent`` at 30 %
 observed; Dawid–Skene with zipf activity) and a crowd with a planted 10-member cartel among 50 annotators at 30 % observed (spectral ``cartel``, target 70 %
-right, members 80–95 % faithful to it).  Prints the false accusation rate (honest annotators called colluding,
+right, members 80–95 % faithful to it).  Prints the false accusation rate (honest annotators put in a dependent
+group — copies or collusion,
 including the honest annotators of the planted crowd and two groups proposed on purpose: the 8 best and the 8
 worst annotators of the honest crowd — the groups real crowds wrongly accused), the recall of planted cartels (a
-colluding group holds at least half of the planted members), member recall, and whether the audit's check
+dependent group holds at least half of the planted members), member recall, how the found planted groups are
+worded (possible collusion, not near-duplicate annotators: members 80–95 % faithful), and whether the audit's check
 (``run_audit``'s ``_cartel``) and the Cartels page's call (:func:`check_collusion`) name the same groups.
 
     PYTHONPATH=$PWD nice -n 10 python benchmarks/collusion_calibration.py --seeds 200
@@ -22,6 +24,7 @@ from _common import make_parser
 from fusion_core.data.responses import as_responses
 from fusion_core.diagnostics.audit.runner import _cartel
 from fusion_core.diagnostics.cartels.collusion import DEFAULTS, check_collusion, group_evidence
+from fusion_core.diagnostics.cartels.words import POSSIBLE_COLLUSION
 from fusion_core.simulate.dawid_skene import dawid_skene
 from fusion_core.simulate.spectral import cartel, independent
 
@@ -48,7 +51,16 @@ def crowds(seed: int) -> dict[str, tuple[object, set[str]]]:
 
 
 def run_seed(seed: int, audit: bool = True) -> dict[str, float]:
-    out = {"honest": 0.0, "accused": 0.0, "planted": 0.0, "found": 0.0, "members": 0.0, "hit": 0.0, "agree": 1.0}
+    out = {
+        "honest": 0.0,
+        "accused": 0.0,
+        "planted": 0.0,
+        "found": 0.0,
+        "members": 0.0,
+        "hit": 0.0,
+        "agree": 1.0,
+        "worded": 0.0,
+    }
     for name, (sim, true) in crowds(seed).items():
         resp = as_responses(sim.responses)  # type: ignore[attr-defined]
         with warnings.catch_warnings():
@@ -67,12 +79,17 @@ def run_seed(seed: int, audit: bool = True) -> dict[str, float]:
             for grp in (list(acc.index[-8:]), list(acc.index[:8])):
                 ev = group_evidence(resp, [str(w) for w in grp], DEFAULTS, rng)
                 out["honest"] += len(grp)
-                out["accused"] += len(grp) if ev.colluding else 0
+                out["accused"] += len(grp) if ev.dependent else 0
         if true:
             out["planted"] += 1
             out["found"] += float(any(len(set(g) & true) >= len(true) / 2 for g in check.groups))
             out["members"] += len(true)
             out["hit"] += len(accused & true)
+            out["worded"] += float(
+                any(
+                    len(set(e.members) & true) >= len(true) / 2 and e.kind == POSSIBLE_COLLUSION for e in check.evidence
+                )
+            )
     return out
 
 
@@ -97,7 +114,7 @@ def timing(n_responses: int) -> None:
         t3 = time.perf_counter()
     print(
         f"{resp.n_responses:,} responses, {m} annotators: detector {t1 - t0:.2f} s ({len(rep.groups)} proposed), "
-        f"audit's whole check {t2 - t1:.2f} s ({len(check.groups)} colluding), evidence alone {t3 - t2:.2f} s"
+        f"audit's whole check {t2 - t1:.2f} s ({len(check.groups)} dependent), evidence alone {t3 - t2:.2f} s"
     )
 
 
@@ -127,13 +144,13 @@ def real(names: list[str], root: str = "/work/shared/datasets") -> None:
             for what, grp in (("best 20", acc.index[-20:]), ("worst 10", acc.index[:10])):
                 ev = group_evidence(resp, list(grp), DEFAULTS, rng)
                 out.append(
-                    f"{what} (gold {acc.loc[grp, 'mean'].mean():.2f}): colluding {ev.colluding}, "
+                    f"{what} (gold {acc.loc[grp, 'mean'].mean():.2f}): dependent {ev.dependent} ({ev.kind}), "
                     f"{len(ev.near_chance)} near chance"
                 )
         above = sum(acc["mean"].get(w, 0) > acc["mean"].median() for w in check.members)
         print(
-            f"{name}: check {check.report.status}, {len(check.groups)} colluding group(s), {above} colluding "
-            f"annotators above the gold median; " + "; ".join(out)
+            f"{name}: check {check.report.status}, {len(check.groups)} dependent group(s) {check.kinds}, {above} "
+            "members above the gold median; " + "; ".join(out)
         )
 
 
@@ -175,7 +192,9 @@ def main() -> None:
         "  (target ≥ 95 %)"
     )
     print(
-        f"planted members called colluding: {tot['hit']:.0f}/{tot['members']:.0f} = {tot['hit'] / tot['members']:.1%}"
+        f"planted members put in a dependent group: {tot['hit']:.0f}/{tot['members']:.0f} = "
+        f"{tot['hit'] / tot['members']:.1%}; found planted groups worded '{POSSIBLE_COLLUSION}': "
+        f"{tot['worded']:.0f}/{tot['found']:.0f}"
     )
     if not args.no_audit:
         print(f"audit and Cartels page name the same groups: {tot['agree']:.0f}/{n} seeds")

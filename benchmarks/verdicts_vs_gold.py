@@ -11,9 +11,10 @@ skill above chance κ = (a − c)/(1 − c) with the interval mapped through the
 * ``few gold`` — fewer than 10 responses on gold items (left out of the summary).
 
 Prints, per crowd and pooled, the confusion table (rows: gold band, columns: verdict), the flag precision and
-recall ("bad" = near chance or worse than chance; "flagged" = near chance, worse than chance or colluding), and
-the acceptance check of issue 26: annotators with gold accuracy above the crowd's median called near chance or
-colluding; a second line gives the same figures on annotators with at least 50 gold responses (where the gold band
+recall ("bad" = near chance or worse than chance; "flagged" = near chance, worse than chance or in a dependent
+group — copies or collusion; gold cannot confirm dependence, so the precision of the accuracy flags alone is
+printed too), and the acceptance check of issue 26: annotators with gold accuracy above the crowd's median called
+near chance or in a dependent group; a second line gives the same figures on annotators with at least 50 gold responses (where the gold band
 is itself well determined) and the recall among bad annotators that got an accuracy verdict.
 
     python benchmarks/verdicts_vs_gold.py                      # public sets + simulated crowds
@@ -31,11 +32,11 @@ from _common import categorical_datasets, load, make_parser
 from scipy import stats
 
 from fusion_core.diagnostics.audit import run_audit
-from fusion_core.diagnostics.audit.rules import ADVERSARIAL, COLLUDING, SPAMMER, TOO_FEW, VERDICTS
+from fusion_core.diagnostics.audit.rules import ADVERSARIAL, DEPENDENT, SPAMMER, TOO_FEW, VERDICTS
 from fusion_core.simulate import dawid_skene
 
 BANDS = ("worse than chance", "near chance", "noisy", "reliable", "few gold")
-FLAGS = (SPAMMER, ADVERSARIAL, COLLUDING)
+FLAGS = (SPAMMER, ADVERSARIAL, DEPENDENT)
 ENOUGH_GOLD = 50
 """Gold responses from which an annotator's gold band is itself well determined (the band's interval at 90 % on 50
 balanced binary responses is about ±0.23 in skill above chance), for the second summary line."""
@@ -63,7 +64,21 @@ def gold_bands(answers: pd.DataFrame, truth: pd.Series, level: float = 0.9, min_
         ["few gold", "worse than chance", "near chance", "noisy"],
         "reliable",
     )
-    out = pd.DataFrame({"gold responses": g["count"], "gold accuracy": acc, "gold skill": kappa, "band": band})
+    # chance on the annotator's own gold items: reporting with its label frequencies against the truth shares of
+    # *its* items (an annotator who answers the common label of its batch is right often, at chance)
+    own = pd.crosstab(df["worker"], df["truth"], normalize="index")
+    c_own = (own.reindex(columns=shares.columns, fill_value=0.0) * shares.reindex(own.index)).sum(axis=1)
+    c_own = c_own.reindex(g.index)
+    kappa_own = (acc - c_own) / (1 - c_own).clip(lower=1e-9)
+    out = pd.DataFrame(
+        {
+            "gold responses": g["count"],
+            "gold accuracy": acc,
+            "gold skill": kappa,
+            "gold skill (own items)": kappa_own,
+            "band": band,
+        }
+    )
     out.index = out.index.astype(str)
     return out
 
@@ -90,15 +105,28 @@ def summary(rows: pd.DataFrame) -> str:
     judged = rows[rows["band"] != "few gold"]
     bad = judged["band"].isin(["near chance", "worse than chance"])
     flagged = judged["verdict"].isin(FLAGS)
-    wrong = judged[judged["above median"] & judged["verdict"].isin([SPAMMER, COLLUDING])]
+    wrong = judged[judged["above median"] & judged["verdict"].isin([SPAMMER, DEPENDENT])]
+    by_accuracy = judged["verdict"].isin([SPAMMER, ADVERSARIAL])
     lines = [
         table.to_string(),
         f"flagged {int(flagged.sum())}, of them truly bad {int((flagged & bad).sum())} "
-        f"(precision {(flagged & bad).sum() / max(flagged.sum(), 1):.2f}); bad {int(bad.sum())}, "
-        f"flagged {int((flagged & bad).sum())} (recall {(flagged & bad).sum() / max(bad.sum(), 1):.2f}); "
-        f"above the crowd's median gold accuracy yet called near chance or colluding: {len(wrong)}; "
-        f"colluding verdicts: {int((rows['verdict'] == COLLUDING).sum())}",
+        f"(precision {(flagged & bad).sum() / max(flagged.sum(), 1):.2f}; accuracy flags alone "
+        f"{(by_accuracy & bad).sum()}/{int(by_accuracy.sum())} = {(by_accuracy & bad).sum() / max(by_accuracy.sum(), 1):.2f}); "
+        f"bad {int(bad.sum())}, flagged {int((flagged & bad).sum())} "
+        f"(recall {(flagged & bad).sum() / max(bad.sum(), 1):.2f}); "
+        f"above the crowd's median gold accuracy yet called near chance or dependent: {len(wrong)}; "
+        f"dependent-group verdicts: {int((rows['verdict'] == DEPENDENT).sum())}",
     ]
+    if len(wrong):
+        at_chance = wrong["gold skill (own items)"] < 0.15
+        lines.append(
+            f"  of those {len(wrong)}: {int(at_chance.sum())} near chance by gold against the truth shares of their own "
+            "gold items (chance = Σ_k share of k among its items × its frequency of k): "
+            + ", ".join(
+                f"{w} (gold skill {r['gold skill']:.2f}, own items {r['gold skill (own items)']:.2f})"
+                for w, r in wrong.iterrows()
+            )
+        )
     # the same figures where the gold itself can tell (≥ ENOUGH_GOLD gold responses), and the recall among the bad
     # annotators the audit gave an accuracy verdict ("not enough responses to tell" is neither a flag nor a pass)
     enough = judged["gold responses"] >= ENOUGH_GOLD

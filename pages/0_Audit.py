@@ -22,6 +22,7 @@ from fusion_core.diagnostics.audit import (
     suggested_label_type,
 )
 from fusion_core.diagnostics.audit_options import AUDIT_OPTIONS
+from fusion_core.diagnostics.cartels.words import QUESTION as DEPENDENCE_QUESTION
 from fusion_core.diagnostics.span_agreement import span_agreement_for
 from fusion_core.errors import UserInputError
 from fusion_core.plots.drift import annotator_over_time
@@ -36,7 +37,7 @@ if ds is None:
     no_data_notice()
     st.stop()
 st.markdown(
-    "One click estimates how reliable each annotator is, who is guessing, sabotaging or colluding, how good the "
+    "One click estimates how reliable each annotator is, who is guessing, sabotaging or copying others, how good the "
     "final labels are and which items need another look — without ground truth."
 )
 audit = cached_audit(ds)
@@ -133,13 +134,13 @@ for f in findings(audit, categorical=categorical):
     answer = md_escape(f.answer)
     if f.question.startswith(("What changed", "Do the labels depend")) and needs_care(audit, f.question):
         text_col.warning(answer, icon=":material/warning:")
-    elif f.question.startswith("Is anyone colluding"):
+    elif f.question == DEPENDENCE_QUESTION:
         status = audit.cartel.status
         if status == "groups_found":
             text_col.warning(answer, icon=":material/group_work:")
             text_col.dataframe(audit.cartel.frame(), key="audit_cartel_groups")
             text_col.download_button(
-                "Cartel groups (CSV)",
+                "Dependent groups (CSV)",
                 lambda: csv_bytes(audit.cartel.frame()),
                 file_name="audit-cartel-groups.csv",
                 mime="text/csv",

@@ -10,16 +10,18 @@ from fusion_app.cache import cached_cartels, cartel_finding, cartels_for, collus
 from fusion_app.shell import choose_one, download_buttons, md_escape, no_data_notice, page_setup, plain
 from fusion_app.state import session
 from fusion_core.diagnostics.cartels.collusion import DEFAULTS
+from fusion_core.diagnostics.cartels.words import NEAR_IDENTICAL
 from fusion_core.errors import UserInputError
 from fusion_core.plots import loadings_scatter, scree_plot
 
 ds = page_setup("Cartels")
 st.title("Cartels")
 st.caption(
-    "Colluding annotators (a cartel) agree with each other more than their estimated accuracies explain, on answers "
-    "the rest of the crowd rejects. The spectral detector proposes groups; each is kept only when both hold "
-    "(near-chance annotators are spammers, not members). The Audit summary runs the same check with the same "
-    "defaults."
+    "The members of a dependent group (copies or collusion) agree with each other more than their estimated "
+    "accuracies explain, on answers the rest of the crowd rejects. The spectral detector proposes groups; each is kept only when both "
+    "hold (near-chance annotators are spammers, not members). Near-identical answers suggest one source (near-"
+    "duplicate annotators); otherwise the group is a possible collusion. The Audit summary runs the same check with "
+    "the same defaults."
 )
 if ds is None:
     no_data_notice()
@@ -90,8 +92,9 @@ if check is not None and len(check.evidence):
     st.caption(
         "Agreement is measured on items the rest of the crowd decides (its posterior without the group ≥ "
         f"{DEFAULTS.decided:g}); 'predicted' is what the members' estimated confusions give if they answer "
-        "independently. Colluding = both excesses significant and ≥ "
-        f"{DEFAULTS.min_excess:.0%} of member pairs. 'Group right' is how often the group's majority equals the "
+        "independently. Dependent = both excesses significant and ≥ "
+        f"{DEFAULTS.min_excess:.0%} of member pairs; near-duplicate annotators when pairs agree on ≥ "
+        f"{NEAR_IDENTICAL:.0%} of items. 'Group right' is how often the group's majority equals the "
         f"rest's label ({DEFAULTS.level:.0%} interval)."
     )
     evidence = check.frame()
@@ -122,7 +125,7 @@ if len(finding.groups):
 
 st.subheader("Annotators")
 st.caption(
-    "Cartel members first (by the share of their evidence that points to the cartel), then everyone else by id: "
+    "Members of dependent groups first (by the share of their evidence that points to the cartel), then everyone else by id: "
     "“not in a cartel” says nothing about quality — see the skill note"
     + (
         " (skills from a fitted method; near chance = within 0.1 of random guessing)."

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fusion_core.diagnostics.audit import COLLUDING, SPAMMER, TOO_FEW
+from fusion_core.diagnostics.audit import DEPENDENT, SPAMMER, TOO_FEW
+from fusion_core.diagnostics.cartels.words import BAD_QUESTION, QUESTION
 from fusion_core.simulate import dawid_skene
 
 pytest.importorskip("streamlit.testing.v1")
@@ -52,8 +53,8 @@ def test_before_and_after_the_audit_on_the_demo():
     # every question answered, each with its chart (7 on the demo: the cartel test ran)
     assert [s.value for s in at.subheader][:8] == [
         "Whom can I trust?",
-        "Who is spamming, sabotaging or colluding?",
-        "Is anyone colluding?",
+        BAD_QUESTION,
+        QUESTION,
         "How good are the final labels?",
         "Do the labels depend on the model choice?",
         "Which items need another look?",
@@ -67,11 +68,11 @@ def test_before_and_after_the_audit_on_the_demo():
     roles = at.session_state["fc_dataset"].roles
     spam = set(roles.index[roles == "spammer"])
     assert set(table.index[table["verdict"] == SPAMMER]) == spam
-    assert set(table.index[table["verdict"] == COLLUDING]) == set(roles.index[roles == "cartel 1"])
+    assert set(table.index[table["verdict"] == DEPENDENT]) == set(roles.index[roles == "cartel 1"])
     assert {b.label for b in at.get("download_button")} >= {
         "Download report (HTML)",
         "Verdict table (CSV)",
-        "Cartel groups (CSV)",
+        "Dependent groups (CSV)",
     }
     groups = next(d.value for d in at.dataframe if "annotators" in map(str, d.value.columns))
     assert groups["members"].tolist() == [5]
@@ -108,7 +109,7 @@ def test_cartel_check_could_not_run_on_sparse_overlap():
     assert audit.cartel.status == "could_not_run"
     texts = [w.value for w in at.warning]
     assert any("could not run" in t and "label the same items" in t for t in texts)
-    assert not any("No cartel found" in m.value for m in [*at.info, *at.success])  # never the reassuring message
+    assert not any("No dependent group" in m.value for m in [*at.info, *at.success])  # never the reassuring message
     table = _verdicts(at)
     few = table["responses on shared items"] < 10
     assert (table.loc[few, "verdict"] == TOO_FEW).all() and few.mean() > 0.5  # ~7 responses each: most can't be judged

@@ -199,7 +199,7 @@ def test_cartel_state_could_not_run_says_why_and_what_is_needed():
 def test_cartel_state_no_evidence_with_power_statement():
     dense = dawid_skene(n_items=300, n_workers=20, n_classes=2, responses_per_item=20, seed=1).responses
     at = _cartel(_upload(_app(), "dense.csv", dense.to_csv(index=False).encode()))
-    assert any("No evidence of a cartel" in i.value and "detect a group of" in i.value for i in at.info)
+    assert any("No dependent group" in i.value and "detect a group of" in i.value for i in at.info)
 
 
 def test_cartel_state_correlation_but_no_separable_group():

@@ -14,7 +14,7 @@ from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS, agreement_in
 from fusion_core.diagnostics.audit import (
     ACCEPTABLE,
     ADVERSARIAL,
-    COLLUDING,
+    DEPENDENT,
     NOISY,
     RELIABLE,
     SPAMMER,
@@ -27,6 +27,7 @@ from fusion_core.diagnostics.audit import (
     run_audit,
 )
 from fusion_core.diagnostics.audit.items import ReviewRule, label_quality, review_items
+from fusion_core.diagnostics.cartels.words import QUESTION
 from fusion_core.diagnostics.krippendorff import krippendorff
 from fusion_core.errors import UserInputError
 from fusion_core.simulate import dawid_skene
@@ -39,7 +40,7 @@ RULE = VerdictRule(level=0.9, min_responses=10, chance_band=0.15, reliable_skill
 def test_decide_each_branch_on_hand_built_cases():
     #            skill  low    high   n    cartel  expected
     cases = [
-        (0.80, 0.70, 0.90, 200, True, COLLUDING),  # a cartel member, whatever the accuracy
+        (0.80, 0.70, 0.90, 200, True, DEPENDENT),  # a cartel member, whatever the accuracy
         (0.90, 0.80, 0.95, 9, False, TOO_FEW),  # below the minimum evidence
         (-0.50, -0.60, -0.40, 200, False, ADVERSARIAL),  # interval wholly below 0, estimate below −0.15
         (-0.10, -0.19, -0.03, 200, False, SPAMMER),  # below 0 but close to it: an unlucky guesser
@@ -265,7 +266,7 @@ def _oracle(seeds) -> tuple[dict[str, float], float, int]:
         v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers).reindex(roles.index)
         hits["spammer"] += list(v[roles == "spammer"] == SPAMMER)
         hits["adversary"] += list(v[roles == "adversary"] == ADVERSARIAL)
-        hits["cartel"] += list(v[roles.str.startswith("cartel")] == COLLUDING)
+        hits["cartel"] += list(v[roles.str.startswith("cartel")] == DEPENDENT)
         honest_flags += list(~v[roles == "honest"].isin(ACCEPTABLE))
     return {k: float(np.mean(x)) for k, x in hits.items()}, float(np.mean(honest_flags)), len(honest_flags)
 
@@ -288,8 +289,9 @@ def test_independent_binary_crowd_no_cartel_found_and_said_so():
     sim = dawid_skene(n_items=400, n_workers=12, n_classes=2, responses_per_item=8, spammers=2, seed=7)
     audit = run_audit(sim.responses, n_bootstrap=50, cartel_bootstrap=100)
     assert audit.cartel.status == "no_evidence" and audit.cartel.groups == ()
-    answer = next(f.answer for f in findings(audit) if f.question == "Is anyone colluding?")
-    assert answer.startswith("No cartel found (the test ran).") and answer.endswith(".")
+    answer = next(f.answer for f in findings(audit) if f.question == QUESTION)
+    assert answer.startswith("No dependent group (copies or collusion) found (the test ran).") and answer.endswith(".")
+    assert "collud" not in answer and "cartel" not in answer
     v = pd.Series(audit.annotators.verdict, index=audit.annotators.workers)
     roles = pd.Series(sim.role).astype(str).reindex(v.index)
     assert (v[roles == "spammer"] == SPAMMER).all() and v[roles == "honest"].isin(ACCEPTABLE).all()
@@ -371,7 +373,7 @@ def test_one_class_labelling_functions_are_never_called_near_chance():
 def test_labelling_functions_audit_many_seeds():
     for seed in range(8):
         v = _function_verdicts(seed=seed, n_items=2000, method="audit")
-        assert not v.isin([SPAMMER, ADVERSARIAL, COLLUDING]).any(), (seed, v.value_counts())
+        assert not v.isin([SPAMMER, ADVERSARIAL, DEPENDENT]).any(), (seed, v.value_counts())
 
 
 def test_undecided_for_uncertain_labels_says_so():

@@ -9,6 +9,7 @@ import pytest
 
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit import findings, flagged_tile, run_audit, suggested_label_type
+from fusion_core.diagnostics.cartels.words import BAD_QUESTION
 from fusion_core.errors import UserInputError
 from fusion_core.plots.audit import audit_figures
 from fusion_core.simulate.ratings import ordinal_crowd
@@ -35,9 +36,9 @@ def test_ordinal_crowd_harsh_lenient_noisy_get_their_verdicts_through_the_audit(
     assert "ratings" in audit_figures(audit)
     # one verdict set leads (issue 26 item 3): no categorical trust/spammer findings unless asked
     questions = [f.question for f in findings(audit)]
-    assert "Whom can I trust?" not in questions and "Who is spamming, sabotaging or colluding?" not in questions
+    assert "Whom can I trust?" not in questions and BAD_QUESTION not in questions
     asked = [f.question for f in findings(audit, categorical=True)]
-    assert {"Whom can I trust?", "Who is spamming, sabotaging or colluding?"} <= set(asked)
+    assert {"Whom can I trust?", BAD_QUESTION} <= set(asked)
     label, value = flagged_tile(audit)
     rated = audit.ratings.table["verdict"]
     assert (

@@ -1,5 +1,5 @@
-"""The collusion check (fusion_core.diagnostics.cartels.collusion): planted cartels called colluding, skilled and
-near-chance groups not, the audit and the Cartels page's call agreeing.  Many seeds: ``-m slow`` and
+"""The collusion check (fusion_core.diagnostics.cartels.collusion): planted cartels found as dependent groups worded
+"possible collusion", near-copies as "near-duplicate annotators", skilled and near-chance groups not, the audit and the Cartels page's call agreeing.  Many seeds: ``-m slow`` and
 benchmarks/collusion_calibration.py."""
 
 from __future__ import annotations
@@ -9,11 +9,20 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fusion_core.data.responses import as_responses
 from fusion_core.diagnostics.audit.runner import _cartel
 from fusion_core.diagnostics.cartels.collusion import DEFAULTS, check_collusion, group_evidence
+from fusion_core.diagnostics.cartels.words import (
+    NEAR_DUPLICATE,
+    NEAR_IDENTICAL,
+    NOT_DEPENDENT,
+    POSSIBLE_COLLUSION,
+    group_kind,
+    groups_headline,
+)
 from fusion_core.simulate.spectral import cartel, independent
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -25,7 +34,7 @@ def _planted(seed: int):
 
 
 @pytest.mark.parametrize("seed", [0])
-def test_planted_cartel_is_colluding_and_pages_agree(seed):
+def test_planted_cartel_is_a_dependent_group_and_pages_agree(seed):
     sim = _planted(seed)
     resp = as_responses(sim.responses)
     g = sim.group
@@ -37,14 +46,15 @@ def test_planted_cartel_is_colluding_and_pages_agree(seed):
     assert len(check.groups) == 1
     found = set(check.groups[0])
     assert len(found & true) >= 0.8 * len(true) and len(found - true) <= 1
-    ev = next(e for e in check.evidence if e.colluding)
+    ev = next(e for e in check.evidence if e.dependent)
+    assert ev.kind == POSSIBLE_COLLUSION and check.kinds == (POSSIBLE_COLLUSION,)  # members 80–95 % faithful
     assert ev.agreement - ev.predicted >= DEFAULTS.min_excess and ev.excess_p < DEFAULTS.alpha
     assert ev.right_low <= ev.right <= ev.right_high
     assert set(audit.groups) == set(check.groups) and audit.status == "groups_found"
     assert check.confirmed().membership[list(ev.members)].eq("cartel 1").all()
 
 
-def test_skilled_and_near_chance_groups_are_not_colluding():
+def test_skilled_and_near_chance_groups_are_not_dependent():
     """The groups real crowds wrongly accused: the best annotators (agree because they are right) and the worst
     (near chance: spammers, not members)."""
     sim = independent(m=50, n=600, pi_range=(0.55, 0.95), observed=0.3, seed=3)
@@ -53,10 +63,52 @@ def test_skilled_and_near_chance_groups_are_not_colluding():
     rng = np.random.default_rng(0)
     best = group_evidence(resp, [str(w) for w in acc.index[-8:]], DEFAULTS, rng)
     worst = group_evidence(resp, [str(w) for w in acc.index[:8]], DEFAULTS, rng)
-    assert not best.colluding and not worst.colluding
+    assert not best.dependent and not worst.dependent and best.kind == worst.kind == NOT_DEPENDENT
     assert best.right > 0.9 and abs(best.agreement - best.predicted) < DEFAULTS.min_excess
     # whose skill interval includes chance is set aside as a spammer (true balanced accuracies 0.55–0.58 here)
     assert len(worst.near_chance) >= 1 and not set(worst.near_chance) & set(best.members + best.near_chance)
+
+
+def _copies(seed: int, n: int = 600, honest: int = 25, n_copies: int = 5, flip: float = 0.01) -> pd.DataFrame:
+    """Honest annotators (accuracy U(0.6, 0.9), 30 % of the items each) and ``n_copies`` near-copies of one source
+    70 % right (each sees half the items and changes 1 % of the source's answers): one model run several times."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, n)
+    acc = rng.uniform(0.6, 0.9, honest)
+    source = np.where(rng.random(n) < 0.7, truth, 1 - truth)
+    frames = []
+    for w in range(honest):
+        seen = np.flatnonzero(rng.random(n) < 0.3)
+        lab = np.where(rng.random(n) < acc[w], truth, 1 - truth)[seen]
+        frames.append(pd.DataFrame({"task": [f"t{i}" for i in seen], "worker": f"h{w}", "label": lab}))
+    for c in range(n_copies):
+        seen = np.flatnonzero(rng.random(n) < 0.5)
+        lab = np.where(rng.random(n) < flip, 1 - source, source)[seen]
+        frames.append(pd.DataFrame({"task": [f"t{i}" for i in seen], "worker": f"copy{c}", "label": lab}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_near_copies_are_near_duplicate_annotators_not_collusion():
+    """Copies of one source agree far beyond their skills on answers the rest rejects (as magic_ensemble's five
+    near-copies of one classifier): the check finds them and calls them near-duplicate annotators, never colluding."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check = check_collusion(as_responses(_copies(1)), random_state=1)
+    assert check.groups == (tuple(f"copy{c}" for c in range(5)),) and check.kinds == (NEAR_DUPLICATE,)
+    ev = check.evidence[0]
+    assert ev.agreement >= NEAR_IDENTICAL > ev.predicted
+    reason = check.confirmed().reason
+    assert reason.startswith(groups_headline([NEAR_DUPLICATE])) and "collud" not in reason and "cartel" not in reason
+
+
+def test_group_words():
+    assert group_kind(False, 1.0) == NOT_DEPENDENT
+    assert group_kind(True, NEAR_IDENTICAL) == NEAR_DUPLICATE and group_kind(True, 0.9) == POSSIBLE_COLLUSION
+    assert groups_headline([]) == "No dependent group (copies or collusion) found"
+    assert groups_headline([NEAR_DUPLICATE, POSSIBLE_COLLUSION]) == (
+        "2 dependent groups (copies or collusion): group 1 near-duplicate annotators (one source?), "
+        "group 2 possible collusion"
+    )
 
 
 def test_calibration_two_seeds():
@@ -68,7 +120,7 @@ def test_calibration_two_seeds():
 
 @pytest.mark.slow
 def test_calibration_many_seeds():
-    """Issue 26 item 1's oracle: ≤ 1 % of honest annotators called colluding, ≥ 95 % of planted cartels found, the
+    """Issue 26 item 1's oracle: ≤ 1 % of honest annotators put in a dependent group, ≥ 95 % of planted cartels found, the
     audit and the Cartels page's call name the same groups on every seed."""
     tot: dict[str, float] = {}
     n = 40

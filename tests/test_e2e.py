@@ -95,7 +95,7 @@ def test_upload_fit_and_explore(server, tmp_path):
             _goto_page(page, "Cartels")  # the built-in demo is a binary crowd with a simulated cartel
             page.get_by_role("button", name="Detect cartels").click()
             expect(page.locator('[data-testid="stPlotlyChart"]', has_text="scree").first).to_be_visible()
-            expect(page.get_by_text("group(s) of annotators agree with each other beyond")).to_be_visible()
+            expect(page.get_by_text("annotators who agree with each other beyond")).to_be_visible()
             no_exception(page)
             page.screenshot(path=str(ARTIFACTS / "e2e-01b-cartels-demo.png"), full_page=True)
 

@@ -15,6 +15,7 @@ import pytest
 from browser import ARTIFACTS, BROWSER_ARGS, CHROMIUM, goto_page, no_exception, open_app, streamlit_server
 
 from fusion_core.data.export import read_csv_export
+from fusion_core.diagnostics.audit import DEPENDENT
 from fusion_core.simulate.demo import crowd_demo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a Streamlit server and Chromium: ~20 s of the default suite's budget
@@ -74,7 +75,7 @@ def test_upload_audit_verdicts_and_offline_report(server, tmp_path):
             by_role = table["verdict"].groupby(roles.reindex(table.index).to_numpy()).agg(lambda v: set(v))
             assert by_role["spammer"] == {"near chance (spammer)"}
             assert by_role["adversary"] == {"worse than chance (adversarial)"}
-            assert by_role["cartel 1"] == {"colluding (cartel member)"}
+            assert by_role["cartel 1"] == {DEPENDENT}
             assert by_role["honest"] <= {"reliable", "noisy"}
 
             # search narrows the table to one annotator
@@ -107,7 +108,7 @@ def test_upload_audit_verdicts_and_offline_report(server, tmp_path):
                 expect(charts.nth(i).locator(".main-svg").first).to_be_attached()
             assert page.locator(".plotly").count() >= n
             expect(page.get_by_role("heading", name="Whom can I trust?")).to_be_visible()
-            expect(page.locator("table", has_text="colluding (cartel member)").first).to_be_visible()
+            expect(page.locator("table", has_text=DEPENDENT).first).to_be_visible()
             assert fetched == []  # nothing was requested from the network
             page.screenshot(path=str(ARTIFACTS / "e2e-audit-03-report-offline.png"), full_page=True)
         finally:

@@ -12,6 +12,7 @@ from fusion_core.cli import main
 from fusion_core.data.dataset import make_dataset
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit import run_audit
+from fusion_core.diagnostics.cartels.words import QUESTION
 from fusion_core.plots.audit import audit_figures
 from fusion_core.report import report_html, write_report
 from fusion_core.simulate.demo import crowd_demo
@@ -60,7 +61,7 @@ def test_report_has_every_chart_and_table(audit, page):
     assert page.count("Plotly.newPlot") == len(audit_figures(audit)) + 1
     for heading in ("Summary", "Data and method", "Annotators (24, worst first)", "Cartel check", "Glossary"):
         assert heading in page
-    assert "Whom can I trust?" in page and "Is anyone colluding?" in page
+    assert "Whom can I trust?" in page and QUESTION in page
 
 
 def test_user_text_is_escaped(page):

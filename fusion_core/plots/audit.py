@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from fusion_core.diagnostics.audit import VERDICTS, AuditResult
-from fusion_core.diagnostics.audit.rules import ADVERSARIAL, COLLUDING, NOISY, RELIABLE, SPAMMER, TOO_FEW
+from fusion_core.diagnostics.audit.rules import ADVERSARIAL, DEPENDENT, NOISY, RELIABLE, SPAMMER, TOO_FEW
 from fusion_core.plots._common import base_layout, color_for, empty_figure, esc, esc_all
 from fusion_core.plots.cartels import loadings_scatter
 from fusion_core.plots.drift import crowd_over_time
@@ -17,7 +17,7 @@ from fusion_core.plots.ratings import bias_noise_scatter
 
 VERDICT_COLORS = {
     ADVERSARIAL: "#9E1B32",
-    COLLUDING: "#7B4FA3",
+    DEPENDENT: "#7B4FA3",
     SPAMMER: "#F58518",
     TOO_FEW: "#9D9D9D",
     NOISY: "#72B7B2",

@@ -155,7 +155,7 @@ def report_html(
             *drift_section(audit),
             f"<h2>Annotators ({len(verdicts):,}, worst first)</h2>",
             _table(verdicts),
-            "<h2>Cartel check</h2>",
+            "<h2>Dependent groups (copies or collusion)</h2>",
             _cartel_table(audit),
             f"<h2>Items that need another look ({len(review):,})</h2>",
             _table(review, max_rows=MAX_ROWS),

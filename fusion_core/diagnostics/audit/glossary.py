@@ -6,13 +6,14 @@ from __future__ import annotations
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW
 from fusion_core.diagnostics.audit.rules import (
     ADVERSARIAL,
-    COLLUDING,
     DEFAULT_RULE,
+    DEPENDENT,
     NOISY,
     RELIABLE,
     SPAMMER,
     TOO_FEW,
 )
+from fusion_core.diagnostics.cartels.words import NEAR_DUPLICATE, NEAR_IDENTICAL, POSSIBLE_COLLUSION
 
 _r = DEFAULT_RULE
 TERMS = {
@@ -49,14 +50,23 @@ TERMS = {
     NOISY: f"Clearly better than chance, but skill above chance below {_r.reliable_skill:g}: useful, makes mistakes.",
     SPAMMER: f"Skill above chance below {_r.chance_band:g}: answers barely better than guessing.",
     ADVERSARIAL: "Skill above chance clearly below 0: gives wrong labels more often than guessing would.",
-    COLLUDING: "A member of a group the cartel check found: its members agree with each other more than their "
-    "accuracy explains, as if copying a shared answer.",
-    TOO_FEW: f"Fewer than {_r.min_responses} responses on items others labelled too, or an interval too wide "
-    f"(wider than {_r.max_width:g}) to decide.",
-    "Cartel": "A group of annotators whose errors are correlated: they follow a shared target instead of the "
-    "truth. The cartel check (spectral test, Parisi et al. 2014) has three outcomes: groups found; no evidence "
-    "(the test ran and found no group); could not run (too little overlap between annotators, or more than two "
-    "labels — then run it one label against the rest).",
+    DEPENDENT: "A member of a group whose members agree with each other more than their accuracy explains, on "
+    "answers the rest of the crowd rejects: their answers are not independent. The check cannot tell copies of one "
+    f"source from collusion; it names the group '{NEAR_DUPLICATE}' when the members' answers are near-identical "
+    f"(at least {NEAR_IDENTICAL:.0%} of pairs agree) and '{POSSIBLE_COLLUSION}' otherwise.",
+    NEAR_DUPLICATE: "A dependent group whose members give near-identical answers: most likely one source seen "
+    "several times (copies of one model or judge prompt, one person under several ids). Count it once.",
+    POSSIBLE_COLLUSION: "A dependent group whose members otherwise answer like independent annotators, yet share "
+    "answers the rest of the crowd rejects. That is how collusion looks, but a shared guideline or tool, or a minority "
+    "that is right where the rest of the crowd is systematically wrong, can look the same: check a sample of the "
+    "items before acting.",
+    TOO_FEW: f"Fewer than {_r.min_responses} responses on items others labelled too, an interval too wide "
+    f"(wider than {_r.max_width:g}) to decide, or a flag that rests on labels the audit cannot pin down (it does "
+    "not hold against the other plausible models or the low end of the labels' honest accuracy range).",
+    "Cartel check": "The dependence check (spectral test, Parisi et al. 2014, then the evidence tests). The spectral "
+    "test only proposes groups; a group is kept when its members agree beyond their estimated skills on answers "
+    "the rest of the crowd rejects. Three outcomes: dependent groups found; none found (the test ran); could not run "
+    "(too little overlap between annotators, or more than two labels — then run it one label against the rest).",
     "Fleiss' κ (kappa)": "Agreement among all annotators corrected for chance: 1 full agreement, 0 what chance "
     "gives, below 0 less than chance (Fleiss 1971). Words: below 0 poor, to 0.2 slight, to 0.4 fair, to 0.6 "
     "moderate, to 0.8 substantial, above almost perfect (Landis & Koch 1977).",

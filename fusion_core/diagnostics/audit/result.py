@@ -11,7 +11,7 @@ import pandas as pd
 from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS
 from fusion_core.diagnostics.audit.evidence import AccuracyEvidence
 from fusion_core.diagnostics.audit.items import LabelQuality, ReviewItems
-from fusion_core.diagnostics.audit.rules import SEVERITY, VERDICTS, VerdictRule
+from fusion_core.diagnostics.audit.rules import DEPENDENT, SEVERITY, VERDICTS, VerdictRule
 from fusion_core.diagnostics.audit.safety import LabelSafety
 from fusion_core.diagnostics.cartels import CartelReport
 from fusion_core.diagnostics.drift import DriftReport
@@ -69,23 +69,30 @@ class AnnotatorVerdicts:
 
 @dataclass(frozen=True)
 class CartelCheck:
-    """The cartel check as the audit ran it: ``status`` as :class:`CartelReport`'s (``could_not_run`` also when
-    the data do not allow the test at all, e.g. more than two labels), ``reason`` in plain words, the ``groups``
-    found (annotator ids), and the detector's ``report`` when it ran."""
+    """The collusion check as the audit ran it: ``status`` as :class:`CartelReport`'s (``could_not_run`` also when
+    the data do not allow the test at all, e.g. more than two labels), ``reason`` in plain words, the dependent
+    ``groups`` found (annotator ids) with their ``kinds`` (near-duplicate annotators / possible collusion, the words
+    of :mod:`fusion_core.diagnostics.cartels.words`), and the detector's ``report`` when it ran."""
 
     status: Literal["groups_found", "no_evidence", "could_not_run"]
     reason: str
     groups: tuple[tuple[str, ...], ...] = ()
     report: CartelReport | None = None
+    kinds: tuple[str, ...] = ()
 
     @property
     def members(self) -> set[str]:
         return {w for g in self.groups for w in g}
 
     def frame(self) -> pd.DataFrame:
-        """One row per group found: its size and its members (ids as written, comma-separated)."""
+        """One row per dependent group found: its kind, its size and its members (ids as written, comma-separated)."""
+        kinds = list(self.kinds) if len(self.kinds) == len(self.groups) else [DEPENDENT] * len(self.groups)
         return pd.DataFrame(
-            {"members": [len(g) for g in self.groups], "annotators": [", ".join(g) for g in self.groups]},
+            {
+                "kind": kinds,
+                "members": [len(g) for g in self.groups],
+                "annotators": [", ".join(g) for g in self.groups],
+            },
             index=pd.Index([f"group {i + 1}" for i in range(len(self.groups))], name="group"),
         )
 

@@ -9,8 +9,9 @@ label k with their own frequency ``r_jk`` would reach by chance under the class 
 correction for one annotator against the truth).  κ = 0 is guessing, 1 perfect, < 0 worse than chance.  Its
 interval is the Beta posterior interval of ``a_j`` mapped through the same formula.  In order:
 
-1. **colluding** — a member of a group the cartel check found (it overrides the accuracy: a cartel copies a
-   shared target, so its accuracy says little);
+1. **dependent group (copies or collusion)** — a member of a group the collusion check found (its members agree
+   beyond their skills on answers the rest rejects: copies of one source or collusion, the words of
+   :mod:`fusion_core.diagnostics.cartels.words`; it overrides the accuracy, which a shared source distorts);
 2. **not enough responses to tell** — fewer than ``min_responses`` responses on items someone else labelled too,
    or responses worth fewer than that on certain labels (``n_effective``, :mod:`.evidence`: the rest of the crowd
    cannot tell the labels of the annotator's items);
@@ -29,13 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fusion_core.diagnostics.cartels.words import DEPENDENT
+
 RELIABLE = "reliable"
 NOISY = "noisy"
 SPAMMER = "near chance (spammer)"
 ADVERSARIAL = "worse than chance (adversarial)"
-COLLUDING = "colluding (cartel member)"
 TOO_FEW = "not enough responses to tell"
-VERDICTS = (ADVERSARIAL, COLLUDING, SPAMMER, TOO_FEW, NOISY, RELIABLE)
+VERDICTS = (ADVERSARIAL, DEPENDENT, SPAMMER, TOO_FEW, NOISY, RELIABLE)
 """All verdicts, worst first (the order tables and charts use)."""
 ACCEPTABLE = (RELIABLE, NOISY)
 """Verdicts that do not flag an annotator."""
@@ -63,7 +65,7 @@ class VerdictRule:
         """The rule in one paragraph of plain words (shown in the app and the report)."""
         return (
             f"Skill above chance is 0 for guessing and 1 for always right. With its {100 * self.level:.0f}% "
-            f"interval: cartel members are 'colluding'; fewer than {self.min_responses} responses on items others "
+            f"interval: members of a group that agrees beyond its skills are a '{DEPENDENT}'; fewer than {self.min_responses} responses on items others "
             "labelled too (or responses worth fewer than that, when the labels of those items are too uncertain) "
             f"is 'not enough responses to tell'; an interval wholly below 0 with an estimate below "
             f"−{self.chance_band:g} is 'worse than chance'; "
@@ -86,12 +88,17 @@ def decide(
     *,
     rule: VerdictRule = DEFAULT_RULE,
     n_effective: np.ndarray | None = None,
+    robust_skill: np.ndarray | None = None,
+    robust_high: np.ndarray | None = None,
+    robust_why: str = "",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Verdict and its reason (plain words) per annotator from the skill above chance, its interval, the number
     of responses on shared items and cartel membership (arrays of equal length).  ``n_effective`` (responses on
     certain labels worth the same evidence, :mod:`.evidence`) counts like ``n_responses`` for ``min_responses`` (the
     evidence, not the count of responses, must reach it), and words the reason of an undecided annotator whose
-    responses are many but whose items' labels are too uncertain."""
+    responses are many but whose items' labels are too uncertain.  ``robust_skill``/``robust_high``: the most
+    favourable estimate and upper end any plausible reference allows (:mod:`.reference`); a flag (worse than chance,
+    near chance) must hold on them too, else the annotator is "not enough responses to tell" for ``robust_why``."""
     skill, low, high = (np.asarray(x, dtype=float) for x in (skill, low, high))
     n = np.asarray(n_responses, dtype=float)
     cartel = np.asarray(in_cartel, dtype=bool)
@@ -101,8 +108,15 @@ def decide(
     n_eff = n if n_effective is None else np.asarray(n_effective, dtype=float)
     few_effective = np.rint(n_eff) < rule.min_responses  # an estimate: 10 certain responses may come out 9.99
     pct = f"{100 * rule.level:.0f}%"
+    r_skill = skill if robust_skill is None else np.asarray(robust_skill, dtype=float)
+    r_high = high if robust_high is None else np.asarray(robust_high, dtype=float)
+    adversarial = (high < 0) & (skill <= -band)
+    chance_interval = high < band
+    chance_estimate = narrow & (skill < band)
+    chance_robust = (r_high < band) | (narrow & (r_skill < band))  # the same rule on the favourable reference
+    weak = f"flagged only against the estimated labels: {robust_why or 'the reference is uncertain'}"
     cases = [
-        (cartel, COLLUDING, "in a group the cartel check found: agrees with its members beyond their accuracy"),
+        (cartel, DEPENDENT, "in a group that agrees beyond its members' accuracy on answers the rest rejects"),
         (
             n < rule.min_responses,
             TOO_FEW,
@@ -111,18 +125,29 @@ def decide(
         (undefined, TOO_FEW, "skill above chance is undefined (one label only, on items of that label)"),
         (few_effective, TOO_FEW, "the labels of its items are too uncertain to judge it"),
         (
-            (high < 0) & (skill <= -band),
+            adversarial & (r_high < 0) & (r_skill <= -band),
             ADVERSARIAL,
             f"the {pct} interval of skill above chance is wholly below 0 and the estimate below −{band:g}",
         ),
+        (adversarial, TOO_FEW, weak),
         (
             (low >= band) & (skill >= rule.reliable_skill),
             RELIABLE,
             f"the {pct} interval is above {band:g} and the estimate reaches {rule.reliable_skill:g}",
         ),
         (low >= band, NOISY, f"the {pct} interval is above {band:g} but the estimate is below {rule.reliable_skill:g}"),
-        (high < band, SPAMMER, f"the {pct} interval is wholly below {band:g}: answers barely better than guessing"),
-        (narrow & (skill < band), SPAMMER, f"a precise estimate below {band:g} (interval crosses {band:g})"),
+        (
+            chance_interval & chance_robust,
+            SPAMMER,
+            f"the {pct} interval is wholly below {band:g}: answers barely better than guessing",
+        ),
+        (chance_interval, TOO_FEW, weak),
+        (
+            chance_estimate & chance_robust,
+            SPAMMER,
+            f"a precise estimate below {band:g} (interval crosses {band:g})",
+        ),
+        (chance_estimate, TOO_FEW, weak),
         (narrow, NOISY, f"a precise estimate above {band:g} (interval crosses {band:g})"),
     ]
     verdict = np.full(len(skill), TOO_FEW, dtype=object)

@@ -22,6 +22,7 @@ from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS, agreement_in
 from fusion_core.diagnostics.audit.evidence import accuracy_evidence
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, label_quality, review_items
 from fusion_core.diagnostics.audit.ratings import check_label_type, rating_verdicts_for
+from fusion_core.diagnostics.audit.reference import reference_bounds
 from fusion_core.diagnostics.audit.result import (
     AnnotatorVerdicts,
     AuditProgress,
@@ -119,7 +120,7 @@ def _cartel_listener(
         state["last"] = p.fraction
         n = max(expected_tests, int(state["tests"]))
         local = (state["tests"] - 1 + p.fraction) / n
-        clock.tell(f"Checking for cartels (bootstrap test {int(state['tests'])})", min(local, 0.97), weight)
+        clock.tell(f"Checking for dependent groups (bootstrap test {int(state['tests'])})", min(local, 0.97), weight)
 
     return listen
 
@@ -181,7 +182,7 @@ def _cartel(
     except UserInputError as exc:
         return CartelCheck("could_not_run", str(exc).rstrip(".") + "." + note)
     rep = check.confirmed()
-    return CartelCheck(rep.status, rep.reason.rstrip(".") + "." + note, check.groups, rep)
+    return CartelCheck(rep.status, rep.reason.rstrip(".") + "." + note, check.groups, rep, check.kinds)
 
 
 Agreement = tuple[tuple[ReliabilityEstimate, ...], str, float]
@@ -289,7 +290,7 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
         clock.finish(name, weight)
 
         (name, weight) = stages[2]
-        clock.tell("Checking for cartels (groups that copy each other)", 0.0, weight)
+        clock.tell("Checking for dependent groups (copies or collusion)", 0.0, weight)
         with progress_events.progress_to(_cartel_listener(clock, weight)):
             cartel = _cartel(resp, cartel_bootstrap, cartel_alpha, random_state, o["cartel_max_annotators"])
         clock.finish(name, weight)
@@ -305,6 +306,11 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
     evidence = accuracy_evidence(resp, fit.posterior, fit.class_prior, level=rule.level, confusion=fit.confusion)
     members = cartel.members
     in_cartel = np.array([str(w) in members for w in resp.workers], dtype=bool)
+    majority = _fit(resp, "mv", {}, {}).label_codes
+    codes = np.asarray(fit.label_codes, dtype=np.int64)
+    safety = label_safety(resp, fit, codes, majority, rule.level)
+    # flags must hold against every plausible reference (the alternatives, the honest accuracy range): .reference
+    bounds = reference_bounds(resp, fit, evidence, safety.accuracy)
     verdict, reason = decide(
         evidence.skill,
         evidence.skill_low,
@@ -313,13 +319,13 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
         in_cartel,
         rule=rule,
         n_effective=evidence.n_effective,
+        robust_skill=bounds.skill,
+        robust_high=bounds.high,
+        robust_why=bounds.why(),
     )
-    majority = _fit(resp, "mv", {}, {}).label_codes
-    codes = np.asarray(fit.label_codes, dtype=np.int64)
     gold = ds.gold if ds is not None else None
     quality = label_quality(fit.posterior, codes, rule.level, _gold_hits(gold, resp.items, resp.classes.take(codes)))
     items = review_items(resp, fit.posterior, codes, majority, review)
-    safety = label_safety(resp, fit, codes, majority, rule.level)
     ratings = None
     if label_type != "nominal":
         clock.tell(f"Rating verdicts ({rating_bootstrap} bootstrap refits)", 0.5, weight)

@@ -30,7 +30,11 @@ def audit_summary(audit: AuditResult) -> dict[str, Any]:
         "gold_accuracy": jsonable(q.gold_accuracy),
         "gold_items": int(q.n_gold),
         "items_to_look_at_again": int(audit.review.flagged.sum()),
-        "cartel": {"status": audit.cartel.status, "groups": [list(g) for g in audit.cartel.groups]},
+        "cartel": {
+            "status": audit.cartel.status,
+            "groups": [list(g) for g in audit.cartel.groups],
+            "kinds": list(audit.cartel.frame()["kind"]),
+        },
         "warnings": list(audit.warnings),
     }
     sel = audit.fit.selection

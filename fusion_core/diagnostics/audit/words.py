@@ -10,8 +10,9 @@ import numpy as np
 
 from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS
 from fusion_core.diagnostics.audit.result import AuditResult
-from fusion_core.diagnostics.audit.rules import ADVERSARIAL, COLLUDING, NOISY, RELIABLE, SPAMMER, TOO_FEW
+from fusion_core.diagnostics.audit.rules import ADVERSARIAL, DEPENDENT, NOISY, RELIABLE, SPAMMER, TOO_FEW
 from fusion_core.diagnostics.audit.safety import AccuracyRange
+from fusion_core.diagnostics.cartels.words import BAD_QUESTION, QUESTION, groups_headline, n_groups
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
 
 MAX_NAMED = 5
@@ -80,12 +81,14 @@ def _bad(a: AuditResult) -> Finding:
         ids = [str(w) for w in table.index[table["verdict"].to_numpy() == word]]
         if ids:
             parts.append(f"{len(ids)} {what}: {_names(ids)}")
-    colluding = [str(w) for w in table.index[table["verdict"].to_numpy() == COLLUDING]]
-    if colluding:
-        parts.append(f"{len(colluding)} belong to a cartel: {_names(colluding)}")
-    text = "; ".join(parts) + "." if parts else "No annotator is near chance, worse than chance or in a cartel."
+    dependent = [str(w) for w in table.index[table["verdict"].to_numpy() == DEPENDENT]]
+    if dependent:
+        parts.append(f"{len(dependent)} are in a {DEPENDENT}: {_names(dependent)}")
+    text = (
+        "; ".join(parts) + "." if parts else "No annotator is near chance, worse than chance or in a dependent group."
+    )
     text = text[0].upper() + text[1:]
-    return Finding("Who is spamming, sabotaging or colluding?", text, "skill")
+    return Finding(BAD_QUESTION, text, "skill")
 
 
 def _labels(a: AuditResult) -> Finding:
@@ -201,25 +204,28 @@ def _dependence(a: AuditResult) -> Finding:
 
 
 def _cartel(a: AuditResult) -> Finding:
+    """Dependent groups (copies or collusion), in the words of :mod:`fusion_core.diagnostics.cartels.words`."""
     c = a.cartel
     if c.status == "groups_found":
-        groups = "; ".join(f"group {i + 1}: {_names(list(g))}" for i, g in enumerate(c.groups))
+        kinds = list(c.kinds) if len(c.kinds) == len(c.groups) else [DEPENDENT] * len(c.groups)
+        groups = "; ".join(f"group {i + 1}, {k}: {_names(list(g))}" for i, (g, k) in enumerate(zip(c.groups, kinds)))
         text = (
-            f"Yes — {len(c.groups)} group(s) agree with each other beyond their estimated skills, on answers the "
-            f"rest of the crowd rejects ({groups})."
+            f"Yes — {n_groups(len(kinds))}: members agree with each other beyond their estimated "
+            f"skills, on answers the rest of the crowd rejects ({groups}). Near-identical answers suggest one source "
+            "(copies of one model, one person under several ids); otherwise the shared answers may be collusion — "
+            "or the rest of the crowd may be wrong on those items: check a sample of them (the Cartels page lists "
+            "the items each group swings). Their votes are not independent: count each group once."
         )
     elif c.status == "no_evidence":
-        text = f"No cartel found (the test ran). {sentence(c.reason)}"
+        text = f"{groups_headline(())} (the test ran). {sentence(c.reason)}"
     else:
-        text = f"The cartel check could not run: {sentence(c.reason)}"
+        text = f"The dependence check could not run: {sentence(c.reason)}"
         if c.report is not None:
             text += (
                 " It needs annotators who each share 10 or more items with 3 or more others, and those annotators "
                 "should give most of the responses: have several annotators label the same items to make it possible."
             )
-    return Finding(
-        "Is anyone colluding?", text, "cartel" if c.report is not None and c.status != "could_not_run" else ""
-    )
+    return Finding(QUESTION, text, "cartel" if c.report is not None and c.status != "could_not_run" else "")
 
 
 def _ratings(a: AuditResult) -> Finding:
@@ -279,13 +285,13 @@ def _drift(a: AuditResult) -> Finding:
 def flagged_tile(audit: AuditResult, *, categorical: bool = False) -> tuple[str, str]:
     """(label, value) of the headline "annotators flagged" tile: for ordered levels or numbers the rating
     verdicts (anything but reliable or not enough ratings), unless ``categorical`` asks for the categorical ones
-    (near chance, worse than chance, colluding)."""
+    (near chance, worse than chance, dependent group)."""
     if audit.ratings is not None and not categorical:
         verdict = audit.ratings.table["verdict"]
         n = int((~verdict.isin(("reliable", "not enough ratings to tell"))).sum())
         return "annotators flagged (rating verdicts)", f"{n} of {len(verdict):,}"
     counts = audit.annotators.counts()
-    return "annotators flagged", f"{int(counts[[ADVERSARIAL, COLLUDING, SPAMMER]].sum())} of {audit.n_workers:,}"
+    return "annotators flagged", f"{int(counts[[ADVERSARIAL, DEPENDENT, SPAMMER]].sum())} of {audit.n_workers:,}"
 
 
 def findings(audit: AuditResult, *, categorical: bool = False) -> list[Finding]:

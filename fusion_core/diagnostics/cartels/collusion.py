@@ -2,7 +2,7 @@
 
 The spectral detector (:func:`~fusion_core.diagnostics.cartels.detect_cartels`) proposes groups whose agreement
 does not fit one rank-one component; skilled annotators who are right together, or noise among near-chance
-annotators, can give such groups too.  A proposed group is called *colluding* only when, measured against the
+annotators, can give such groups too.  A proposed group is called *dependent* only when, measured against the
 leave-group-out posterior q_i (a Dawid–Skene fit on everyone else, Dawid & Skene 1979) on the items the rest of the
 crowd decides (max_k q_ik ≥ ``decided``):
 
@@ -22,6 +22,9 @@ crowd decides (max_k q_ik ≥ ``decided``):
 The group table also shows how often the group's majority equals the rest's label on the decided items (Wilson
 interval) next to what the members' skills predict.
 
+A dependent group's members agree beyond their skills — copies of one source or collusion: the words that say which
+(near-duplicate annotators / possible collusion) are in :mod:`.words`, the one place every front end takes them from.
+
 Settings are declared once (:data:`DEFAULTS`); both pages call :func:`check_collusion`.
 """
 
@@ -39,6 +42,7 @@ from scipy.stats import norm
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.cartels.detector import detect_cartels
 from fusion_core.diagnostics.cartels.report import CartelReport
+from fusion_core.diagnostics.cartels.words import group_kind, groups_headline
 from fusion_core.methods.registry import create
 
 
@@ -92,13 +96,20 @@ class GroupEvidence:
     wrong: float
     wrong_predicted: float
     wrong_p: float
-    colluding: bool
+    dependent: bool
     why: str
+
+    @property
+    def kind(self) -> str:
+        """The group in plain words (:func:`.words.group_kind`): near-duplicate annotators, possible collusion, or no
+        evidence of dependence."""
+        return group_kind(self.dependent, self.agreement)
 
 
 @dataclass(frozen=True)
 class CollusionCheck:
-    """The detector's ``report`` and the ``evidence`` on each group it proposed; ``groups`` are the colluding ones."""
+    """The detector's ``report`` and the ``evidence`` on each group it proposed; ``groups`` are the dependent ones
+    (``kinds``: their words, :mod:`.words`)."""
 
     report: CartelReport
     evidence: tuple[GroupEvidence, ...]
@@ -106,14 +117,18 @@ class CollusionCheck:
 
     @property
     def groups(self) -> tuple[tuple[str, ...], ...]:
-        return tuple(e.members for e in self.evidence if e.colluding)
+        return tuple(e.members for e in self.evidence if e.dependent)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(e.kind for e in self.evidence if e.dependent)
 
     @property
     def members(self) -> set[str]:
         return {w for g in self.groups for w in g}
 
     def confirmed(self) -> CartelReport:
-        """The detector's report with only the colluding groups (members as tested: near-chance annotators are not
+        """The detector's report with only the dependent groups (members as tested: near-chance annotators are not
         members); proposals that fail the tests become "honest" and, with none left, the status "no_evidence" with
         the evidence as its reason.  Both pages display this report."""
         rep = self.report
@@ -146,7 +161,8 @@ class CollusionCheck:
         """One row per proposed group: verdict, members, the excess agreement and the right-rate evidence."""
         rows = [
             {
-                "colluding": e.colluding,
+                "dependent": e.dependent,
+                "kind": e.kind,
                 "members": ", ".join(e.members),
                 "near chance (not members)": ", ".join(e.near_chance),
                 "member pairs compared": e.n_pairs,
@@ -165,7 +181,7 @@ class CollusionCheck:
             }
             for e in self.evidence
         ]
-        return pd.DataFrame(rows, columns=list(rows[0]) if rows else ["colluding", "members", "why"])
+        return pd.DataFrame(rows, columns=list(rows[0]) if rows else ["dependent", "kind", "members", "why"])
 
 
 def check_collusion(
@@ -279,7 +295,7 @@ def group_evidence(
     who, item, lab, qi = who[ok], item[ok], lab[ok], qi[ok]
     kept = tuple(str(x) for x in names[~near])
 
-    def _result(colluding: bool, why: str, **kw: Any) -> GroupEvidence:
+    def _result(dependent: bool, why: str, **kw: Any) -> GroupEvidence:
         base: dict[str, Any] = {
             "n_pairs": 0,
             "agreement": np.nan,
@@ -296,7 +312,7 @@ def group_evidence(
             "wrong_p": np.nan,
         }
         base.update(kw)
-        return GroupEvidence(tuple(members), kept, near_names, colluding=colluding, why=why, **base)
+        return GroupEvidence(tuple(members), kept, near_names, dependent=dependent, why=why, **base)
 
     if len(kept) < 2:
         return _result(False, "fewer than two members are above chance: near-chance annotators are spammers")
@@ -371,7 +387,7 @@ def group_evidence(
             "not collusion)"
         )
     else:
-        why = "they agree beyond their skills on answers the rest of the crowd rejects"
+        why = "they agree beyond their skills on answers the rest of the crowd rejects (copies or collusion)"
     return _result(
         a_excess and b_against,
         why,
@@ -392,14 +408,16 @@ def group_evidence(
 
 
 def collusion_reason(check: CollusionCheck) -> str:
-    """The colluding groups' evidence in one sentence (the Audit's reason and the Cartels page's headline)."""
+    """The dependent groups and their evidence in one sentence (the Audit's reason and the Cartels page's detail),
+    in the words of :mod:`.words`."""
+    found = [x for x in check.evidence if x.dependent]
     parts = [
-        f"group {i + 1} ({len(e.members)} members): pairs agree {e.agreement:.0%} vs {e.predicted:.0%} predicted by "
-        f"their skills (p = {e.excess_p:.2g}), {e.wrong:.0%} vs {e.wrong_predicted:.0%} on answers the rest of the "
-        f"crowd rejects (p = {e.wrong_p:.2g})"
-        for i, e in enumerate(x for x in check.evidence if x.colluding)
+        f"group {i + 1} ({len(e.members)} members, {e.kind}): pairs agree {e.agreement:.0%} vs {e.predicted:.0%} "
+        f"predicted by their skills (p = {e.excess_p:.2g}), {e.wrong:.0%} vs {e.wrong_predicted:.0%} on answers the "
+        f"rest of the crowd rejects (p = {e.wrong_p:.2g})"
+        for i, e in enumerate(found)
     ]
     return (
-        f"{len(parts)} group(s) agree with each other beyond their estimated skills on answers the rest of the crowd "
-        "rejects: " + "; ".join(parts)
+        f"{groups_headline([e.kind for e in found])}. Their members agree with each other beyond their estimated "
+        "skills on answers the rest of the crowd rejects: " + "; ".join(parts)
     )

@@ -27,6 +27,7 @@ import scipy.sparse as sp
 
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.cartels.report import CartelReport, CartelState
+from fusion_core.diagnostics.cartels.words import groups_headline, n_groups
 
 NEAR_CHANCE_MARGIN = 0.1
 """An annotator whose skill (expected accuracy) is within this of chance (1 / number of labels) is "near chance";
@@ -241,7 +242,7 @@ def explain_cartels(
         req = overlap_requirement(responses, n_min=n_min, d_min=d_min)
         return CartelFinding(
             state,
-            "The cartel test could not run on these data.",
+            "The dependence test could not run on these data.",
             f"Why: {report.reason}. What would make it possible: {req.text}",
             empty_groups,
             annotators,
@@ -253,7 +254,7 @@ def explain_cartels(
     if state == "no_evidence":
         return CartelFinding(
             state,
-            "No evidence of a cartel.",
+            f"{groups_headline(())}.",
             f"The test ran on {len(report.workers):,} annotators and found no extra shared component "
             f"(p = {p:.3g} ≥ α = {report.alpha:g}). {power.text}",
             empty_groups,
@@ -297,9 +298,10 @@ def explain_cartels(
     p_txt = f"p = {p:.3g} < α = {report.alpha:g}"
     return CartelFinding(
         state,
-        f"{len(report.groups)} group(s) of annotators agree with each other beyond what their accuracy explains.",
-        f"Members agree more among themselves than with the other annotators ({p_txt}). This flags correlation, "
-        "not intent: annotators sharing a guideline or a tool can look the same.",
+        f"{n_groups(len(report.groups))}: annotators who agree with each other beyond what their accuracy explains.",
+        f"Members agree more among themselves than with the other annotators ({p_txt}). This flags dependence, "
+        "not intent: copies of one source, or annotators sharing a guideline or a tool, can look the same as "
+        f"collusion. {report.reason.rstrip('.')}.",
         pd.DataFrame(rows),
         annotators,
         pd.concat(swings) if swings else pd.DataFrame(),
