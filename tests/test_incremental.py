@@ -66,6 +66,34 @@ def test_warm_update_equals_full_refit(method: str) -> None:
     del n0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["ds", "ds1"])
+@pytest.mark.parametrize("seed", range(10, 20))
+def test_extrapolated_update_many_seeds(method: str, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many splits (two batches with new tasks and a new annotator): the update whose full phase is extrapolated
+    reaches the fixed point of the one with plain EM there (1e-6), and a full refit's wherever both reach the same
+    optimum (log-likelihoods equal to 1e-9).  The likelihood has several optima: on 3 of these 10 ``ds`` splits the
+    warm start and the refit from majority vote reach different ones (the update's higher on 2), which no update
+    rule fixes (docs/PLAN.md)."""
+    import fusion_core.methods.dawid_skene.incremental as inc
+    from fusion_core.methods.em import run_em
+
+    first, batches = _batches(seed=seed)
+    runs = []
+    for plain in (False, True):
+        if plain:
+            monkeypatch.setattr(inc, "run_em_extrapolated", run_em)
+        warm = create(method, **TIGHT).fit(first)
+        for b in batches:
+            warm.update(b)
+        runs.append(warm)
+    assert np.abs(runs[0].probas_.to_numpy() - runs[1].probas_.to_numpy()).max() < 1e-6
+    full = create(method, **TIGHT).fit(pd.concat([first, *batches]))
+    if abs(runs[0].log_likelihood_ - full.log_likelihood_) <= 1e-9 * abs(full.log_likelihood_):
+        pa, pb = runs[0].probas_, full.probas_
+        assert np.abs(pa.reindex(index=pb.index).to_numpy() - pb.to_numpy()).max() < 1e-5
+
+
 def test_update_with_a_new_label_and_one_annotator() -> None:
     first, _ = _batches(seed=4)
     est = create("ds").fit(first)

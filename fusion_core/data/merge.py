@@ -52,7 +52,9 @@ def _union(old: pd.Index, new: pd.Index, known: dict[Any, int] | None) -> tuple[
         return old, pos, known
     fresh = new[missing]
     pos[missing] = len(old) + np.arange(len(fresh))
-    known.update(zip(fresh.tolist(), range(len(old), len(old) + len(fresh)), strict=True))
+    # the same string objects as the look-ups (their hashes are cached): inserting them hashes nothing again
+    keys = values if len(missing) == len(values) else list(map(values.__getitem__, missing.tolist()))
+    known.update(zip(keys, range(len(old), len(old) + len(fresh)), strict=True))
     return old.append(fresh), pos, known
 
 
