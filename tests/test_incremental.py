@@ -150,18 +150,20 @@ def test_batch_coding_drops_missing_rows_and_appends_new_ids() -> None:
     t0, w0 = old.items[0], old.workers[0]
     batch = pd.DataFrame(
         {
-            "task": ["new_b", t0, "new_a", None, "new_b"],
-            "worker": [w0, "zz", w0, w0, "zz"],
-            "label": [old.classes[0], old.classes[1], None, old.classes[0], old.classes[1]],
+            "task": [t0, "new_b", "new_a", None, "new_b"],
+            "worker": ["zz", w0, w0, w0, "zz"],
+            "label": [old.classes[1], old.classes[0], None, old.classes[0], old.classes[1]],
         }
     )
     coded = code_batch(batch, old)
     assert coded.n_responses == 3 and coded.report.dropped_missing_id == 1 and coded.report.dropped_missing_label == 1
-    assert list(coded.items) == ["new_b", t0]  # "new_a" had its only row dropped: not an item
+    assert list(coded.items) == [t0, "new_b"]  # "new_a" had its only row dropped: not an item
     ap = append_responses(old, coded)
     merged = ap.responses
     assert list(merged.items[old.n_items :]) == ["new_b"] and list(merged.workers[old.n_workers :]) == ["zz"]
-    assert merged.items[merged.item[old.n_responses + 1]] == t0 and merged.report.dropped_missing_id == 1
+    assert merged.items[merged.item[old.n_responses]] == t0 and merged.report.dropped_missing_id == 1
+    for ids, known in zip((merged.items, merged.workers), ap.maps, strict=True):  # the kept dictionaries agree
+        assert len(known) == len(ids) and all(known[v] == i for i, v in enumerate(ids))
     assert np.array_equal(merged.item[: old.n_responses], old.item)
 
 

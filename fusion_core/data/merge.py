@@ -11,7 +11,6 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -46,15 +45,19 @@ def _union(old: pd.Index, new: pd.Index, known: dict[Any, int] | None) -> tuple[
     if known is None or len(known) != len(old):
         known = dict(zip(old.tolist(), range(len(old)), strict=True))
     values = new.tolist()
-    pos = np.fromiter(map(known.get, values, repeat(-1)), dtype=np.int64, count=len(values))  # C-level loop
-    missing = np.flatnonzero(pos < 0)
+    n_old = len(old)
+    # one C-level pass: a known id returns its code, a new one is inserted with the code it gets when every id of
+    # the batch is new (the common case: no second pass)
+    cand = range(n_old, n_old + len(values))
+    pos = np.fromiter(map(known.setdefault, values, cand), dtype=np.int64, count=len(values))
+    missing = np.flatnonzero(pos >= n_old)
     if not len(missing):
         return old, pos, known
+    if len(missing) < len(values):  # some were known: the new ones' codes close up (their entries rewritten)
+        codes = n_old + np.arange(len(missing))
+        pos[missing] = codes
+        known.update(zip(map(values.__getitem__, missing.tolist()), codes.tolist(), strict=True))
     fresh = new[missing]
-    pos[missing] = len(old) + np.arange(len(fresh))
-    # the same string objects as the look-ups (their hashes are cached): inserting them hashes nothing again
-    keys = values if len(missing) == len(values) else list(map(values.__getitem__, missing.tolist()))
-    known.update(zip(keys, range(len(old), len(old) + len(fresh)), strict=True))
     return old.append(fresh), pos, known
 
 
