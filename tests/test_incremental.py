@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -64,6 +66,34 @@ def test_warm_update_equals_full_refit(method: str) -> None:
     del n0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["ds", "ds1"])
+@pytest.mark.parametrize("seed", range(10, 20))
+def test_extrapolated_update_many_seeds(method: str, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many splits (two batches with new tasks and a new annotator): the update whose full phase is extrapolated
+    reaches the fixed point of the one with plain EM there (1e-6), and a full refit's wherever both reach the same
+    optimum (log-likelihoods equal to 1e-9).  The likelihood has several optima: on 3 of these 10 ``ds`` splits the
+    warm start and the refit from majority vote reach different ones (the update's higher on 2), which no update
+    rule fixes (docs/PLAN.md)."""
+    import fusion_core.methods.dawid_skene.incremental as inc
+    from fusion_core.methods.em import run_em
+
+    first, batches = _batches(seed=seed)
+    runs = []
+    for plain in (False, True):
+        if plain:
+            monkeypatch.setattr(inc, "run_em_extrapolated", run_em)
+        warm = create(method, **TIGHT).fit(first)
+        for b in batches:
+            warm.update(b)
+        runs.append(warm)
+    assert np.abs(runs[0].probas_.to_numpy() - runs[1].probas_.to_numpy()).max() < 1e-6
+    full = create(method, **TIGHT).fit(pd.concat([first, *batches]))
+    if abs(runs[0].log_likelihood_ - full.log_likelihood_) <= 1e-9 * abs(full.log_likelihood_):
+        pa, pb = runs[0].probas_, full.probas_
+        assert np.abs(pa.reindex(index=pb.index).to_numpy() - pb.to_numpy()).max() < 1e-5
+
+
 def test_update_with_a_new_label_and_one_annotator() -> None:
     first, _ = _batches(seed=4)
     est = create("ds").fit(first)
@@ -81,8 +111,6 @@ def test_update_with_a_new_label_and_one_annotator() -> None:
 def test_appended_sparse_layout_equals_a_fresh_one() -> None:
     """The update inserts a batch into the previous layout instead of sorting everything again: entry for entry
     the layout built from scratch, for a batch of new items only and for one spread over earlier items."""
-    import dataclasses
-
     from fusion_core.methods import layout as sweep  # the shared sparse layout (methods/layout.py)
 
     first, batches = _batches(seed=5)
@@ -96,3 +124,89 @@ def test_appended_sparse_layout_equals_a_fresh_one() -> None:
         got = sweep._CACHE[resp]
         fresh = sweep.sweep_data(dataclasses.replace(resp))
         assert np.array_equal(got.indptr, fresh.indptr) and np.array_equal(got.indices, fresh.indices)
+
+
+def test_update_keeps_the_class_priority_and_a_monotone_trace() -> None:
+    """The tie priority updated from the batch's rows equals one computed over every response, and the extrapolated
+    full phase keeps the objective trace non-decreasing and stops on the driver's rule."""
+    from fusion_core.methods.ties import class_priority
+
+    first, batches = _batches(seed=6)
+    est = create("ds").fit(first)
+    for b in batches:
+        est.update(b)
+        fresh = dataclasses.replace(est.responses_)  # a new object: nothing remembered for it
+        assert np.array_equal(est.result_.class_rank, class_priority(fresh))
+        trace = np.asarray(est.loss_history_)
+        assert est.converged_ and (np.diff(trace) >= -1e-9 * np.abs(trace[1:])).all()
+        assert abs(trace[-1] - trace[-2]) <= est.tol * max(1.0, abs(trace[-1]))
+
+
+def test_batch_coding_drops_missing_rows_and_appends_new_ids() -> None:
+    from fusion_core.data.merge import append_responses, code_batch
+
+    est = create("ds").fit(_batches(seed=7)[0])
+    old = est.responses_
+    t0, w0 = old.items[0], old.workers[0]
+    batch = pd.DataFrame(
+        {
+            "task": [t0, "new_b", "new_a", None, "new_b"],
+            "worker": ["zz", w0, w0, w0, "zz"],
+            "label": [old.classes[1], old.classes[0], None, old.classes[0], old.classes[1]],
+        }
+    )
+    coded = code_batch(batch, old)
+    assert coded.n_responses == 3 and coded.report.dropped_missing_id == 1 and coded.report.dropped_missing_label == 1
+    assert list(coded.items) == [t0, "new_b"]  # "new_a" had its only row dropped: not an item
+    ap = append_responses(old, coded)
+    merged = ap.responses
+    assert list(merged.items[old.n_items :]) == ["new_b"] and list(merged.workers[old.n_workers :]) == ["zz"]
+    assert merged.items[merged.item[old.n_responses]] == t0 and merged.report.dropped_missing_id == 1
+    for ids, known in zip((merged.items, merged.workers), ap.maps, strict=True):  # the kept dictionaries agree
+        assert len(known) == len(ids) and all(known[v] == i for i, v in enumerate(ids))
+    assert np.array_equal(merged.item[: old.n_responses], old.item)
+
+
+def test_response_arrays_grow_in_place_without_changing_earlier_ones() -> None:
+    from fusion_core.data.merge import _extend
+
+    a = _extend(np.arange(5), np.arange(5, 8))
+    b = _extend(a, np.array([8, 9]))  # written into the spare room after a
+    c = _extend(a, np.array([-1]))  # a's next rows are taken: a copy
+    assert np.array_equal(a, np.arange(8)) and np.array_equal(b, np.arange(10))
+    assert np.array_equal(c, [*range(8), -1]) and np.shares_memory(a, b) and not np.shares_memory(a, c)
+
+
+def test_layout_subset_equals_a_fresh_layout() -> None:
+    from fusion_core.methods import layout
+
+    est = create("ds").fit(_batches(seed=8)[0])
+    resp = est.responses_
+    for rows in (np.arange(10, 60), np.array([0, 3, 4, 90, resp.n_items - 1])):
+        sub = layout.layout_subset(resp, rows)
+        got = layout._CACHE[sub]
+        mask = np.isin(resp.item, rows)
+        pos = np.searchsorted(rows, resp.item[mask])
+        fresh = layout.sweep_data(dataclasses.replace(sub, item=pos, worker=resp.worker[mask], label=resp.label[mask]))
+        assert np.array_equal(got.indptr, fresh.indptr) and np.array_equal(got.indices, fresh.indices)
+        assert sub.n_responses == int(mask.sum())
+
+
+def test_extrapolated_em_reaches_the_plain_fixed_point() -> None:
+    """run_em_extrapolated stops on a plain EM step by the driver's rule and reaches plain EM's fixed point."""
+    from fusion_core.data.responses import Responses
+    from fusion_core.methods.base import initial_posterior
+    from fusion_core.methods.dawid_skene.core import DawidSkeneModel
+    from fusion_core.methods.em import EMSettings, run_em
+    from fusion_core.methods.em.squarem import run_em_extrapolated
+
+    # smoothing: an interior optimum, so plain EM converges linearly (no entry creeping to 0) and tol=0 is quick
+    sim = dawid_skene(n_items=600, n_workers=20, n_classes=3, responses_per_item=4, accuracy=(0.55, 0.9), seed=9)
+    resp = Responses.from_frame(sim.responses[["task", "worker", "label"]])
+    q0 = initial_posterior(resp, "mv")
+    tight = EMSettings(tol=0.0, max_iter=3000, warn=False)
+    plain = run_em(m := DawidSkeneModel(resp, 1.0, keep_joint=False), m.start(q0), tight)
+    fast = run_em_extrapolated(m2 := DawidSkeneModel(resp, 1.0, keep_joint=False), m2.start(q0), tight)
+    assert np.abs(plain.posterior - fast.posterior).max() < 1e-6
+    assert np.abs(plain.state.confusion - fast.state.confusion).max() < 1e-6
+    assert fast.converged and fast.n_iter < plain.n_iter and (np.diff(fast.log_likelihood) >= -1e-9).all()

@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from fusion_core.data.responses import Responses
@@ -138,6 +139,39 @@ def sweep_data_appended(old: Responses, resp: Responses) -> None:
         b_start = np.cumsum(b_len) - b_len
         cols[indptr[b_item] + old_len[b_item] + np.arange(len(b_item)) - b_start[b_item]] = b_col
     _CACHE[resp] = SweepData(_unsigned(indptr), cols, None, resp.n_items, resp.n_workers * k)
+
+
+def layout_subset(resp: Responses, rows: np.ndarray) -> Responses:
+    """The responses on the items ``rows`` (increasing item codes), items renumbered 0..len(rows)−1 in that order,
+    with their :class:`SweepData` cut out of ``resp``'s (a slice when the rows are one block, else one gather of
+    their entries; nothing is sorted) and cached.  Responses are listed in the layout's order (by item); item ids
+    are not carried (a :class:`~pandas.RangeIndex`)."""
+    d = sweep_data(resp)
+    ptr = d.indptr.astype(np.int64)
+    start = ptr[rows]
+    length = ptr[rows + 1] - start
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(length, out=indptr[1:])
+    take: slice | np.ndarray
+    if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):  # one block of items: their entries are a slice
+        take = slice(int(start[0]), int(start[0] + indptr[-1]))
+    else:
+        take = np.repeat(start - indptr[:-1], length) + np.arange(indptr[-1])
+    indices = np.ascontiguousarray(d.indices[take])
+    data = None if d.data is None else np.ascontiguousarray(d.data[take])
+    k = resp.n_classes
+    col = indices.astype(np.int64)
+    sub = Responses(
+        item=np.repeat(np.arange(len(rows)), length),
+        worker=col // k,
+        label=col % k,
+        items=pd.RangeIndex(len(rows)),
+        workers=resp.workers,
+        classes=resp.classes,
+        weight=data,
+    )
+    _CACHE[sub] = SweepData(_unsigned(indptr), indices, data, len(rows), d.n_cols)
+    return sub
 
 
 def _unsigned(x: np.ndarray) -> np.ndarray:

@@ -10,6 +10,8 @@ rows can change only decisions that are tied on both the item and the whole-tabl
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from fusion_core.data.responses import Responses
@@ -22,18 +24,42 @@ TIE_TOL = 1e-9
 def class_priority(resp: Responses) -> np.ndarray:
     """Rank of every class for breaking ties (0 = preferred): more responses over the whole table first (weighted
     by the response weights when present), then earlier first appearance among the rows; classes nobody used come
-    last, in code order (the declared order)."""
+    last, in code order (the declared order).  A rank :func:`remember_class_priority` was given is not recomputed."""
+    known = _RANKS.get(resp)
+    return known.copy() if known is not None else priority_rank(*class_votes(resp))
+
+
+_RANKS: weakref.WeakKeyDictionary[Responses, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def remember_class_priority(resp: Responses, votes: np.ndarray, first: np.ndarray) -> None:
+    """Keep the rank of ``resp`` made from its keys (:func:`class_votes`) computed elsewhere — the incremental update
+    adds a batch's keys to the earlier ones — so :func:`class_priority` needs no pass over the responses."""
+    _RANKS[resp] = priority_rank(votes, first)
+
+
+def class_votes(resp: Responses, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The two keys of :func:`class_priority` over the rows from ``start`` on: (weighted) responses per class and
+    the row of each class's first appearance (``resp.n_responses`` for a class not used there)."""
     k = resp.n_classes
-    votes = np.bincount(resp.label, weights=resp.weight, minlength=k)[:k]
+    label = resp.label[start:]
+    weight = None if resp.weight is None else resp.weight[start:]
+    votes = np.bincount(label, weights=weight, minlength=k)[:k].astype(float)
     first = np.full(k, resp.n_responses, dtype=np.int64)
     if k <= 64:  # one vectorised pass per class (np.minimum.at over every response is 10× slower)
-        for j in np.flatnonzero(votes > 0) if resp.weight is None else range(k):
-            hit = resp.label == j
+        for j in np.flatnonzero(votes > 0) if weight is None else range(k):
+            hit = label == j
             at = int(np.argmax(hit))
             if hit[at]:
-                first[j] = at
+                first[j] = start + at
     else:
-        np.minimum.at(first, resp.label, np.arange(resp.n_responses))
+        np.minimum.at(first, label, np.arange(start, resp.n_responses))
+    return votes, first
+
+
+def priority_rank(votes: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """:func:`class_priority` from its two keys (:func:`class_votes`)."""
+    k = len(votes)
     order = np.lexsort((np.arange(k), first, -votes))
     rank = np.empty(k, dtype=np.int64)
     rank[order] = np.arange(k)

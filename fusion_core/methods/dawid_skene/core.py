@@ -193,6 +193,15 @@ class DawidSkeneModel:
     def flat(self, state: DSState) -> np.ndarray:
         return np.concatenate([state.confusion.ravel(), state.class_prior.ravel()])
 
+    def unflat(self, vector: np.ndarray) -> DSState:
+        """The state of a :meth:`flat` vector (an extrapolated one, :mod:`fusion_core.methods.em.squarem`): entries
+        clipped into [1e-12, 1], confusion rows and priors renormalised (a one-coin matrix stays one-coin)."""
+        m, k = self.resp.n_workers, self.resp.n_classes
+        conf = np.clip(vector[: m * k * k], 1e-12, 1.0).reshape(m, k, k)
+        conf /= conf.sum(axis=2, keepdims=True)
+        prior = np.clip(vector[m * k * k :], 1e-12, 1.0)
+        return DSState(conf, prior / prior.sum())
+
     def informativeness(self, state: DSState) -> float:
         """DS J_max = max_w max_{k,k',l} |θ_w[k,l] − θ_w[k',l]| (spec §7.3)."""
         conf = state.confusion

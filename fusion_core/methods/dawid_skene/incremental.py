@@ -1,18 +1,22 @@
 """Incremental Dawid–Skene: a new batch of responses updates a fitted ``ds`` / ``ds1`` from its previous state.
 
-The batch is coded against the fitted coding (:func:`fusion_core.data.merge.append_responses`: known items,
-annotators and labels keep their codes, new ones are appended), and EM restarts from the previous posterior —
-new items from their soft majority vote, a new label with no mass anywhere gets a small uniform share — through
-the shared driver with the estimator's own ``tol`` and ``max_iter``.  The first M-step then re-estimates every
-annotator (new ones included) from the previous posteriors and every response, so EM starts next to the previous
-optimum instead of at majority vote (Neal & Hinton 1998 on warm-started EM; Dawid & Skene 1979 for the steps).
-Two phases.  (1) *Local EM* (the incremental EM of Neal & Hinton 1998, §4): only the items the batch touched are
-E-stepped; the other items' expected counts are held at their previous posteriors — kept from the previous state
+The batch is coded against the fitted coding (:func:`fusion_core.data.merge.code_batch` factorises each column of
+the batch once; :func:`~fusion_core.data.merge.append_responses` looks its distinct ids up in the id → code
+dictionaries kept between batches: known items, annotators and labels keep their codes, new ones are appended, and
+the response arrays grow in place), and EM restarts from the previous state with the estimator's own ``tol`` and
+``max_iter`` (Neal & Hinton 1998 on warm-started EM; Dawid & Skene 1979 for the steps).  Two phases.
+(1) *Local EM* (the incremental EM of Neal & Hinton 1998, §4): only the items the batch touched are E-stepped; the
+other items' expected counts are held at their previous posteriors — kept from the previous state
 (:class:`WarmState`: the final E-step's expected counts, minus the touched earlier items' share, a pass over their
-responses only), so an iteration costs the touched items' responses only; it stops at the whole objective's
-absolute tolerance.  (2) Plain EM over everything from the local phase's parameters until the driver's convergence
-rule holds (usually 4–6 E-steps), so the result is a fixed point of the full EM map; its sparse layout is the
-previous one with the batch's entries inserted (:func:`~fusion_core.methods.layout.sweep_data_appended`), not re-sorted.
+responses only), so an iteration costs the touched items' responses only (their layout is cut out of the whole
+one, :func:`~fusion_core.methods.layout.layout_subset`); it stops at the whole objective's absolute tolerance.
+(2) EM over everything from the local phase's parameters, in cycles of one plain EM step whose starts after the
+first are extrapolated (:func:`~fusion_core.methods.em.squarem.run_em_extrapolated`): the items the batch did not
+touch lag one EM step behind the others (one slow global mode), which the extrapolation shortens (4–6 E-steps
+instead of 5–10).  It stops when a plain EM step meets the driver's rule — the test a full fit applies — so the
+result is a fixed point of the full EM map to the same tolerance.  Its sparse layout is the previous one with the
+batch's entries inserted (:func:`~fusion_core.methods.layout.sweep_data_appended`), not re-sorted.  The class tie
+priority's keys are kept and updated from the batch's rows (:func:`~fusion_core.methods.ties.class_votes`).
 At convergence the fit is the maximum of the same likelihood as a full refit's; the two agree to the
 convergence tolerance when both reach the same optimum (tests/test_incremental.py checks 1e-6 at a tight
 ``tol``).  Annealing and random restarts are not rerun (plain EM from the warm start); gold labels passed to the
@@ -35,8 +39,11 @@ from fusion_core.errors import AggregationWarning, UserInputError
 from fusion_core.methods.dawid_skene.core import DawidSkeneModel, DSState, SweepStats, params_from_counts
 from fusion_core.methods.dawid_skene.sweep import default_backend, expected_counts_of, sweep_data_appended
 from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
+from fusion_core.methods.em.squarem import run_em_extrapolated
+from fusion_core.methods.layout import layout_subset
 from fusion_core.methods.priors import collapse_message, prior_collapsed
 from fusion_core.methods.results import Fit
+from fusion_core.methods.ties import class_votes, remember_class_priority
 
 #: share of a label's mass given to every class when a label that no item had before appears
 NEW_CLASS_SHARE = 1e-3
@@ -72,41 +79,15 @@ class WarmState:
     """What an update keeps from the state it updates: the responses it belongs to, the id → code dictionaries of
     items and annotators, and the M-step statistics of the final E-step (expected counts, workers × true ×
     reported, and class totals Σ_i q_i) — the per-item sufficient statistics summed, so the items a batch does not
-    touch need no pass over their responses."""
+    touch need no pass over their responses — and the two keys of the class tie priority (``votes``, ``first``:
+    :func:`~fusion_core.methods.ties.class_votes`), so the fitted labels need no pass either."""
 
     resp: Responses
     maps: tuple[dict[Any, int], dict[Any, int]]
     counts: np.ndarray
     class_total: np.ndarray
-
-
-def _row_counts(resp: Responses, rows: np.ndarray, q: np.ndarray, n_workers: int) -> np.ndarray:
-    """Expected counts (workers × true × reported) of the responses ``rows`` under item posteriors ``q`` (rows
-    indexed by ``resp.item``): K bincounts over those responses only."""
-    k = q.shape[1]
-    cell = resp.worker[rows] * k + resp.label[rows]
-    w = None if resp.weight is None else resp.weight[rows]
-    flat = np.empty((n_workers * k, k))
-    qi = q[resp.item[rows]]
-    for c in range(k):
-        flat[:, c] = np.bincount(cell, weights=qi[:, c] if w is None else qi[:, c] * w, minlength=n_workers * k)
-    return flat.reshape(n_workers, k, k).transpose(0, 2, 1)
-
-
-def _subset(resp: Responses, rows: np.ndarray, t_idx: np.ndarray) -> Responses:
-    """The responses ``rows`` (all on the items ``t_idx``, sorted), items re-coded 0..len(t_idx)−1 in ``t_idx``
-    order; the item ids are not carried (the local model never reads them)."""
-    pos = np.full(resp.n_items, -1, dtype=np.int64)
-    pos[t_idx] = np.arange(len(t_idx))
-    return Responses(
-        item=pos[resp.item[rows]],
-        worker=resp.worker[rows],
-        label=resp.label[rows],
-        items=pd.RangeIndex(len(t_idx)),
-        workers=resp.workers,
-        classes=resp.classes,
-        weight=None if resp.weight is None else resp.weight[rows],
-    )
+    votes: np.ndarray
+    first: np.ndarray
 
 
 class LocalModel:
@@ -155,26 +136,24 @@ def warm_run(
     n_old_items = appended.n_old_items
     touched = np.zeros(resp.n_items, dtype=bool)
     touched[resp.item[n_old_resp:]] = True
-    t_idx = np.flatnonzero(touched)
+    t_idx = np.flatnonzero(touched)  # the earlier items the batch touched, then every new item
     old_t = t_idx[t_idx < n_old_items]
-    new_rows = np.arange(n_old_resp, resp.n_responses)
-    # the earlier responses on touched items: one boolean gather over the earlier items (none when the batch
-    # brings new items only)
-    rows = np.concatenate([np.flatnonzero(touched[resp.item[:n_old_resp]]), new_rows]) if len(old_t) else new_rows
-    m = resp.n_workers
-    fixed = np.zeros((m, resp.n_classes, resp.n_classes))
+    m, k = resp.n_workers, resp.n_classes
+    backend = default_backend(resp.n_responses)  # the whole data's: compiled when the full fit is
+    fixed = np.zeros((m, k, k))
     fixed[: appended.n_old_workers] = warm.counts
     fixed_total = warm.class_total.copy()
     if len(old_t):  # the touched earlier items' share of the kept statistics, under their previous posteriors
-        old_rows = rows[: len(rows) - len(new_rows)]
-        fixed -= _row_counts(resp, old_rows, previous, m)
+        fixed[: appended.n_old_workers] -= expected_counts_of(
+            layout_subset(warm.resp, old_t), previous[old_t], backend=backend
+        )
         fixed_total -= previous[old_t].sum(axis=0)
     fixed, fixed_total = np.maximum(fixed, 0.0), np.maximum(fixed_total, 0.0)  # rounding
+    sweep_data_appended(warm.resp, resp)  # the whole layout: the earlier one with the batch's entries inserted
     if not len(t_idx):  # an empty batch: EM from the kept statistics
         return run_em(model, local_state(model, fixed, fixed_total), settings)
-    backend = default_backend(resp.n_responses)  # the whole data's: compiled when the full fit is
     inner = DawidSkeneModel(
-        _subset(resp, rows, t_idx),
+        layout_subset(resp, t_idx),
         model.smoothing,
         model.estimate_priors,
         model.one_coin,
@@ -183,18 +162,17 @@ def warm_run(
         backend=backend,
     )
     local = LocalModel(inner, fixed, fixed_total)
-    q_t = np.empty((len(t_idx), resp.n_classes))
+    q_t = np.empty((len(t_idx), k))
     q_t[: len(old_t)] = previous[old_t]
     q_t[len(old_t) :] = new_item_votes(resp, n_old_items, n_old_resp)
     # the local objective is a part of the whole one: stop at the whole one's tolerance (same absolute change)
-    local_tol = settings.tol * resp.n_responses / max(len(rows), 1)
+    local_tol = settings.tol * resp.n_responses / max(inner.resp.n_responses, 1)
     state = run_em(
         local,
         local.state_from(q_t),
         EMSettings(tol=local_tol, max_iter=settings.max_iter, name=settings.name + ", touched items", warn=False),
     ).state
-    sweep_data_appended(warm.resp, resp)
-    return run_em(model, state, settings)
+    return run_em_extrapolated(model, state, settings)
 
 
 def update_fit(est: Any, data: Responses | pd.DataFrame) -> None:
@@ -208,6 +186,7 @@ def update_fit(est: Any, data: Responses | pd.DataFrame) -> None:
     kept: WarmState | None = getattr(est, "_warm", None)
     if kept is not None and kept.resp is not old:  # kept for other responses (fit since): not valid
         kept = None
+    votes, first = class_votes(old) if kept is None else (kept.votes, kept.first)
     appended = append_responses(old, code_batch(data, old), None if kept is None else kept.maps)
     resp = appended.responses
     previous = est.result_.posterior
@@ -217,7 +196,8 @@ def update_fit(est: Any, data: Responses | pd.DataFrame) -> None:
         model = est.model(resp, None)
         if resp.n_classes == appended.n_old_classes:
             if kept is None:  # first update after a fit: the statistics of the fitted posterior, one pass
-                kept = WarmState(old, appended.maps, expected_counts_of(old, previous), previous.sum(axis=0))
+                counts = expected_counts_of(old, previous)
+                kept = WarmState(old, appended.maps, counts, previous.sum(axis=0), votes, first)
             run = warm_run(model, previous, kept, appended, settings)
         else:  # a new label: every item's posterior gains a class; plain EM from the warm posterior
             run = run_em(model, model.start(warm_posterior(previous, resp, appended.n_old_items)), settings)
@@ -244,9 +224,21 @@ def update_fit(est: Any, data: Responses | pd.DataFrame) -> None:
     fit.warnings.extend(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, AggregationWarning)))
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    votes, first = _priority_keys(votes, first, resp, resp.n_responses - appended.n_new_responses)
+    remember_class_priority(resp, votes, first)
     est._set_fitted(resp, fit, time.perf_counter() - t0)
     stats = run.estep.stats
-    est._warm = WarmState(resp, appended.maps, stats.counts, stats.class_total)
+    est._warm = WarmState(resp, appended.maps, stats.counts, stats.class_total, votes, first)
+
+
+def _priority_keys(votes: np.ndarray, first: np.ndarray, resp: Responses, n_old: int) -> tuple[np.ndarray, np.ndarray]:
+    """The class tie priority's keys of ``resp`` from those of its first ``n_old`` responses and a pass over the
+    batch's rows only."""
+    new_votes, new_first = class_votes(resp, n_old)
+    k = len(votes)
+    new_votes[:k] += votes
+    new_first[:k] = np.where(first < n_old, first, new_first[:k])
+    return new_votes, new_first
 
 
 __all__ = ["NEW_CLASS_SHARE", "update_fit", "warm_posterior"]

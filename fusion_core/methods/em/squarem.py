@@ -25,12 +25,12 @@ convergence rule is the driver's, applied after every accepted iterate.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from fusion_core.methods.em.driver import EMRun, EMSettings, EStep, _warn_unconverged, converged
+from fusion_core.methods.em.driver import EMRun, EMSettings, EStep, _warn_unconverged, converged, run_em
 
 S = TypeVar("S")
 
@@ -143,3 +143,41 @@ def _advance(model: Extrapolable[S], run: _Cycle[S], new: S, settings: EMSetting
     run.fallback = (new, e)
     run.pending = model.e_step(prime)
     run.phase = 2
+
+
+def run_em_extrapolated(model: Extrapolable[S], state0: S, settings: EMSettings) -> EMRun[S]:
+    """EM from ``state0`` in cycles of one *plain* EM step (two E-steps through :func:`~.driver.run_em`); every
+    cycle after the first starts from the squared extrapolation (the SqS3 step above) of the previous cycle's three
+    iterates θ, M(θ), M(M(θ)).  The run stops when a cycle's plain step meets the driver's convergence rule, so the
+    test is exactly a plain EM run's (on a plain step, same ``tol``) and the result is a plain EM iterate; only the
+    starts of the cycles are extrapolated.  Safeguard: an extrapolated start whose objective is below the last
+    accepted iterate's is dropped for M(M(θ)) and the step limit shrinks, so the trace (accepted iterates only) never
+    decreases.  ``n_iter`` counts every E-step (dropped ones too), bounded by ``max_iter``.  Used by the incremental
+    Dawid–Skene update, whose warm start leaves one slow global mode (the untouched items lagging the batch)."""
+    trace: list[float] = []
+    n_iter, step_max = 0, STEP_FACTOR
+    theta, plain = state0, state0
+    last: EMRun[S] | None = None
+    while n_iter < settings.max_iter:
+        cycle = replace(settings, max_iter=min(2, settings.max_iter - n_iter), anneal=None, warn=False)
+        run = run_em(model, theta, cycle)
+        n_iter += run.n_iter
+        if last is not None and theta is not plain and run.log_likelihood[0] < trace[-1]:
+            step_max = max(1.0, step_max / STEP_FACTOR)  # overshot: continue from the plain iterate instead
+            theta = plain
+            continue
+        trace += run.log_likelihood
+        last = run
+        if run.converged:
+            break
+        plain = model.m_step(run.estep.stats)
+        t0, t1, t2 = model.flat(theta), model.flat(run.state), model.flat(plain)
+        r, v = t1 - t0, t2 - 2.0 * t1 + t0
+        alpha = squarem_alpha(r, v, step_max)
+        if alpha == -step_max:
+            step_max *= STEP_FACTOR
+        theta = plain if alpha == -1.0 else model.unflat(t0 - 2.0 * alpha * r + alpha * alpha * v)
+    assert last is not None  # max_iter ≥ 1: the first cycle is always accepted
+    if not last.converged:
+        _warn_unconverged(settings, trace)
+    return EMRun(state=last.state, estep=last.estep, log_likelihood=trace, n_iter=n_iter, converged=last.converged)
