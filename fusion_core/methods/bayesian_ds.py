@@ -46,8 +46,8 @@ from fusion_core.methods.results import AnnotatorColumn, Fit
 
 HYPER_RANGE = (1e-2, 1e4)  # α₀ entries are kept in this range (guards the Newton steps on degenerate data)
 HYPER_NEWTON = 1  # Newton steps on α₀ per M-step (warm-started; a generalised M-step, each raises the ELBO)
-HYPER_RTOL = 1e-10  # rows whose Newton step in log α₀ is below this have settled
-HALVINGS = 12  # a row whose evidence still falls after this many halvings of its step keeps its α₀
+HYPER_RTOL = 1e-12  # a row whose Newton step would gain less evidence than this (relative) has settled
+HALVINGS = 8  # a row whose evidence still falls after this many halvings of its step keeps its α₀
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,9 @@ class Cells:
     label: np.ndarray  # P: reported label of each pair
     items: sp.csr_matrix  # items × P response counts (the pairs' columns of ``Responses.counts``)
     items_t: sp.csr_matrix  # P × items
-    by_label: sp.csr_matrix  # K × P: sums over the pairs of one reported label
+    by_label: sp.csc_matrix  # P × K indicator: (K × P) @ by_label sums over the pairs of each reported label
     owner: np.ndarray  # P: row of each pair's annotator among the W' annotators owning a pair
-    by_worker: sp.csr_matrix  # W' × P: sums over the pairs of one annotator
-    per_label: np.ndarray  # K: number of pairs reporting each label
+    by_worker: sp.csc_matrix  # P × W' indicator: (K × P) @ by_worker sums over the pairs of each annotator
 
     @classmethod
     def of(cls, resp: Responses, dense: bool = False) -> Cells:
@@ -81,21 +80,22 @@ class Cells:
             label=label,
             items=items,
             items_t=items.T.tocsr(),
-            by_label=sp.csr_matrix((ones, (label, np.arange(p))), shape=(k, p)),
+            by_label=sp.csc_matrix((ones, (np.arange(p), label)), shape=(p, k)),
             owner=wcode,
-            by_worker=sp.csr_matrix((ones, (wcode, np.arange(p))), shape=(len(owners), p)),
-            per_label=np.bincount(label, minlength=k).astype(float),
+            by_worker=sp.csc_matrix((ones, (np.arange(p), wcode)), shape=(p, len(owners))),
         )
 
 
 class BDSState(NamedTuple):
     """Variational parameters: the shared hyper-parameters ``hyper`` (K × K, α₀), the expected counts ``counts``
-    of the observed pairs (P × K true classes; q(Γ_j) = Dir(α₀ + C_j), zero counts off the pairs) and
-    ``class_prior`` (Dirichlet parameters of q(π))."""
+    of the observed pairs (K true classes × P; q(Γ_j) = Dir(α₀ + C_j), zero counts off the pairs) and
+    ``class_prior`` (Dirichlet parameters of q(π)); ``evidence`` caches the Pólya evidence of ``counts`` under
+    ``hyper`` when the M-step has computed it (None: computed by the E-step)."""
 
     hyper: np.ndarray
     counts: np.ndarray
     class_prior: np.ndarray
+    evidence: float | None = None
 
 
 def expected_log_dirichlet(alpha: np.ndarray) -> np.ndarray:
@@ -147,17 +147,19 @@ def trigamma(x: np.ndarray) -> np.ndarray:
 
 
 def polya_objective(alpha: np.ndarray, counts: np.ndarray, totals: np.ndarray, cells: Cells) -> np.ndarray:
-    """Per row k of α₀ (R × K, with the pairs' counts P × R and the annotators' totals W' × R of the same rows): the
+    """Per row k of α₀ (R × K, with the pairs' counts R × P and the annotators' totals R × W' of the same rows): the
     Dirichlet-multinomial (Pólya) log evidence ``Σ_j log B(α₀_k + C_jk) − log B(α₀_k)``, summed over the observed
     pairs only (a cell without counts contributes log Γ(α) − log Γ(α) = 0, exactly)."""
     a_sum = alpha.sum(axis=1)
-    cell = gammaln(alpha[:, cells.label].T + counts) - gammaln(alpha)[:, cells.label].T
-    return len(totals) * gammaln(a_sum) - gammaln(a_sum + totals).sum(axis=0) + cell.sum(axis=0)
+    cell = gammaln(alpha[:, cells.label] + counts)
+    cell -= gammaln(alpha)[:, cells.label]
+    rows = totals.shape[1] * gammaln(a_sum) - gammaln(a_sum[:, None] + totals).sum(axis=1)
+    return rows + cell.sum(axis=1)
 
 
 def polya_ml(
     alpha: np.ndarray, counts: np.ndarray, totals: np.ndarray, cells: Cells, n_iter: int = HYPER_NEWTON
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """α₀ raising the Pólya evidence of the expected counts (Minka 2000, "Estimating a Dirichlet distribution",
     §3–4), row by row, by Newton steps in log α₀ from ``alpha`` (multiplicative steps keep α₀ positive).
 
@@ -166,21 +168,25 @@ def polya_ml(
     kept where negative (so the diagonal stays negative) and the system is solved in O(K) by Sherman–Morrison
     where the matrix is negative definite, otherwise by its diagonal alone.  Entries at a bound of
     :data:`HYPER_RANGE` whose gradient points out stay there; a row's step is halved until its evidence does not
-    fall, so each call raises the ELBO (a generalised M-step)."""
+    fall, so each call raises the ELBO (a generalised M-step).  Returns α₀ and each row's evidence under it."""
     lo, hi = HYPER_RANGE
     alpha = np.clip(np.array(alpha, dtype=float), lo, hi)
     f0 = polya_objective(alpha, counts, totals, cells)
-    n_w = len(totals)
+    n_w = totals.shape[1]
     lab = cells.label
     for _ in range(n_iter):
         a_sum = alpha.sum(axis=1)
-        x = alpha[:, lab].T + counts
-        at = a_sum + totals
-        grad = np.asarray(cells.by_label @ (digamma(x) - digamma(alpha)[:, lab].T)).T
-        grad += (n_w * digamma(a_sum) - digamma(at).sum(axis=0))[:, None]
+        x = alpha[:, lab] + counts
+        at = a_sum[:, None] + totals
+        cell = digamma(x)
+        cell -= digamma(alpha)[:, lab]
+        grad = np.asarray(cell @ cells.by_label)
+        grad += (n_w * digamma(a_sum) - digamma(at).sum(axis=1))[:, None]
         tri = trigamma(alpha)
-        d = np.asarray(cells.by_label @ (trigamma(x) - tri[:, lab].T)).T
-        z = n_w * trigamma(a_sum) - trigamma(at).sum(axis=0)
+        cell = trigamma(x)
+        cell -= tri[:, lab]
+        d = np.asarray(cell @ cells.by_label)
+        z = n_w * trigamma(a_sum) - trigamma(at).sum(axis=1)
         free = ~(((alpha <= lo) & (grad < 0)) | ((alpha >= hi) & (grad > 0)))
         gu = alpha * grad  # gradient in u = log α
         du = np.minimum(alpha * alpha * d + np.minimum(gu, 0.0), -1e-12 * alpha * alpha * tri)  # d = 0 without counts
@@ -191,18 +197,19 @@ def polya_ml(
         b = np.where(newton, z * (gu * ainv).sum(axis=1) / np.where(newton, denom, 1.0), 0.0)
         step = gu * inv - b[:, None] * ainv  # H⁻¹ g in u on the free entries, 0 elsewhere; Newton: u − H⁻¹ g
         new = alpha.copy()
-        rows = np.flatnonzero(np.abs(step).max(axis=1) > HYPER_RTOL)  # the others have settled
+        gain = -(gu * step).sum(axis=1)  # the step's first-order gain in evidence
+        rows = np.flatnonzero(gain > HYPER_RTOL * (1.0 + np.abs(f0)))  # the others cannot gain above rounding
         for _ in range(HALVINGS):  # halve the steps of the rows whose evidence would fall (only those are evaluated)
             if not len(rows):
                 break
             trial = np.clip(alpha[rows] * np.exp(-step[rows]), lo, hi)
-            f1 = polya_objective(trial, counts[:, rows], totals[:, rows], cells)
+            f1 = polya_objective(trial, counts[rows], totals[rows], cells)
             ok = f1 >= f0[rows] - 1e-12 * np.abs(f0[rows])
             new[rows[ok]], f0[rows[ok]] = trial[ok], f1[ok]
             rows = rows[~ok]
             step[rows] *= 0.5
         alpha = new
-    return alpha
+    return alpha, f0
 
 
 @dataclass
@@ -221,17 +228,20 @@ class BayesianDSModel:
         self.cells = Cells.of(self.resp, self.dense)
 
     def totals(self, counts: np.ndarray) -> np.ndarray:
-        """N_jk = Σ_l C_jkl for the annotators owning a pair (W' × K)."""
-        return np.asarray(self.cells.by_worker @ counts)
+        """N_jk = Σ_l C_jkl for the annotators owning a pair (K × W')."""
+        return np.asarray(counts @ self.cells.by_worker)
 
     def e_step(self, state: BDSState, temperature: float = 1.0) -> EStep:
         cells = self.cells
         hyper, counts = state.hyper, state.counts
-        a_sum = hyper.sum(axis=1)
-        totals = a_sum + self.totals(counts)  # W' × K row totals of q(Γ_j)
-        x = hyper[:, cells.label].T + counts  # P × K: q(Γ)'s parameters on the observed pairs
-        elog = digamma(x) - digamma(totals)[cells.owner]  # E[log Γ_{j_p, k, l_p}]
-        joint = np.asarray(cells.items @ elog)  # Σ_r E[log Γ_{j_r, k, l_r}]
+        totals = self.totals(counts)
+        evidence = state.evidence
+        if evidence is None:
+            evidence = float(polya_objective(hyper, counts, totals, cells).sum())
+        totals += hyper.sum(axis=1)[:, None]  # K × W' row totals of q(Γ_j)
+        elog = digamma(hyper[:, cells.label] + counts)  # K × P: E[log Γ_{j_p, k, l_p}] on the observed pairs
+        elog -= digamma(totals)[:, cells.owner]
+        joint = np.asarray(elog @ cells.items_t).T  # Σ_r E[log Γ_{j_r, k, l_r}], items × K
         joint += expected_log_dirichlet(state.class_prior)
         post, lognorm = log_normalize(joint)
         terms = lognorm
@@ -241,9 +251,8 @@ class BayesianDSModel:
             terms = lognorm.copy()
             terms[self.gold[0]] = joint[self.gold[0], self.gold[1]]
             clamp_gold(post, self.gold)
-        # Σ_jk KL(Dir(α₀_k + C_jk) ‖ Dir(α₀_k)): the cells without counts cancel
-        kl = float((gammaln(totals) - gammaln(a_sum)).sum() - (gammaln(x) - gammaln(hyper)[:, cells.label].T).sum())
-        kl += float(np.einsum("pk,pk->", counts, elog))
+        # Σ_jk KL(Dir(α₀_k + C_jk) ‖ Dir(α₀_k)) = Σ_jkl C_jkl E[log Γ_jkl] − Pólya evidence (no counts: no term)
+        kl = float(np.einsum("kp,kp->", counts, elog)) - evidence
         kl += float(kl_dirichlet(state.class_prior, np.full_like(state.class_prior, self.prior_class)))
         return EStep(post, float(terms.sum() - kl), stats=(post, hyper), log_joint=joint)
 
@@ -251,22 +260,25 @@ class BayesianDSModel:
         """q(π) and, jointly, α₀ and q(Γ) given the posteriors: α₀ raises the Pólya evidence of the expected counts
         (the ELBO maximised over q(Γ)), then q(Γ_j) = Dir(α₀ + C_j)."""
         post, hyper = stats
-        counts = np.asarray(self.cells.items_t @ post)  # P × K: C_p = Σ_i q_i #(j_p said l_p on i)
+        counts = np.ascontiguousarray(np.asarray(self.cells.items_t @ post).T)  # K × P: Σ_i q_ik #(j_p said l_p on i)
+        totals = self.totals(counts)
         if self.empirical_bayes:
-            hyper = polya_ml(hyper, counts, self.totals(counts), self.cells)
-        return BDSState(hyper, counts, self.prior_class + post.sum(axis=0))
+            hyper, evidence = polya_ml(hyper, counts, totals, self.cells)
+        else:
+            evidence = polya_objective(hyper, counts, totals, self.cells)
+        return BDSState(hyper, counts, self.prior_class + post.sum(axis=0), float(evidence.sum()))
 
     def start(self, posterior: np.ndarray) -> BDSState:
         return self.m_step((clamp_gold(np.array(posterior, dtype=float), self.gold), self.hyper0))
 
     def permute(self, state: BDSState, source: np.ndarray) -> BDSState:
         """Latent class j of the new state is class ``source[j]`` of ``state`` (reported labels unchanged)."""
-        return BDSState(state.hyper[source, :], state.counts[:, source], state.class_prior[source])
+        return BDSState(state.hyper[source, :], state.counts[source], state.class_prior[source], state.evidence)
 
     def confusion(self, state: BDSState) -> np.ndarray:
         """Dense W × K × K Dirichlet parameters of q(Γ) (α₀ everywhere, plus the counts on the observed pairs)."""
         conf = np.repeat(state.hyper[None], self.resp.n_workers, axis=0)
-        conf[self.cells.worker, :, self.cells.label] += state.counts
+        conf[self.cells.worker, :, self.cells.label] += state.counts.T
         return conf
 
 
@@ -327,7 +339,7 @@ class BayesianDawidSkene(Aggregator):
         conf = model.confusion(st)
         conf /= conf.sum(axis=2, keepdims=True)
         prior = st.class_prior / st.class_prior.sum()
-        own = np.bincount(model.cells.worker, weights=st.counts.sum(axis=1), minlength=responses.n_workers)
+        own = np.bincount(model.cells.worker, weights=st.counts.sum(axis=0), minlength=responses.n_workers)
         share = st.hyper.sum() / (st.hyper.sum() + own)
         return Fit(
             posterior=run.posterior,
