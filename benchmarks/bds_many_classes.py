@@ -39,7 +39,9 @@ def main() -> None:
     from fusion_core.simulate import dawid_skene
 
     print(f"load average {os.getloadavg()[0]:.2f} (timings are noisy on a shared machine)")
-    fit("ds", dawid_skene(n_items=20, n_workers=3, n_classes=2, responses_per_item=3, seed=0).responses)  # imports
+    tiny = dawid_skene(n_items=20, n_workers=3, n_classes=2, responses_per_item=3, seed=0).responses
+    for method in ("ds", "bds"):  # imports: create("bds") loads every registered method (networkx, ...), ~1 s CPU
+        fit(method, tiny)
     print(
         f"{'seed':>4} {'responses':>9} {'method':>6} {'wall s':>8} {'CPU s':>8} {'iters':>6} {'converged':>9} {'accuracy':>8}"
     )
