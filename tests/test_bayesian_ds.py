@@ -150,7 +150,7 @@ def _converges(n_classes: int, n_items: int, seed: int, max_iter: int):
 
 def test_many_classes_converge_and_recover_labels_as_well_as_majority_vote():
     """Issue 21 item 6: on a 30-class crowd with ~1 response per confusion row, bds converges (was: crawled to
-    max_iter) with a monotone ELBO and labels at least as well as majority vote (here ds is 3 items better)."""
+    max_iter) with a monotone ELBO and labels at least as well as majority vote (here ds is 1 item better)."""
     sim, b = _converges(30, 120, seed=0, max_iter=400)
     assert accuracy(b.labels_, sim.truth) >= accuracy(create("mv").fit(sim.responses).labels_, sim.truth)
 
