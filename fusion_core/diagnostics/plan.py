@@ -51,6 +51,8 @@ MIN_GAIN = 1e-9
 AUDIT_BUDGET_SHARE = 0.1
 AUDIT_MAX_BUDGET = 1000  # the greedy step is ~0.3 ms: 10k labels cost ~3 s CPU, too much for every audit
 AUDIT_TARGET = 0.95
+#: the "refit" interval refits the method once when its fit took at most this long (seconds, `FitResult.seconds`)
+MAX_REFIT_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -235,7 +237,8 @@ def plan_relabel(
     annotators' matrices towards the crowd's with the strength that best predicts held-out responses
     (:mod:`.predictive`); a number is a Dirichlet pseudo-count per cell towards uniform; 0 = the fitted rows.
     ``interval``: how the gain's 90 % interval is computed (:mod:`.refit_gain`) — "refit" (simulated refits plus
-    one refit of the fit's method on simulated responses), "simulated" (without that refit: cheaper, narrower),
+    one refit of the fit's method on simulated responses, when the fit took ≤ :data:`MAX_REFIT_SECONDS`),
+    "simulated" (without that refit: cheaper, narrower),
     "model" (the planned items' outcomes only: too narrow on real crowds)."""
     if interval not in ("refit", "simulated", "model"):
         raise UserInputError(f"interval must be 'refit', 'simulated' or 'model'; got {interval!r}.")
@@ -389,6 +392,8 @@ def plan_relabel(
     refit = _refit_interval(resp, fit, asked_tasks, asked, prior_count=prior_count, interval=interval)
     if refit is not None and len(refit.draws) == 0:
         notes.append("the gain's interval is the model's only (too many responses to simulate the refit).")
+    elif refit is not None and interval == "refit" and refit.refit_changed is None:
+        notes.append(f"the gain's interval counts simulated refits only ('{fit.method}' was not refitted).")
     return RelabelPlan(
         tasks=pd.Index(fit.items).take(codes).rename("task"),
         annotators=tuple(tuple(cw_ids[j] for j in planned[r]) for r in rows),
@@ -427,7 +432,7 @@ def _refit_interval(
             warnings.simplefilter("ignore")
             return create(fit.method, **fit.params).fit(df).result_
 
-    if interval == "refit":
+    if interval == "refit" and fit.seconds <= MAX_REFIT_SECONDS:
         try:  # methods that need more than the responses (an item graph, context) cannot be refitted here
             return refit_gain(resp, fit, tasks, annotators, prior_count=prior_count, refit=method_refit)
         except (UserInputError, TypeError, ValueError):
