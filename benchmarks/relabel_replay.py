@@ -17,8 +17,10 @@ against gold (used only here, never by a strategy):
 
 Printed: accuracy against labels bought per strategy; for every uniform overlap, the labels the plan needed to
 reach the same accuracy (ratio ≤ 0.6 is the issue's bar) and the plan's and the fixed rule's accuracy at equal
-budget; the calibration table (predicted expected-accuracy gain of each plan round vs the realised gain on gold,
-with a 90 % paired bootstrap interval over items).  ``--plot`` writes an HTML chart under benchmarks/out.
+budget; the calibration table (:func:`calibration`: predicted gain of each plan round's bought responses and its
+90 % intervals — the model's and the plan's, :mod:`fusion_core.diagnostics.refit_gain` — vs the realised gain on
+gold over all items; ``--calibration-only`` replays the plan alone).  ``--plot`` writes an HTML chart under
+benchmarks/out.
 
     python benchmarks/relabel_replay.py --datasets rte temp dog --seeds 3
     python benchmarks/relabel_replay.py --simulated 2 --datasets

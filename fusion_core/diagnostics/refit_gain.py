@@ -30,8 +30,8 @@ cross-fitted) scales it up if the model under-predicts changes on held-out respo
 The draws are stacked as blocks of one sparse response matrix (draws × items rows), so a step is two
 sparse–dense products for all of them (no loop over responses or draws; chunks of draws bound the memory).
 Cost: draws × iterations × (responses + extra) × K multiply-adds — :func:`draws_for` lowers the draws to keep it
-under :data:`WORK` — plus one fit of the method when ``refit`` is given (0.1–0.25 s CPU per replay round on
-460–800-item crowds, without the refit).
+under :data:`WORK` — plus one fit of the method when ``refit`` is given (0.04–0.14 s CPU per replay round on
+108–807-item crowds with it; docs/PLAN.md).
 """
 
 from __future__ import annotations
