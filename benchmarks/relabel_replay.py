@@ -17,8 +17,10 @@ against gold (used only here, never by a strategy):
 
 Printed: accuracy against labels bought per strategy; for every uniform overlap, the labels the plan needed to
 reach the same accuracy (ratio ≤ 0.6 is the issue's bar) and the plan's and the fixed rule's accuracy at equal
-budget; the calibration table (predicted expected-accuracy gain of each plan round vs the realised gain on gold,
-with a 90 % paired bootstrap interval over items).  ``--plot`` writes an HTML chart under benchmarks/out.
+budget; the calibration table (:func:`calibration`: predicted gain of each plan round's bought responses and its
+90 % intervals — the model's and the plan's, :mod:`fusion_core.diagnostics.refit_gain` — vs the realised gain on
+gold over all items; ``--calibration-only`` replays the plan alone).  ``--plot`` writes an HTML chart under
+benchmarks/out.
 
     python benchmarks/relabel_replay.py --datasets rte temp dog --seeds 3
     python benchmarks/relabel_replay.py --simulated 2 --datasets
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +39,7 @@ from _common import ROOT, load, make_parser
 
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, review_items
 from fusion_core.diagnostics.plan import plan_relabel, predictive_model
+from fusion_core.diagnostics.refit_gain import RefitGain, refit_gain
 from fusion_core.diagnostics.voi import expected_accuracy, extend, gain_variance, initial_gains
 from fusion_core.methods import create
 
@@ -51,12 +54,17 @@ class Curve:
     bought: list[tuple[float, float]] = field(default_factory=list)  # plan: same for the responses actually bought
     realised: list[tuple[float, float, float]] = field(default_factory=list)  # gain, low, high
     on_bought: list[float] = field(default_factory=list)  # realised gain of the items that got responses (÷ all items)
+    off_bought: list[float] = field(default_factory=list)  # realised gain of the items that got nothing (÷ all items)
+    refit: list[RefitGain] = field(default_factory=list)  # plan: the bought responses' simulated realised gain
+    flips: list[tuple[int, int]] = field(default_factory=list)  # labels changed by the refit: touched, untouched items
+    seconds: list[float] = field(default_factory=list)  # the simulated refit's time per round
     substituted: int = 0
     asked: int = 0
     bought_right: float = 0.0  # bought responses that match gold
     on_wrong: float = 0.0  # bought responses on items whose label was wrong when bought
     n_bought: int = 0
     items_touched: int = 0
+    n_items: int = 0
     on_hard: float = 0.0  # simulated crowds with hard items: bought responses on them
 
 
@@ -144,7 +152,7 @@ def replay(
 
     for strategy in strategies:
         known = start.copy()
-        cur = Curve()
+        cur = Curve(n_items=n)
         est = _fit(answers[known], method)
         correct = _correct(est, truth, tasks)
         cur.labels.append(0)
@@ -193,6 +201,17 @@ def replay(
                 buy = sorted(taken)
                 cur.predicted.append((plan.accuracy_after - plan.accuracy_before, plan.gain_sd))
                 cur.bought.append(_bought_gain(post, conf, res, answers, buy, fallback_conf=np.median(conf, axis=0)))
+                t1 = time.process_time()
+                rg = refit_gain(
+                    est.responses_,
+                    res,
+                    answers["task"].iloc[buy],
+                    answers["worker"].iloc[buy],
+                    seed=seed,
+                    refit=lambda df: _fit(df, method).result_,
+                )
+                cur.seconds.append(time.process_time() - t1)
+                cur.refit.append(rg)
             else:
                 rv = review_items(
                     est.responses_,
@@ -217,6 +236,7 @@ def replay(
             cur.on_wrong += float((1 - correct[tasks.get_indexer(answers["task"].iloc[b])]).sum())
             if "hard" in truth.attrs:
                 cur.on_hard += float(answers["task"].iloc[b].isin(truth.attrs["hard"]).sum())
+            labels_before = est.result_.labels.reindex(tasks).to_numpy()
             known[b] = True
             cur.items_touched = int(answers["task"][known & ~start].nunique())
             est = _fit(answers[known], method)
@@ -227,6 +247,9 @@ def replay(
                 touched = np.zeros(len(tasks), bool)
                 touched[tasks.get_indexer(answers["task"].iloc[b])] = True
                 cur.on_bought.append(float(((new - correct) * touched).mean()))
+                cur.off_bought.append(float(((new - correct) * ~touched).mean()))
+                moved = est.result_.labels.reindex(tasks).to_numpy() != labels_before
+                cur.flips.append((int(moved[touched].sum()), int(moved[~touched].sum())))
             correct = new
             cur.labels.append(int(known.sum() - start.sum()))
             cur.accuracy.append(float(correct.mean()))
@@ -271,50 +294,72 @@ def report(name: str, runs: list[dict[str, Curve]]) -> dict[str, float]:
             worst = max(worst, fa - pa)
             n_budgets += 1
             print(f"  {lab:6d}  {pa:8.4f}  {fa:9.4f}{'  <-- plan worse' if pa < fa - 1e-12 else ''}")
-    print(
-        "  calibration (plan rounds, first replay shown): expected gain as planned and of the responses bought, each "
-        "with its 90% interval under the model (±1.645 sd), vs the realised gain on gold [90% paired bootstrap]"
-    )
-    inside = inside_planned = overlap = old = tot = inside_items = 0
-    for s, r in enumerate(runs):
-        p = r["plan"]
-        for k, ((pred, psd), (bought, bsd), (g, lo, hi), gi) in enumerate(
-            zip(p.predicted, p.bought, p.realised, p.on_bought, strict=False)
-        ):
-            blo, bhi = bought - Z90 * bsd, bought + Z90 * bsd
-            ok = blo <= g <= bhi
-            inside_items += blo - 1e-12 <= gi <= bhi + 1e-12
-            inside += ok
-            inside_planned += pred - Z90 * psd <= g <= pred + Z90 * psd
-            overlap += blo <= hi and lo <= bhi
-            old += lo <= bought <= hi
-            tot += 1
-            if s == 0:
-                print(
-                    f"    round {k + 1:2d}: planned {pred:+.4f} ±{Z90 * psd:.4f}  bought {bought:+.4f} "
-                    f"[{blo:+.4f}, {bhi:+.4f}]  realised {g:+.4f} [{lo:+.4f}, {hi:+.4f}] (on the items bought {gi:+.4f})"
-                    f"{'' if ok else '  outside'}"
-                )
     fin = [x for x in ratios if np.isfinite(x)]
     summary = {
         "worst_ratio": max(fin) if len(fin) == len(ratios) and fin else float("inf"),
         "plan_worse_than_fixed": worse,
         "worst_shortfall": worst,
-        "calibrated_rounds": inside,
-        "calibrated_on_items_bought": inside_items,
-        "calibrated_planned": inside_planned,
-        "intervals_overlap": overlap,
-        "bought_inside_realised": old,
-        "rounds": tot,
     }
     print(
         f"  summary: worst ratio (plan labels / uniform labels) {summary['worst_ratio']:.2f}; plan worse than fixed at "
-        f"{worse}/{n_budgets} budgets (worst by {100 * worst:.2f} pt); realised gain inside the bought responses' 90% "
-        f"interval in {inside}/{tot} rounds (on the items bought only: {inside_items}/{tot}; the plan's as planned: "
-        f"{inside_planned}/{tot}); the two intervals "
-        f"overlap in {overlap}/{tot}; (old check: expected gain inside the realised bootstrap interval {old}/{tot})"
+        f"{worse}/{n_budgets} budgets (worst by {100 * worst:.2f} pt)"
     )
     return summary
+
+
+def calibration(name: str, runs: list[dict[str, Curve]]) -> dict[str, float]:
+    """Predicted vs realised accuracy gain of every plan round, for the responses actually bought.  Realised: the
+    accuracy on gold of the labels after the refit on all responses minus before, over all items.  Predicted: the
+    value of information of the bought responses (``voi``) with its model interval (±1.645 sd of
+    ``voi.gain_variance``: the bought items' outcomes only), and ``refit_gain`` (simulated refits; its interval adds
+    the misspecification allowance and the method's own refit on one draw — the plan's default; "simulated": the
+    same without that refit, the audit's).  Prints the first replay's rounds; returns the crowd's row."""
+    print(f"  calibration, {name} (first replay's rounds; accuracy points; label changes of the refit on items")
+    print("  that got nothing, predicted / real)")
+    print("    round  voi [90% model]            refit-sim [90%]            realised  changes (untouched)")
+    rows = []
+    for s, r in enumerate(runs):
+        p = r["plan"]
+        for k, ((bought, bsd), (g, _, _), rg, (_, fu)) in enumerate(
+            zip(p.bought, p.realised, p.refit, p.flips, strict=False)
+        ):
+            lo, hi = rg.interval()
+            slo, shi = replace(rg, refit_changed=None).interval()
+            pred_u = rg.refit_changed[1] if rg.refit_changed is not None else float(rg.changed[:, 1].mean())
+            rows.append((bought, bought - Z90 * bsd, bought + Z90 * bsd, rg.mean, lo, hi, slo, shi, g))
+            if s == 0:
+                print(
+                    f"    {k + 1:5d}  {100 * bought:+6.2f} [{100 * (bought - Z90 * bsd):+6.2f}, "
+                    f"{100 * (bought + Z90 * bsd):+6.2f}]  {100 * rg.mean:+6.2f} [{100 * lo:+6.2f}, {100 * hi:+6.2f}]  "
+                    f"{100 * g:+8.2f}  {pred_u:.0f} / {fu}{'' if lo - 1e-12 <= g <= hi + 1e-12 else '  outside'}"
+                )
+    a = np.array(rows).reshape(-1, 9)
+    g = a[:, 8]
+
+    def inside(lo: np.ndarray, hi: np.ndarray) -> float:
+        return float(((lo - 1e-12 <= g) & (g <= hi + 1e-12)).mean())
+
+    row = {
+        "rounds": len(a),
+        "voi": float(a[:, 0].mean()),
+        "refit": float(a[:, 3].mean()),
+        "realised": float(g.mean()),
+        "voi_inside": inside(a[:, 1], a[:, 2]),
+        "voi_width": float((a[:, 2] - a[:, 1]).mean()),
+        "refit_inside": inside(a[:, 4], a[:, 5]),
+        "refit_width": float((a[:, 5] - a[:, 4]).mean()),
+        "sim_inside": inside(a[:, 6], a[:, 7]),
+        "sim_width": float((a[:, 7] - a[:, 6]).mean()),
+        "seconds": float(np.mean([x for r in runs for x in r["plan"].seconds])),
+    }
+    print(
+        f"    {name}: {row['rounds']} rounds; mean gain voi {100 * row['voi']:+.2f}, refit-sim {100 * row['refit']:+.2f},"
+        f" realised {100 * row['realised']:+.2f} pt; inside the 90% interval: voi {row['voi_inside']:.0%} (width "
+        f"{100 * row['voi_width']:.2f} pt), refit-sim {row['refit_inside']:.0%} (width {100 * row['refit_width']:.2f}"
+        f" pt; without the method's refit {row['sim_inside']:.0%}, {100 * row['sim_width']:.2f} pt); "
+        f"{row['seconds']:.2f} s CPU per round"
+    )
+    return row
 
 
 def simulated(seed: int) -> tuple[pd.DataFrame, pd.Series]:
@@ -394,6 +439,9 @@ def main() -> None:
         help="when the annotator the plan asks never labelled the item: the held-back response of its most "
         "informative annotator under the plan's model, or a random one (whoever the platform finds)",
     )
+    ap.add_argument(
+        "--calibration-only", action="store_true", help="replay the plan only and print only its calibration table"
+    )
     ap.add_argument("--plot", action="store_true", help="write benchmarks/out/relabel_replay.html")
     args = ap.parse_args()
     sets: list[tuple[str, list[dict[str, Curve]]]] = []
@@ -409,6 +457,7 @@ def main() -> None:
             seed=seed,
             max_per_item=args.max_per_item,
             substitute=args.substitute,
+            strategies=("plan",) if args.calibration_only else ("plan", "fixed"),
         )
 
     for name in args.datasets:
@@ -420,9 +469,25 @@ def main() -> None:
     for s in range(args.confusable):
         answers, truth = confusable(s)
         sets.append((f"simulated confusable 4-class crowd seed {s}", [run(answers, truth, s)]))
+    table = []
     for name, runs in sets:
-        report(name, runs)
+        if not args.calibration_only:
+            report(name, runs)
+        table.append((name, calibration(name, runs)))
+    print("\ncalibration of the expected gain (plan rounds, all replays; gains and widths in accuracy points)")
+    print(
+        "| crowd | rounds | mean predicted (voi / refit-sim) | mean realised | inside 90 %: model / refit-sim / no method"
+        " refit | mean width: model / refit-sim / no method refit | CPU s/round |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, c in table:
+        print(
+            f"| {name} | {c['rounds']} | {100 * c['voi']:+.2f} / {100 * c['refit']:+.2f} | {100 * c['realised']:+.2f} | "
+            f"{c['voi_inside']:.0%} / **{c['refit_inside']:.0%}** / {c['sim_inside']:.0%} | {100 * c['voi_width']:.2f}"
+            f" / {100 * c['refit_width']:.2f} / {100 * c['sim_width']:.2f} | {c['seconds']:.2f} |"
+        )
     print(f"\n{time.perf_counter() - t0:.1f} s")
+
     if args.plot:
         import plotly.graph_objects as go
         from plotly.subplots import make_subplots

@@ -104,8 +104,8 @@ def test_gain_interval_covers_the_realised_gain_when_the_model_is_right() -> Non
     items, workers = [f"t{i}" for i in range(n)], [f"w{j}" for j in range(m)]
     fit = _fit(q, conf, items, workers)
     none = pd.DataFrame({"task": items[:1], "worker": workers[:1], "label": ["0"]})
-    plan = plan_relabel(none, fit, 120, prior_count=0, max_share=0.3)
-    lo, hi = plan.gain_interval()
+    plan = plan_relabel(none, fit, 120, prior_count=0, max_share=0.3, interval="model")
+    lo, hi = plan.model_interval()
     assert lo < plan.accuracy_after - plan.accuracy_before < hi and plan.gain_sd > 0
     it = pd.Index(items).get_indexer(plan.assignment_task)
     wk = pd.Index(workers).get_indexer(plan.assignment_annotator)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ import pandas as pd
 
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.predictive import model_confusion, predictive_confusion, predictive_model
+from fusion_core.diagnostics.refit_gain import RefitGain, refit_gain
 from fusion_core.diagnostics.voi import (
     CHUNK_ELEMENTS,
     candidate_score,
@@ -49,6 +51,8 @@ MIN_GAIN = 1e-9
 AUDIT_BUDGET_SHARE = 0.1
 AUDIT_MAX_BUDGET = 1000  # the greedy step is ~0.3 ms: 10k labels cost ~3 s CPU, too much for every audit
 AUDIT_TARGET = 0.95
+#: the "refit" interval refits the method once when its fit took at most this long (seconds, `FitResult.seconds`)
+MAX_REFIT_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -78,10 +82,19 @@ class RelabelPlan:
     method: str
     notes: tuple[str, ...] = ()
     gain_sd: float = 0.0  # sd of the realised accuracy gain under the model (voi.gain_variance)
+    refit: RefitGain | None = None  # the realised gain simulated with the refit (refit_gain.refit_gain)
 
     def gain_interval(self, level: float = 0.9) -> tuple[float, float]:
+        """Interval for the realised accuracy gain (refit labels − current labels, on all items): the simulated
+        refit's with its misspecification allowance (:mod:`.refit_gain`) when computed, else :meth:`model_interval`."""
+        if self.refit is not None and len(self.refit.draws):
+            return self.refit.interval(level)
+        return self.model_interval(level)
+
+    def model_interval(self, level: float = 0.9) -> tuple[float, float]:
         """Interval for the realised accuracy gain (after − before) under the model: the expected gain ± z·sd, the
-        responses' outcomes being random (normal approximation to the sum over independent items)."""
+        responses' outcomes being random (normal approximation to the sum over independent items; the refit and
+        the model's own error left out — too narrow on real crowds, docs/PLAN.md)."""
         from statistics import NormalDist
 
         z = NormalDist().inv_cdf(0.5 + level / 2)
@@ -126,7 +139,7 @@ class RelabelPlan:
                 f"With {self.n_labels:,} more labels on {len(self.tasks):,} items the expected accuracy rises from "
                 f"{self.accuracy_before:.1%} to {self.accuracy_after:.1%}"
             )
-            if self.gain_sd > 0:
+            if self.gain_sd > 0 or self.refit is not None:
                 lo, hi = self.gain_interval()
                 a, b = (min(1.0, max(0.0, self.accuracy_before + x)) for x in (lo, hi))
                 head += f" (90 % interval {a:.1%}–{b:.1%}; stopped: {self.stop_reason})."
@@ -148,6 +161,8 @@ class RelabelPlan:
             "expected_accuracy_before": float(self.accuracy_before),
             "expected_accuracy_after": float(self.accuracy_after),
             "expected_gain_interval_90": [float(x) for x in self.gain_interval()],
+            "expected_gain_interval_90_model_only": [float(x) for x in self.model_interval()],
+            "interval_refit_draws": 0 if self.refit is None else len(self.refit.draws),
             "stop_reason": self.stop_reason,
             "candidates": int(self.n_candidates),
             "method": self.method,
@@ -209,6 +224,7 @@ def plan_relabel(
     max_candidates: int = 100,
     lookahead: bool = True,
     prior_count: float | str = "auto",
+    interval: str = "refit",
 ) -> RelabelPlan:
     """Plan up to ``budget`` extra labels (module docstring).
 
@@ -219,7 +235,13 @@ def plan_relabel(
     most of the budget one annotator gets when no capacity is given.  ``max_per_item``: most extra labels per
     item.  ``max_candidates``: the most informative annotators considered.  ``prior_count``: "auto" shrinks the
     annotators' matrices towards the crowd's with the strength that best predicts held-out responses
-    (:mod:`.predictive`); a number is a Dirichlet pseudo-count per cell towards uniform; 0 = the fitted rows."""
+    (:mod:`.predictive`); a number is a Dirichlet pseudo-count per cell towards uniform; 0 = the fitted rows.
+    ``interval``: how the gain's 90 % interval is computed (:mod:`.refit_gain`) — "refit" (simulated refits plus
+    one refit of the fit's method on simulated responses, when the fit took ≤ :data:`MAX_REFIT_SECONDS`),
+    "simulated" (without that refit: cheaper, narrower),
+    "model" (the planned items' outcomes only: too narrow on real crowds)."""
+    if interval not in ("refit", "simulated", "model"):
+        raise UserInputError(f"interval must be 'refit', 'simulated' or 'model'; got {interval!r}.")
     if not (isinstance(budget, int | float) and math.isfinite(budget) and budget >= 0):
         raise UserInputError(f"the budget must be a number of labels ≥ 0; got {budget!r}.")
     if target is not None and not 0 < target <= 1:
@@ -365,14 +387,21 @@ def plan_relabel(
     cw_ids = cw.tolist()  # one conversion (a pandas take per item costs ~0.2 ms)
     after = before + float(item_gain.sum()) / n if n else before
     sd = math.sqrt(sum(gain_variance(joints[r]) for r in rows)) / n if n else 0.0
+    asked_tasks = pd.Index(fit.items).take(elig[np.asarray(order_r, dtype=np.int64)])
+    asked = cw.take(np.asarray(order_j, dtype=np.int64))
+    refit = _refit_interval(resp, fit, asked_tasks, asked, prior_count=prior_count, interval=interval)
+    if refit is not None and len(refit.draws) == 0:
+        notes.append("the gain's interval is the model's only (too many responses to simulate the refit).")
+    elif refit is not None and interval == "refit" and refit.refit_changed is None:
+        notes.append(f"the gain's interval counts simulated refits only ('{fit.method}' was not refitted).")
     return RelabelPlan(
         tasks=pd.Index(fit.items).take(codes).rename("task"),
         annotators=tuple(tuple(cw_ids[j] for j in planned[r]) for r in rows),
         expected_gain=item_gain,
         label=classes.take(fit.label_codes[codes]),
         confidence=fitted[codes, fit.label_codes[codes]],
-        assignment_task=pd.Index(fit.items).take(elig[np.asarray(order_r, dtype=np.int64)]),
-        assignment_annotator=cw.take(np.asarray(order_j, dtype=np.int64)),
+        assignment_task=asked_tasks,
+        assignment_annotator=asked,
         assignment_gain=np.asarray(gains),
         n_items=n,
         budget=float(budget),
@@ -386,14 +415,36 @@ def plan_relabel(
         method=fit.method,
         notes=tuple(notes),
         gain_sd=sd,
+        refit=refit,
     )
+
+
+def _refit_interval(
+    resp: Responses, fit: FitResult, tasks: pd.Index, annotators: pd.Index, *, prior_count: float | str, interval: str
+) -> RefitGain | None:
+    """The planned responses' realised gain simulated with the refit (:func:`.refit_gain.refit_gain`)."""
+    if interval == "model" or len(tasks) == 0:
+        return None
+    from fusion_core.methods import create
+
+    def method_refit(df: pd.DataFrame) -> FitResult:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return create(fit.method, **fit.params).fit(df).result_
+
+    if interval == "refit" and fit.seconds <= MAX_REFIT_SECONDS:
+        try:  # methods that need more than the responses (an item graph, context) cannot be refitted here
+            return refit_gain(resp, fit, tasks, annotators, prior_count=prior_count, refit=method_refit)
+        except (UserInputError, TypeError, ValueError):
+            pass
+    return refit_gain(resp, fit, tasks, annotators, prior_count=prior_count)
 
 
 def audit_plan(resp: Responses, fit: FitResult) -> RelabelPlan:
     """The audit's plan: :data:`AUDIT_BUDGET_SHARE` of the items (at most :data:`AUDIT_MAX_BUDGET`) as budget, :data:`AUDIT_TARGET` as target, the 50
     most informative annotators as candidates (``fusion-core plan`` and the app's Plan page choose their own)."""
     budget = min(AUDIT_MAX_BUDGET, max(1, math.ceil(AUDIT_BUDGET_SHARE * resp.n_items)))
-    return plan_relabel(resp, fit, budget, target=AUDIT_TARGET, max_candidates=50)
+    return plan_relabel(resp, fit, budget, target=AUDIT_TARGET, max_candidates=50, interval="simulated")
 
 
 __all__ = [

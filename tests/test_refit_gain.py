@@ -1,0 +1,112 @@
+"""The plan's interval for the realised accuracy gain, with the refit (issue 22: calibrated expected gains)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fusion_core import UserInputError
+from fusion_core.diagnostics.plan import plan_relabel
+from fusion_core.diagnostics.refit_gain import RefitGain, change_ratio, refit_gain
+from fusion_core.methods import create
+from fusion_core.simulate import dawid_skene
+
+
+def _crowd(seed: int, n_items: int = 300, per_item: int = 2):
+    sim = dawid_skene(
+        n_items=n_items, n_workers=25, n_classes=3, responses_per_item=per_item, accuracy=(0.5, 0.9), seed=seed
+    )
+    return sim, create("ds").fit(sim.responses[["task", "worker", "label"]])
+
+
+def test_interval_sd_is_the_simulated_spread_plus_the_change_allowance() -> None:
+    # hand case: draws (0.01, 0.03) → variance 1e-4; 4 and 6 labels changed → 5 expected; the method's refit
+    # changed 9 > 5 labels, so the allowance is 9 / n² (ratio < 1 never narrows it)
+    rg = RefitGain(np.array([0.01, 0.03]), np.zeros(2), np.array([[3, 1], [4, 2]]), 100, 0.7, (5, 4))
+    assert rg.changes == 9
+    assert rg.sd == pytest.approx(np.sqrt(1e-4 + 9 / 100**2))
+    lo, hi = rg.interval()
+    assert lo == pytest.approx(0.02 - 1.6448536 * rg.sd) and hi == pytest.approx(0.02 + 1.6448536 * rg.sd)
+    assert RefitGain(np.array([0.01, 0.03]), np.zeros(2), np.array([[3, 1], [4, 2]]), 100, 2.0).sd == pytest.approx(
+        np.sqrt(1e-4 + 2 * 5 / 100**2)
+    )
+
+
+def test_refit_gain_is_deterministic_and_counts_the_methods_refit() -> None:
+    sim, est = _crowd(0, n_items=120)
+    res = est.result_
+    tasks = pd.Index(res.items[:20])
+    workers = pd.Index([res.workers[3]] * 10 + ["new annotator"] * 10)  # an annotator the fit has not seen
+    seen: list[pd.DataFrame] = []
+
+    def refit(df: pd.DataFrame):
+        seen.append(df)
+        return create("ds").fit(df).result_
+
+    a = refit_gain(est.responses_, res, tasks, workers, seed=3, refit=refit)
+    b = refit_gain(est.responses_, res, tasks, workers, seed=3)
+    assert np.array_equal(a.draws, b.draws) and len(a.draws) >= 16
+    assert len(seen) == 1 and len(seen[0]) == len(sim.responses) + 20
+    new = refit(seen[0]).labels.reindex(res.items).to_numpy() != res.labels.to_numpy()
+    touched = np.isin(res.items, tasks)
+    assert a.refit_changed == (int(new[touched].sum()), int(new[~touched].sum()))
+    assert 0 <= a.changed[:, 0].max() <= 20 and a.changes >= b.changes
+
+
+def test_change_ratio_near_one_when_the_model_holds() -> None:
+    # responses drawn from the Dawid–Skene model itself: a response changes labels as often as predicted
+    sim, est = _crowd(1, n_items=600, per_item=4)
+    res, resp = est.result_, est.responses_
+    k = len(res.classes)
+    ratio = change_ratio(
+        resp.item, resp.worker, resp.label, res.posterior, res.class_prior,
+        towards=np.full((k, k), 1 / k), strength=k * 1.0, n_workers=resp.n_workers,
+    )  # fmt: skip
+    assert 0.8 <= ratio <= 1.25, ratio
+
+
+def test_plan_interval_choices() -> None:
+    _, est = _crowd(2, n_items=150)
+    plans = {iv: plan_relabel(est.responses_, est.result_, 15, interval=iv) for iv in ("model", "simulated", "refit")}
+    assert plans["model"].refit is None and plans["model"].gain_interval() == plans["model"].model_interval()
+    for iv in ("simulated", "refit"):
+        p = plans[iv]
+        assert p.refit is not None and p.gain_interval() == p.refit.interval()
+        d = p.to_dict()
+        assert d["expected_gain_interval_90"] == list(p.refit.interval())
+        assert d["expected_gain_interval_90_model_only"] == list(p.model_interval())
+    assert plans["simulated"].refit.refit_changed is None and plans["refit"].refit.refit_changed is not None
+    with pytest.raises(UserInputError, match="interval"):
+        plan_relabel(est.responses_, est.result_, 15, interval="exact")
+
+
+def _coverage_run(seed: int) -> tuple[float, float, float, float]:
+    """A simulated crowd at 2 responses per item; the plan's responses bought from the annotators' true matrices;
+    ``ds`` refitted: (realised gain, interval low, high, model interval width)."""
+    sim, est = _crowd(seed)
+    res = est.result_
+    plan = plan_relabel(est.responses_, res, 60)
+    rng = np.random.default_rng(seed)
+    widx = pd.Index(sim.workers)
+    rows = []
+    for t, w in zip(plan.assignment_task, plan.assignment_annotator, strict=True):
+        p = sim.confusion[widx.get_loc(w), sim.classes.get_loc(sim.truth[t])]
+        rows.append((t, w, sim.classes[rng.choice(len(p), p=p)]))
+    known = sim.responses[["task", "worker", "label"]]
+    after = create("ds").fit(pd.concat([known, pd.DataFrame(rows, columns=list(known.columns))], ignore_index=True))
+    truth = sim.truth.reindex(res.items).to_numpy()
+    gain = float(
+        (after.labels_.reindex(res.items).to_numpy() == truth).mean() - (res.labels.to_numpy() == truth).mean()
+    )
+    lo, hi = plan.gain_interval()
+    mlo, mhi = plan.model_interval()
+    return gain, lo, hi, mhi - mlo
+
+
+@pytest.mark.slow
+def test_plan_interval_covers_the_realised_gain_many_seeds() -> None:
+    out = np.array([_coverage_run(seed) for seed in range(20)])
+    inside = (out[:, 1] <= out[:, 0] + 1e-12) & (out[:, 0] <= out[:, 2] + 1e-12)
+    assert inside.mean() >= 0.8, out
+    assert np.mean(out[:, 2] - out[:, 1]) <= 3 * np.mean(out[:, 3]), out  # honest, not uselessly wide
