@@ -31,7 +31,13 @@ import numpy as np
 import pandas as pd
 
 from fusion_core.data.responses import Responses, as_responses
-from fusion_core.diagnostics.predictive import model_confusion, predictive_confusion, predictive_model
+from fusion_core.diagnostics.predictive import (
+    EVIDENCE_Z,
+    model_confusion,
+    planning_confusion,
+    predictive_confusion,
+    predictive_model,
+)
 from fusion_core.diagnostics.voi import (
     CHUNK_ELEMENTS,
     candidate_score,
@@ -49,6 +55,10 @@ MIN_GAIN = 1e-9
 AUDIT_BUDGET_SHARE = 0.1
 AUDIT_MAX_BUDGET = 1000  # the greedy step is ~0.3 ms: 10k labels cost ~3 s CPU, too much for every audit
 AUDIT_TARGET = 0.95
+#: scores within this relative step of each other are a near tie, broken as today's review rule would (the item
+#: whose fitted label is least confident first, then the one with fewer responses): the model's value of
+#: information is not accurate to a few per cent, the review rule's order is a robust second opinion
+NEAR_TIE = 0.02
 
 
 @dataclass(frozen=True)
@@ -209,6 +219,7 @@ def plan_relabel(
     max_candidates: int = 100,
     lookahead: bool = True,
     prior_count: float | str = "auto",
+    evidence_z: float = EVIDENCE_Z,
 ) -> RelabelPlan:
     """Plan up to ``budget`` extra labels (module docstring).
 
@@ -219,7 +230,11 @@ def plan_relabel(
     most of the budget one annotator gets when no capacity is given.  ``max_per_item``: most extra labels per
     item.  ``max_candidates``: the most informative annotators considered.  ``prior_count``: "auto" shrinks the
     annotators' matrices towards the crowd's with the strength that best predicts held-out responses
-    (:mod:`.predictive`); a number is a Dirichlet pseudo-count per cell towards uniform; 0 = the fitted rows."""
+    (:mod:`.predictive`); a number is a Dirichlet pseudo-count per cell towards uniform; 0 = the fitted rows.
+    ``evidence_z``: annotators are chosen by their own matrix only when their agreement differs from the crowd's
+    by this many standard errors (:func:`.predictive.planning_confusion`); the others count as the crowd's average
+    annotator and share the load; 0 = every annotator by their own matrix (only with ``prior_count`` "auto": a
+    given ``prior_count`` takes every annotator's matrix as given)."""
     if not (isinstance(budget, int | float) and math.isfinite(budget) and budget >= 0):
         raise UserInputError(f"the budget must be a number of labels ≥ 0; got {budget!r}.")
     if target is not None and not 0 < target <= 1:
@@ -229,16 +244,29 @@ def plan_relabel(
         or max_per_item < 1
         or max_candidates < 1
         or not (prior_count == "auto" or (isinstance(prior_count, int | float) and prior_count >= 0))
+        or not evidence_z >= 0
     ):
         raise UserInputError(
-            "max_share must be in (0, 1], max_per_item and max_candidates at least 1, prior_count 'auto' or ≥ 0."
+            "max_share must be in (0, 1], max_per_item and max_candidates at least 1, prior_count 'auto' or ≥ 0, "
+            "evidence_z ≥ 0."
         )
     resp = as_responses(responses, classes=list(fit.classes), min_workers=1)
     fitted = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
     n, k = fitted.shape
-    post, conf, _, item_of, worker_of, note = predictive_model(resp, fit, prior_count)
+    post, conf, prior, item_of, worker_of, note = predictive_model(resp, fit, prior_count)
     notes = [note] if note else []
     workers = pd.Index(fit.workers)
+    seen_ok = worker_of >= 0
+    z = evidence_z if prior_count == "auto" else 0.0  # a given prior_count: the annotators' matrices as given
+    conf, distinct = planning_confusion(
+        item_of[seen_ok], worker_of[seen_ok], resp.label[seen_ok], conf, prior, n_items=n, z=z
+    )
+    if z > 0:
+        notes.append(
+            f"{int((~distinct).sum()):,} of {len(workers):,} annotators are not told apart from the crowd by their "
+            "responses: asked as the crowd's average annotator, load spread among them."
+        )
+    seen = np.bincount(worker_of[seen_ok], minlength=len(workers))
 
     costs = _per_worker(cost, workers, "cost", np.nan)
     if costs is not None and (costs <= 0).any():
@@ -252,9 +280,12 @@ def plan_relabel(
     informative = initial_gains(uniform, conf)[0]
     ok = (caps >= 1) & (informative > MIN_GAIN)
     cand = np.flatnonzero(ok)
-    cand = cand[np.argsort(-(informative[cand] / costs[cand]), kind="stable")][:max_candidates]
+    # most informative per unit cost first; among equals (the crowd's average annotator) the most active
+    cand = cand[np.lexsort((-seen[cand], -(informative[cand] / costs[cand])))][:max_candidates]
     c = len(cand)
     cconf, ccost, ccap = conf[cand], costs[cand], caps[cand].copy()
+    pooled = ~distinct[cand]
+    load = np.zeros(c, np.int64)
 
     conf_now = post.max(axis=1)
     before = float(conf_now.mean()) if n else float("nan")
@@ -296,13 +327,33 @@ def plan_relabel(
 
     joints: dict[int, np.ndarray] = {}
     planned: dict[int, list[int]] = {}
-    heap: list[tuple[float, int, int, int]] = []
+    heap: list[tuple[float, float, int, int, int, int, float]] = []
     version = np.zeros(len(elig), np.int64)
+    fit_conf = fitted[elig, fit.label_codes[elig]] if len(elig) else np.zeros(0)
+    n_resp = np.bincount(item_of, minlength=n)[elig]
+    step = math.log1p(NEAR_TIE) if NEAR_TIE > 0 else 0.0
+
+    def bucket(v: np.ndarray) -> np.ndarray:  # heap key: −score, or −(its near-tie step)
+        if step == 0:
+            return -v
+        return np.asarray(-np.floor(np.log(np.maximum(v, MIN_GAIN)) / step))
+
     if c and len(elig):
         best = np.argmax(score, axis=1)
         val = score[np.arange(len(elig)), best]
         ok = np.flatnonzero(np.isfinite(val))
-        heap = list(zip((-val[ok]).tolist(), ok.tolist(), best[ok].tolist(), [0] * len(ok), strict=True))
+        heap = list(
+            zip(
+                bucket(val[ok]).tolist(),
+                fit_conf[ok].tolist(),
+                n_resp[ok].tolist(),
+                ok.tolist(),
+                best[ok].tolist(),
+                [0] * len(ok),
+                val[ok].tolist(),
+                strict=True,
+            )
+        )
     heapq.heapify(heap)
 
     def rescore(r: int) -> None:
@@ -318,14 +369,15 @@ def plan_relabel(
             return
         s = candidate_score(joint, cconf[avail], can_look(m)) / ccost[avail]
         i = int(np.argmax(s))
-        heapq.heappush(heap, (-float(s[i]), r, int(avail[i]), int(version[r])))
+        key = float(bucket(s[i : i + 1])[0])
+        heapq.heappush(heap, (key, float(fit_conf[r]), int(n_resp[r]), r, int(avail[i]), int(version[r]), float(s[i])))
 
     spent = 0.0
     order_r: list[int] = []
     order_j: list[int] = []
     gains: list[float] = []
     while heap:
-        neg, r, j, ver = heapq.heappop(heap)
+        _, _, _, r, j, ver, top = heapq.heappop(heap)
         if ver != version[r]:
             continue
         if spent + ccost[j] > budget + 1e-12 or ccap[j] < 1:
@@ -333,8 +385,12 @@ def plan_relabel(
                 break
             rescore(r)
             continue
-        if -neg <= MIN_GAIN:
+        if top <= MIN_GAIN:
             break
+        if pooled[j]:  # alike annotators (same matrix, same cost): the least loaded one who may label the item
+            alike = np.flatnonzero(pooled & allowed[r] & (ccap >= 1) & (ccost == ccost[j]))
+            if len(alike):
+                j = int(alike[np.argmin(load[alike])])
         joint = joints.get(r, post[elig[r]][:, None])
         new = extend(joint, cconf[j])
         gains.append(expected_accuracy(new) - expected_accuracy(joint))
@@ -342,6 +398,7 @@ def plan_relabel(
         planned.setdefault(r, []).append(j)
         allowed[r, j] = False
         ccap[j] -= 1
+        load[j] += 1
         spent += float(ccost[j])
         order_r.append(r)
         order_j.append(j)
