@@ -163,7 +163,7 @@ def replay(
             items_src, who = strategy.partition("/")[::2]
             info, fallback = pd.Series(dtype=float), 0.0
             if items_src == "plan" or who == "informative":
-                post, conf, prior, it, wk, _ = predictive_model(est.responses_, res)
+                post, own, prior, it, wk, _ = predictive_model(est.responses_, res)
                 ok = wk >= 0
                 z = (
                     (plan_kw or {}).get("evidence_z", EVIDENCE_Z)
@@ -171,7 +171,7 @@ def replay(
                     else 0.0
                 )
                 conf, _ = planning_confusion(
-                    it[ok], wk[ok], est.responses_.label[ok], conf, prior, n_items=len(post), z=z
+                    it[ok], wk[ok], est.responses_.label[ok], own, prior, n_items=len(post), z=z
                 )
                 info = pd.Series(
                     initial_gains(np.full((1, conf.shape[1]), 1 / conf.shape[1]), conf)[0], index=res.workers
@@ -221,7 +221,7 @@ def replay(
                     taken.add(informative(cands))
                 buy = sorted(taken)
                 cur.predicted.append((plan.accuracy_after - plan.accuracy_before, plan.gain_sd))
-                cur.bought.append(_bought_gain(post, conf, res, answers, buy, fallback_conf=np.median(conf, axis=0)))
+                cur.bought.append(_bought_gain(post, own, res, answers, buy, fallback_conf=np.median(own, axis=0)))
             else:
                 rv = review_items(
                     est.responses_,

@@ -11,7 +11,10 @@ only that item's next score is recomputed with the responses already planned for
 responses from annotators like the candidate when that is larger (one response alone can be worth 0 — module
 :mod:`.voi`), so items that need two more labels are not starved.  Candidates are the annotators of the fit,
 most informative first (expected gain on an item with a uniform posterior), not already on the item, not
-excluded, with capacity left; nobody gets more than ``max_share`` of the budget unless given a capacity.
+excluded, with capacity left; nobody gets more than ``max_share`` of the budget unless given a capacity.  An
+annotator is scored by their own (predictive) matrix only when their responses tell them apart from the crowd
+(:func:`.predictive.planning_confusion`); the others count as the crowd's average annotator, and among those the
+least loaded is asked.  Near ties between items (:data:`NEAR_TIE`) go to the item today's review rule would pick.
 
 Stopping: the budget is spent, every item meets ``target`` (its current or planned expected confidence), or no
 candidate is expected to help.  Expected accuracy = the mean probability that the label is right
@@ -59,6 +62,9 @@ AUDIT_TARGET = 0.95
 #: whose fitted label is least confident first, then the one with fewer responses): the model's value of
 #: information is not accurate to a few per cent, the review rule's order is a robust second opinion
 NEAR_TIE = 0.02
+#: the value of asking one of the annotators not told apart from the crowd: "mean" of their own predictive
+#: matrices' values (whoever of them answers), "center": the value under the crowd's average matrix
+POOLED_VALUE = "mean"
 
 
 @dataclass(frozen=True)
@@ -258,6 +264,7 @@ def plan_relabel(
     workers = pd.Index(fit.workers)
     seen_ok = worker_of >= 0
     z = evidence_z if prior_count == "auto" else 0.0  # a given prior_count: the annotators' matrices as given
+    own = conf
     conf, distinct = planning_confusion(
         item_of[seen_ok], worker_of[seen_ok], resp.label[seen_ok], conf, prior, n_items=n, z=z
     )
@@ -283,8 +290,19 @@ def plan_relabel(
     # most informative per unit cost first; among equals (the crowd's average annotator) the most active
     cand = cand[np.lexsort((-seen[cand], -(informative[cand] / costs[cand])))][:max_candidates]
     c = len(cand)
-    cconf, ccost, ccap = conf[cand], costs[cand], caps[cand].copy()
+    ccost, ccap = costs[cand], caps[cand].copy()
     pooled = ~distinct[cand]
+    # an item's value: each candidate's own predictive matrix, averaged over the alike ones (the one asked is any
+    # of them); "center": the crowd's average matrix for all of those
+    cconf = own[cand] if POOLED_VALUE == "mean" else conf[cand]
+
+    def alike_mean(g: np.ndarray, ok: np.ndarray, alike: np.ndarray) -> np.ndarray:  # g, ok: (…, candidates)
+        if POOLED_VALUE != "mean" or not alike.any():
+            return g
+        w = ok & alike
+        m = (np.where(w, g, 0.0).sum(axis=-1) / np.maximum(w.sum(axis=-1), 1))[..., None]
+        return np.where(alike, m, g)
+
     load = np.zeros(c, np.int64)
 
     conf_now = post.max(axis=1)
@@ -323,7 +341,7 @@ def plan_relabel(
         g = initial_gains(post[elig], cconf)
         if can_look(0):
             g = np.maximum(g, initial_gains(post[elig], cconf, repeat=2) / 2)
-        score = np.where(allowed, g / ccost[None, :], -np.inf)
+        score = np.where(allowed, alike_mean(g, allowed, pooled) / ccost[None, :], -np.inf)
 
     joints: dict[int, np.ndarray] = {}
     planned: dict[int, list[int]] = {}
@@ -367,7 +385,8 @@ def plan_relabel(
         avail = np.flatnonzero(allowed[r] & (ccap >= 1) & (ccost <= budget - spent + 1e-12))
         if len(avail) == 0:
             return
-        s = candidate_score(joint, cconf[avail], can_look(m)) / ccost[avail]
+        s = candidate_score(joint, cconf[avail], can_look(m))
+        s = alike_mean(s, np.ones(len(avail), bool), pooled[avail]) / ccost[avail]
         i = int(np.argmax(s))
         key = float(bucket(s[i : i + 1])[0])
         heapq.heappush(heap, (key, float(fit_conf[r]), int(n_resp[r]), r, int(avail[i]), int(version[r]), float(s[i])))

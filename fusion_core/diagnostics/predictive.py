@@ -27,7 +27,8 @@ from fusion_core.methods.results import FitResult
 STRENGTH_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 #: responses scored by :func:`held_out_strength` at most (about; whole items are kept) — bounds its cost
 MAX_SCORED = 200_000
-#: two-sided z an annotator's agreement must reach to be told apart from the crowd's (:func:`distinct_annotators`)
+#: z at which an annotator's agreement is told apart from the crowd's as worse (:func:`distinct_annotators`;
+#: as better: the same one-sided level divided by the number of annotators)
 EVIDENCE_Z = 1.96
 
 
