@@ -37,7 +37,7 @@ from _common import ROOT, load, make_parser
 
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, review_items
 from fusion_core.diagnostics.plan import plan_relabel, predictive_model
-from fusion_core.diagnostics.predictive import EVIDENCE_Z, planning_confusion
+from fusion_core.diagnostics.predictive import planning_confusion
 from fusion_core.diagnostics.voi import expected_accuracy, extend, gain_variance, initial_gains
 from fusion_core.methods import create
 
@@ -166,7 +166,7 @@ def replay(
                 post, own, prior, it, wk, _ = predictive_model(est.responses_, res)
                 ok = wk >= 0
                 z = (
-                    (plan_kw or {}).get("evidence_z", EVIDENCE_Z)
+                    (plan_kw or {}).get("evidence_z", 0.0)
                     if (plan_kw or {}).get("prior_count", "auto") == "auto"
                     else 0.0
                 )
@@ -501,7 +501,7 @@ def main() -> None:
         "--evidence-z",
         type=float,
         default=None,
-        help="the plan's evidence_z (0: every annotator chosen by their own matrix, as before)",
+        help="the plan's evidence_z (default 0: every annotator chosen by their own predictive matrix; 1.96: only annotators told apart from the crowd)",
     )
     ap.add_argument(
         "--near-tie",

@@ -9,7 +9,7 @@ import pytest
 from fusion_core import UserInputError
 from fusion_core.data.export import csv_bytes, read_csv_export
 from fusion_core.diagnostics.plan import plan_relabel, predictive_confusion
-from fusion_core.diagnostics.predictive import crowd_confusion, distinct_annotators, held_out_strength
+from fusion_core.diagnostics.predictive import EVIDENCE_Z, crowd_confusion, distinct_annotators, held_out_strength
 from fusion_core.diagnostics.voi import (
     candidate_gain,
     expected_accuracy,
@@ -192,15 +192,15 @@ def test_alike_annotators_are_not_told_apart_spammers_and_experts_are(seed: int)
 
 
 def test_plan_spreads_the_load_over_annotators_it_cannot_tell_apart() -> None:
-    # 30 alike annotators: asked as the crowd's average annotator, the load is spread evenly (no capacity binds);
+    # with evidence_z, 30 alike annotators: asked as the crowd's average annotator, the load is spread evenly (no capacity binds);
     # trusting every fitted matrix hands it all to whoever looks best
     sim = dawid_skene(n_items=300, n_workers=30, n_classes=2, responses_per_item=3, accuracy=(0.75, 0.75), seed=3)
     est = create("ds").fit(sim.responses)
-    spread = plan_relabel(est.responses_, est.result_, 60, max_share=1.0)
+    spread = plan_relabel(est.responses_, est.result_, 60, max_share=1.0, evidence_z=EVIDENCE_Z)
     load = spread.assignments()["annotator"].value_counts().reindex(sim.workers, fill_value=0)
     asked = load[load > 0]  # an annotator told apart as worse (a 5 % chance each) is not asked
     assert len(asked) >= 25 and asked.max() - asked.min() <= 1 and any("not told apart" in n for n in spread.notes)
-    trusting = plan_relabel(est.responses_, est.result_, 60, max_share=1.0, evidence_z=0)
+    trusting = plan_relabel(est.responses_, est.result_, 60, max_share=1.0)
     assert trusting.assignments()["annotator"].value_counts().max() >= 20
 
 

@@ -11,10 +11,10 @@ only that item's next score is recomputed with the responses already planned for
 responses from annotators like the candidate when that is larger (one response alone can be worth 0 — module
 :mod:`.voi`), so items that need two more labels are not starved.  Candidates are the annotators of the fit,
 most informative first (expected gain on an item with a uniform posterior), not already on the item, not
-excluded, with capacity left; nobody gets more than ``max_share`` of the budget unless given a capacity.  An
-annotator is scored by their own (predictive) matrix only when their responses tell them apart from the crowd
-(:func:`.predictive.planning_confusion`); the others count as the crowd's average annotator, and among those the
-least loaded is asked.  Near ties between items (:data:`NEAR_TIE`) go to the item today's review rule would pick.
+excluded, with capacity left; nobody gets more than ``max_share`` of the budget unless given a capacity.  With
+``evidence_z`` an annotator is scored by their own (predictive) matrix only when their responses tell them apart
+from the crowd (:func:`.predictive.planning_confusion`); the others are asked as alike, the least loaded first.
+Ties between items (:data:`NEAR_TIE`) go to the item today's review rule would pick.
 
 Stopping: the budget is spent, every item meets ``target`` (its current or planned expected confidence), or no
 candidate is expected to help.  Expected accuracy = the mean probability that the label is right
@@ -35,7 +35,6 @@ import pandas as pd
 
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.predictive import (
-    EVIDENCE_Z,
     model_confusion,
     planning_confusion,
     predictive_confusion,
@@ -58,10 +57,10 @@ MIN_GAIN = 1e-9
 AUDIT_BUDGET_SHARE = 0.1
 AUDIT_MAX_BUDGET = 1000  # the greedy step is ~0.3 ms: 10k labels cost ~3 s CPU, too much for every audit
 AUDIT_TARGET = 0.95
-#: scores within this relative step of each other are a near tie, broken as today's review rule would (the item
-#: whose fitted label is least confident first, then the one with fewer responses): the model's value of
-#: information is not accurate to a few per cent, the review rule's order is a robust second opinion
-NEAR_TIE = 0.02
+#: ties between items' scores are broken as today's review rule would (the item whose fitted label is least
+#: confident first, then the one with fewer responses); scores within this relative step of each other count as
+#: tied (0: exact ties only — 0.02 was replayed and was not better: docs/PLAN.md)
+NEAR_TIE = 0.0
 #: the value of asking one of the annotators not told apart from the crowd: "mean" of their own predictive
 #: matrices' values (whoever of them answers), "center": the value under the crowd's average matrix
 POOLED_VALUE = "mean"
@@ -225,7 +224,7 @@ def plan_relabel(
     max_candidates: int = 100,
     lookahead: bool = True,
     prior_count: float | str = "auto",
-    evidence_z: float = EVIDENCE_Z,
+    evidence_z: float = 0.0,
 ) -> RelabelPlan:
     """Plan up to ``budget`` extra labels (module docstring).
 
@@ -237,10 +236,11 @@ def plan_relabel(
     item.  ``max_candidates``: the most informative annotators considered.  ``prior_count``: "auto" shrinks the
     annotators' matrices towards the crowd's with the strength that best predicts held-out responses
     (:mod:`.predictive`); a number is a Dirichlet pseudo-count per cell towards uniform; 0 = the fitted rows.
-    ``evidence_z``: annotators are chosen by their own matrix only when their agreement differs from the crowd's
-    by this many standard errors (:func:`.predictive.planning_confusion`); the others count as the crowd's average
-    annotator and share the load; 0 = every annotator by their own matrix (only with ``prior_count`` "auto": a
-    given ``prior_count`` takes every annotator's matrix as given)."""
+    ``evidence_z`` (e.g. :data:`.predictive.EVIDENCE_Z`; 0, the default: every annotator by their own predictive
+    matrix): annotators are chosen by their own matrix only when their agreement differs from the crowd's by this
+    many standard errors (:func:`.predictive.planning_confusion`); the others are asked as alike, the load spread
+    (only with ``prior_count`` "auto").  Off by default: in the replays it lost to the held-out shrinkage alone
+    wherever annotators really differ (docs/PLAN.md)."""
     if not (isinstance(budget, int | float) and math.isfinite(budget) and budget >= 0):
         raise UserInputError(f"the budget must be a number of labels ≥ 0; got {budget!r}.")
     if target is not None and not 0 < target <= 1:
