@@ -12,8 +12,12 @@ against gold (used only here, never by a strategy):
                  (``random``: whoever the platform finds) — counted and printed as "substituted";
 * ``uniform``  — one more random held-back response for every item per round (extra overlap 3, 4, …);
 * ``fixed``    — today's audit rule (``ReviewRule``: label probability < 0.9, label differs from the vote, or
-                 < 3 responses), least confident first, one random held-back response per flagged item, with the
-                 plan's per-round budget.
+                 < 3 responses), least confident first, one random held-back response per flagged item, 10 % of
+                 the items per round; it runs first and the plan gets its budget round by round (equal budget,
+                 same rounds).
+
+``--decompose`` adds ``plan/random`` (the plan's items, a random available annotator) and ``fixed/informative``
+(the fixed rule's items, the plan model's most informative available annotator): is a loss item or annotator choice?
 
 Printed: accuracy against labels bought per strategy; for every uniform overlap, the labels the plan needed to
 reach the same accuracy (ratio ≤ 0.6 is the issue's bar) and the plan's and the fixed rule's accuracy at equal
