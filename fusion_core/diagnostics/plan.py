@@ -61,9 +61,6 @@ AUDIT_TARGET = 0.95
 #: confident first, then the one with fewer responses); scores within this relative step of each other count as
 #: tied (0: exact ties only — 0.02 was replayed and was not better: docs/PLAN.md)
 NEAR_TIE = 0.0
-#: the value of asking one of the annotators not told apart from the crowd: "mean" of their own predictive
-#: matrices' values (whoever of them answers), "center": the value under the crowd's average matrix
-POOLED_VALUE = "mean"
 
 
 @dataclass(frozen=True)
@@ -271,7 +268,7 @@ def plan_relabel(
     if z > 0:
         notes.append(
             f"{int((~distinct).sum()):,} of {len(workers):,} annotators are not told apart from the crowd by their "
-            "responses: asked as the crowd's average annotator, load spread among them."
+            "responses: asked as alike (their values averaged), the least loaded first."
         )
     seen = np.bincount(worker_of[seen_ok], minlength=len(workers))
 
@@ -293,11 +290,11 @@ def plan_relabel(
     ccost, ccap = costs[cand], caps[cand].copy()
     pooled = ~distinct[cand]
     # an item's value: each candidate's own predictive matrix, averaged over the alike ones (the one asked is any
-    # of them); "center": the crowd's average matrix for all of those
-    cconf = own[cand] if POOLED_VALUE == "mean" else conf[cand]
+    # of them; the value under the crowd's average matrix instead was worse in the replays: docs/PLAN.md)
+    cconf = own[cand]
 
     def alike_mean(g: np.ndarray, ok: np.ndarray, alike: np.ndarray) -> np.ndarray:  # g, ok: (…, candidates)
-        if POOLED_VALUE != "mean" or not alike.any():
+        if not alike.any():
             return g
         w = ok & alike
         m = (np.where(w, g, 0.0).sum(axis=-1) / np.maximum(w.sum(axis=-1), 1))[..., None]
@@ -406,7 +403,7 @@ def plan_relabel(
             continue
         if top <= MIN_GAIN:
             break
-        if pooled[j]:  # alike annotators (same matrix, same cost): the least loaded one who may label the item
+        if pooled[j]:  # alike annotators (same score, same cost): the least loaded one who may label the item
             alike = np.flatnonzero(pooled & allowed[r] & (ccap >= 1) & (ccost == ccost[j]))
             if len(alike):
                 j = int(alike[np.argmin(load[alike])])
