@@ -12,8 +12,12 @@ against gold (used only here, never by a strategy):
                  (``random``: whoever the platform finds) — counted and printed as "substituted";
 * ``uniform``  — one more random held-back response for every item per round (extra overlap 3, 4, …);
 * ``fixed``    — today's audit rule (``ReviewRule``: label probability < 0.9, label differs from the vote, or
-                 < 3 responses), least confident first, one random held-back response per flagged item, with the
-                 plan's per-round budget.
+                 < 3 responses), least confident first, one random held-back response per flagged item, 10 % of
+                 the items per round; it runs first and the plan gets its budget round by round (equal budget,
+                 same rounds).
+
+``--decompose`` adds ``plan/random`` (the plan's items, a random available annotator) and ``fixed/informative``
+(the fixed rule's items, the plan model's most informative available annotator): is a loss item or annotator choice?
 
 Printed: accuracy against labels bought per strategy; for every uniform overlap, the labels the plan needed to
 reach the same accuracy (ratio ≤ 0.6 is the issue's bar) and the plan's and the fixed rule's accuracy at equal
@@ -39,6 +43,7 @@ from _common import ROOT, load, make_parser
 
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, review_items
 from fusion_core.diagnostics.plan import plan_relabel, predictive_model
+from fusion_core.diagnostics.predictive import planning_confusion
 from fusion_core.diagnostics.refit_gain import RefitGain, refit_gain
 from fusion_core.diagnostics.voi import expected_accuracy, extend, gain_variance, initial_gains
 from fusion_core.methods import create
@@ -150,7 +155,10 @@ def replay(
     out["uniform"] = cur
     total = cur.labels[-1]
 
-    for strategy in strategies:
+    # the fixed rule first: the plan then gets the same budget as the fixed rule in each of its rounds (equal budget,
+    # same rounds: no interpolation between the plan's rounds), and the full round budget after the rule stops
+    rounds: list[int] = []
+    for strategy in sorted(strategies, key=lambda s: not s.startswith("fixed")):
         known = start.copy()
         cur = Curve(n_items=n)
         est = _fit(answers[known], method)
@@ -164,24 +172,50 @@ def replay(
                 break
             res = est.result_
             buy: list[int] = []
-            if strategy == "plan":
-                plan = plan_relabel(
-                    est.responses_, res, budget, items=open_tasks, max_per_item=max_per_item, **(plan_kw or {})
+            items_src, who = strategy.partition("/")[::2]
+            info, fallback = pd.Series(dtype=float), 0.0
+            if items_src == "plan" or who == "informative":
+                post, own, prior, it, wk, _ = predictive_model(est.responses_, res)
+                ok = wk >= 0
+                z = (
+                    (plan_kw or {}).get("evidence_z", 0.0)
+                    if (plan_kw or {}).get("prior_count", "auto") == "auto"
+                    else 0.0
                 )
-                if plan.n_labels == 0:
-                    break
-                post, conf, *_ = predictive_model(est.responses_, res)
+                conf, _ = planning_confusion(
+                    it[ok], wk[ok], est.responses_.label[ok], own, prior, n_items=len(post), z=z
+                )
                 info = pd.Series(
                     initial_gains(np.full((1, conf.shape[1]), 1 / conf.shape[1]), conf)[0], index=res.workers
                 )
                 fallback = float(info.median())
+
+            def informative(cands: list[int], info: pd.Series = info, fallback: float = fallback) -> int:
+                # the plan model's most informative annotator; ties (and annotators the fit has not seen: median)
+                # broken at random (the replay key)
+                scores = info.reindex(answers["worker"].iloc[cands].to_numpy()).fillna(fallback).to_numpy()
+                best = [cands[i] for i in np.flatnonzero(scores >= scores.max() - 1e-12)]
+                return best[int(np.argmin(key[best]))]
+
+            taken: set[int] = set()
+            if items_src == "plan":
+                t_round = len(cur.labels) - 1
+                plan = plan_relabel(
+                    est.responses_,
+                    res,
+                    rounds[t_round] if t_round < len(rounds) else budget,
+                    items=open_tasks,
+                    max_per_item=max_per_item,
+                    **(plan_kw or {}),
+                )
+                if plan.n_labels == 0:
+                    break
                 rows = pair_row.get_indexer(
                     pd.MultiIndex.from_arrays([plan.assignment_task.astype(str), plan.assignment_annotator.astype(str)])
                 )
-                taken: set[int] = set()
                 for t, r in zip(plan.assignment_task, rows, strict=True):
                     cur.asked += 1
-                    if plan_buy == "random":  # whoever answers, ignoring the plan's annotators
+                    if who == "random" or plan_buy == "random":  # whoever answers, ignoring the plan's annotators
                         cands = [x for x in item_rows[t] if pool[x] and x not in taken]
                         if cands:
                             taken.add(min(cands, key=lambda x: key[x]))
@@ -196,11 +230,10 @@ def replay(
                     if substitute == "random":  # the platform gives the item to whoever is available
                         taken.add(min(cands, key=lambda x: key[x]))
                         continue
-                    scores = info.reindex(answers["worker"].iloc[cands].astype(str).to_numpy()).fillna(fallback)
-                    taken.add(cands[int(np.argmax(scores.to_numpy()))])
+                    taken.add(informative(cands))
                 buy = sorted(taken)
                 cur.predicted.append((plan.accuracy_after - plan.accuracy_before, plan.gain_sd))
-                cur.bought.append(_bought_gain(post, conf, res, answers, buy, fallback_conf=np.median(conf, axis=0)))
+                cur.bought.append(_bought_gain(post, own, res, answers, buy, fallback_conf=np.median(own, axis=0)))
                 t1 = time.process_time()
                 rg = refit_gain(
                     est.responses_,
@@ -225,7 +258,7 @@ def replay(
                 chosen = [t for t in flagged[order] if t in open_tasks][:budget]
                 for t in chosen:
                     cands = [x for x in item_rows[t] if pool[x]]
-                    buy.append(min(cands, key=lambda x: key[x]))
+                    buy.append(informative(cands) if who == "informative" else min(cands, key=lambda x: key[x]))
             if not buy:
                 break
             b = np.asarray(buy)
@@ -254,6 +287,8 @@ def replay(
             cur.labels.append(int(known.sum() - start.sum()))
             cur.accuracy.append(float(correct.mean()))
         out[strategy] = cur
+        if strategy == "fixed":
+            rounds = np.diff(cur.labels).tolist()
     return out
 
 
@@ -294,11 +329,33 @@ def report(name: str, runs: list[dict[str, Curve]]) -> dict[str, float]:
             worst = max(worst, fa - pa)
             n_budgets += 1
             print(f"  {lab:6d}  {pa:8.4f}  {fa:9.4f}{'  <-- plan worse' if pa < fa - 1e-12 else ''}")
+    # the same budgets (the fixed rule's round b) over the replays: mean gap, its standard error, and the spread of
+    # one replay's gap — how noisy a single budget's comparison is
+    n_b = min(len(r["fixed"].labels) for r in runs)
+    gaps = np.array(
+        [[at_budget(r["plan"], r["fixed"].labels[b]) - r["fixed"].accuracy[b] for b in range(1, n_b)] for r in runs]
+    ).reshape(len(runs), -1)
+    mean_gap = gaps.mean(axis=0)
+    sd_gap = gaps.std(axis=0, ddof=1) if len(runs) > 1 else np.full(gaps.shape[1], np.nan)
+    below_mean = int((mean_gap < -1e-12).sum())
+    below_sig = int((mean_gap + Z90 * sd_gap / np.sqrt(len(runs)) < 0).sum()) if len(runs) > 1 else -1
+    print(
+        f"  over the {len(runs)} replays at the fixed rule's budgets: plan − fixed mean {100 * mean_gap.mean():+.2f} pt; "
+        f"mean below the fixed rule at {below_mean}/{len(mean_gap)} budgets (worst mean {100 * -min(0.0, mean_gap.min()):.2f} pt), "
+        f"significantly below (mean + 1.645 se < 0) at {below_sig}/{len(mean_gap)}; one replay's gap at one budget "
+        f"varies with sd {100 * float(np.nanmedian(sd_gap)):.2f} pt (median over budgets)"
+    )
     fin = [x for x in ratios if np.isfinite(x)]
     summary = {
         "worst_ratio": max(fin) if len(fin) == len(ratios) and fin else float("inf"),
         "plan_worse_than_fixed": worse,
         "worst_shortfall": worst,
+        "mean_gap": float(mean_gap.mean()),
+        "budgets_mean_below": below_mean,
+        "budgets_significantly_below": below_sig,
+        "worst_mean_gap": float(-min(0.0, mean_gap.min())),
+        "single_budget_sd": float(np.nanmedian(sd_gap)),
+        "n_budget_rounds": len(mean_gap),
     }
     print(
         f"  summary: worst ratio (plan labels / uniform labels) {summary['worst_ratio']:.2f}; plan worse than fixed at "
@@ -362,6 +419,28 @@ def calibration(name: str, runs: list[dict[str, Curve]]) -> dict[str, float]:
     return row
 
 
+def decompose(name: str, runs: list[dict[str, Curve]]) -> None:
+    """Where the plan's loss to the fixed rule comes from, per budget (the fixed rule's label counts): accuracy
+    minus the fixed rule's of the plan, of the plan's items with a random available annotator (``plan/random``:
+    item choice alone) and of the fixed rule's items with the plan model's most informative available annotator
+    (``fixed/informative``: annotator choice alone), in points; mean over the replays and the worst replay."""
+    variants = [v for v in ("plan", "plan/random", "fixed/informative") if all(v in r for r in runs)]
+    print(f"  decomposition ({name}): accuracy − fixed rule's at the fixed rule's budgets, points (mean over replays)")
+    print("  budget " + "".join(f"{v:>20s}" for v in variants))
+    n_b = min(len(r["fixed"].labels) for r in runs)
+    lost = dict.fromkeys(variants, 0)
+    for b in range(1, n_b):
+        gaps = {
+            v: [100 * (at_budget(r[v], r["fixed"].labels[b]) - r["fixed"].accuracy[b]) for r in runs] for v in variants
+        }
+        for v in variants:
+            lost[v] += sum(g < -1e-9 for g in gaps[v])
+        lab = int(np.mean([r["fixed"].labels[b] for r in runs]))
+        print(f"  {lab:6d} " + "".join(f"{np.mean(gaps[v]):+13.2f} (≥{min(gaps[v]):+.1f})" for v in variants))
+    tot = len(runs) * (n_b - 1)
+    print("  budgets below the fixed rule: " + ", ".join(f"{v} {lost[v]}/{tot}" for v in variants))
+
+
 def simulated(seed: int) -> tuple[pd.DataFrame, pd.Series]:
     from fusion_core.simulate import dawid_skene
 
@@ -374,6 +453,25 @@ def simulated(seed: int) -> tuple[pd.DataFrame, pd.Series]:
         spammers=6,
         worker_activity="zipf",
         seed=seed,
+    )
+    return sim.responses[["task", "worker", "label"]], sim.truth
+
+
+def sparse(seed: int) -> tuple[pd.DataFrame, pd.Series]:
+    """A sparse crowd: 800 items × 8 responses from 400 annotators of uniform activity (~16 responses each, ~4 at
+    the start of a replay), 3 imbalanced classes (0.6, 0.3, 0.1), accuracy U(0.5, 0.9), 20 spammers — almost
+    nothing is known about any one annotator, so a plan can only choose items."""
+    from fusion_core.simulate import dawid_skene
+
+    sim = dawid_skene(
+        n_items=800,
+        n_workers=400,
+        n_classes=3,
+        responses_per_item=8,
+        accuracy=(0.5, 0.9),
+        spammers=20,
+        class_prior=(0.6, 0.3, 0.1),
+        seed=500 + seed,
     )
     return sim.responses[["task", "worker", "label"]], sim.truth
 
@@ -427,6 +525,9 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="*", default=["rte", "temp", "dog"], help="real sets in ../shared/datasets")
     ap.add_argument("--simulated", type=int, default=1, help="number of simulated crowds (seeds 0, 1, …)")
     ap.add_argument("--confusable", type=int, default=0, help="number of simulated dense 4-class crowds (confusable)")
+    ap.add_argument(
+        "--sparse", type=int, default=0, help="number of simulated sparse crowds (400 little-seen annotators)"
+    )
     ap.add_argument("--seeds", type=int, default=2, help="replays per real set (different 2-response starts)")
     ap.add_argument("--method", default="ds", help="method refitted every round")
     ap.add_argument("--round-share", type=float, default=0.1, help="plan / fixed budget per round, share of items")
@@ -442,8 +543,31 @@ def main() -> None:
     ap.add_argument(
         "--calibration-only", action="store_true", help="replay the plan only and print only its calibration table"
     )
+    ap.add_argument(
+        "--decompose",
+        action="store_true",
+        help="also replay the plan's items with random annotators and the fixed rule's items with the plan model's "
+        "annotators: is the loss to the fixed rule item choice or annotator choice?",
+    )
+    ap.add_argument(
+        "--evidence-z",
+        type=float,
+        default=None,
+        help="the plan's evidence_z (default 0: every annotator chosen by their own predictive matrix; 1.96: only annotators told apart from the crowd)",
+    )
+    ap.add_argument(
+        "--near-tie",
+        type=float,
+        default=None,
+        help="the plan's NEAR_TIE (relative step within which scores are a near tie; 0: exact scores, as before)",
+    )
+    ap.add_argument("--sim-replays", type=int, default=1, help="replays per simulated crowd (different starts)")
     ap.add_argument("--plot", action="store_true", help="write benchmarks/out/relabel_replay.html")
     args = ap.parse_args()
+    if args.near_tie is not None:
+        import fusion_core.diagnostics.plan as plan_module
+
+        plan_module.NEAR_TIE = args.near_tie
     sets: list[tuple[str, list[dict[str, Curve]]]] = []
     t0 = time.perf_counter()
 
@@ -457,7 +581,12 @@ def main() -> None:
             seed=seed,
             max_per_item=args.max_per_item,
             substitute=args.substitute,
-            strategies=("plan",) if args.calibration_only else ("plan", "fixed"),
+            plan_kw=None if args.evidence_z is None else {"evidence_z": args.evidence_z},
+            strategies=("plan",)
+            if args.calibration_only
+            else ("plan", "fixed", "plan/random", "fixed/informative")
+            if args.decompose
+            else ("plan", "fixed"),
         )
 
     for name in args.datasets:
@@ -465,14 +594,24 @@ def main() -> None:
         sets.append((name, [run(answers, truth, s) for s in range(args.seeds)]))
     for s in range(args.simulated):
         answers, truth = simulated(s)
-        sets.append((f"simulated zipf crowd seed {s}", [run(answers, truth, s)]))
+        sets.append((f"simulated zipf crowd seed {s}", [run(answers, truth, s + r) for r in range(args.sim_replays)]))
     for s in range(args.confusable):
         answers, truth = confusable(s)
-        sets.append((f"simulated confusable 4-class crowd seed {s}", [run(answers, truth, s)]))
+        sets.append(
+            (
+                f"simulated confusable 4-class crowd seed {s}",
+                [run(answers, truth, s + r) for r in range(args.sim_replays)],
+            )
+        )
+    for s in range(args.sparse):
+        answers, truth = sparse(s)
+        sets.append((f"simulated sparse crowd seed {s}", [run(answers, truth, s + r) for r in range(args.sim_replays)]))
     table = []
     for name, runs in sets:
         if not args.calibration_only:
             report(name, runs)
+            if args.decompose:
+                decompose(name, runs)
         table.append((name, calibration(name, runs)))
     print("\ncalibration of the expected gain (plan rounds, all replays; gains and widths in accuracy points)")
     print(

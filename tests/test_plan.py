@@ -9,7 +9,7 @@ import pytest
 from fusion_core import UserInputError
 from fusion_core.data.export import csv_bytes, read_csv_export
 from fusion_core.diagnostics.plan import plan_relabel, predictive_confusion
-from fusion_core.diagnostics.predictive import crowd_confusion, held_out_strength
+from fusion_core.diagnostics.predictive import EVIDENCE_Z, crowd_confusion, distinct_annotators, held_out_strength
 from fusion_core.diagnostics.voi import (
     candidate_gain,
     expected_accuracy,
@@ -154,6 +154,67 @@ def test_crowd_shrinkage_and_its_held_out_strength() -> None:
         chosen.append(held_out_strength(it, wk, r.label, res.posterior, res.class_prior, n_workers=len(res.workers)))
     assert chosen[0][1] and chosen[0][0] >= 2  # alike: towards the crowd, strongly
     assert chosen[1][0] <= 1 or not chosen[1][1]  # different: weakly, or towards uniform
+
+
+def _codes(sim) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r = sim.responses
+    item = pd.Index(sim.truth.index).get_indexer(r["task"])
+    worker = sim.workers.get_indexer(r["worker"])
+    label = sim.classes.get_indexer(r["label"])
+    return item, worker, label, np.asarray(sim.confusion, float)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_alike_annotators_are_not_told_apart_spammers_and_experts_are(seed: int) -> None:
+    # 40 annotators of one accuracy (0.75): nobody is called better than the crowd (family-wise level); scored
+    # with the crowd's average matrix, as the plan does before it knows anyone
+    alike = dawid_skene(n_items=600, n_workers=40, n_classes=3, responses_per_item=3, accuracy=(0.75, 0.75), seed=seed)
+    item, worker, label, conf = _codes(alike)
+    center = np.broadcast_to(conf.mean(axis=0), conf.shape)
+    stat, told = distinct_annotators(item, worker, label, center, np.full(3, 1 / 3), n_items=600)
+    assert not (told & (stat > 0)).any() and told.sum() <= 4
+    # 5 spammers and 5 experts (0.98) among 30 annotators of 0.7, ~125 responses each: all told apart, rightly
+    # (at ~60 responses an expert's z is 2–4.7: the leave-one-out truth from three 0.7 annotators is noisy)
+    sim = dawid_skene(n_items=1000, n_workers=40, n_classes=3, responses_per_item=5, accuracy=(0.7, 0.7), seed=seed)
+    item, worker, label, conf = _codes(sim)
+    honest = np.flatnonzero(sim.role.to_numpy() == "honest")
+    experts, spam = honest[:5], honest[5:10]
+    rng = np.random.default_rng(seed)
+    truth = sim.classes.get_indexer(sim.truth.to_numpy())[item]
+    label = label.copy()
+    on_expert, on_spam = np.isin(worker, experts), np.isin(worker, spam)
+    label[on_expert] = np.where(rng.random(on_expert.sum()) < 0.98, truth[on_expert], (truth[on_expert] + 1) % 3)
+    label[on_spam] = rng.integers(0, 3, on_spam.sum())
+    center = np.broadcast_to(conf[honest].mean(axis=0), conf.shape)
+    stat, told = distinct_annotators(item, worker, label, center, np.full(3, 1 / 3), n_items=1000)
+    assert told[experts].all() and (stat[experts] > 0).all()
+    assert told[spam].all() and (stat[spam] < 0).all()
+
+
+def test_plan_spreads_the_load_over_annotators_it_cannot_tell_apart() -> None:
+    # with evidence_z, 30 alike annotators: asked as the crowd's average annotator, the load is spread evenly (no capacity binds);
+    # trusting every fitted matrix hands it all to whoever looks best
+    sim = dawid_skene(n_items=300, n_workers=30, n_classes=2, responses_per_item=3, accuracy=(0.75, 0.75), seed=3)
+    est = create("ds").fit(sim.responses)
+    spread = plan_relabel(est.responses_, est.result_, 60, max_share=1.0, evidence_z=EVIDENCE_Z)
+    load = spread.assignments()["annotator"].value_counts().reindex(sim.workers, fill_value=0)
+    asked = load[load > 0]  # an annotator told apart as worse (a 5 % chance each) is not asked
+    assert len(asked) >= 25 and asked.max() - asked.min() <= 1 and any("not told apart" in n for n in spread.notes)
+    trusting = plan_relabel(est.responses_, est.result_, 60, max_share=1.0)
+    assert trusting.assignments()["annotator"].value_counts().max() >= 20
+
+
+def test_exact_ties_go_to_the_item_the_review_rule_would_pick() -> None:
+    # every item has one response "0" from the same annotator: equal value under the plan's model; the item whose
+    # fitted label is least confident is planned first
+    n = 12
+    items = [f"t{i}" for i in range(n)]
+    conf = np.stack([GAMMA, GAMMA])
+    fitted = np.r_[np.linspace(0.9, 0.6, n), 0.5]
+    fit = _fit(np.column_stack([fitted, 1 - fitted]), conf, [*items, "u"], ["a", "b"])
+    responses = pd.DataFrame({"task": [*items, "u"], "worker": ["a"] * n + ["b"], "label": ["0"] * (n + 1)})
+    plan = plan_relabel(responses, fit, 3, prior_count=0.1, max_per_item=1, items=items, max_share=1)
+    assert list(plan.assignment_task) == ["t11", "t10", "t9"]  # not the first in the data
 
 
 def test_greedy_respects_capacity_exclusions_and_budget() -> None:

@@ -11,7 +11,10 @@ only that item's next score is recomputed with the responses already planned for
 responses from annotators like the candidate when that is larger (one response alone can be worth 0 — module
 :mod:`.voi`), so items that need two more labels are not starved.  Candidates are the annotators of the fit,
 most informative first (expected gain on an item with a uniform posterior), not already on the item, not
-excluded, with capacity left; nobody gets more than ``max_share`` of the budget unless given a capacity.
+excluded, with capacity left; nobody gets more than ``max_share`` of the budget unless given a capacity.  With
+``evidence_z`` an annotator is scored by their own (predictive) matrix only when their responses tell them apart
+from the crowd (:func:`.predictive.planning_confusion`); the others are asked as alike, the least loaded first.
+Ties between items (:data:`NEAR_TIE`) go to the item today's review rule would pick.
 
 Stopping: the budget is spent, every item meets ``target`` (its current or planned expected confidence), or no
 candidate is expected to help.  Expected accuracy = the mean probability that the label is right
@@ -25,14 +28,19 @@ import heapq
 import math
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from fusion_core.data.responses import Responses, as_responses
-from fusion_core.diagnostics.predictive import model_confusion, predictive_confusion, predictive_model
+from fusion_core.diagnostics.plan_result import RelabelPlan
+from fusion_core.diagnostics.predictive import (
+    model_confusion,
+    planning_confusion,
+    predictive_confusion,
+    predictive_model,
+)
 from fusion_core.diagnostics.refit_gain import RefitGain, refit_gain
 from fusion_core.diagnostics.voi import (
     CHUNK_ELEMENTS,
@@ -53,122 +61,10 @@ AUDIT_MAX_BUDGET = 1000  # the greedy step is ~0.3 ms: 10k labels cost ~3 s CPU,
 AUDIT_TARGET = 0.95
 #: the "refit" interval refits the method once when its fit took at most this long (seconds, `FitResult.seconds`)
 MAX_REFIT_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class RelabelPlan:
-    """A re-labelling plan (module docstring).  Per planned item (plan order, best first): ``tasks``, the
-    suggested ``annotators`` (ids as written, in the order they were chosen), the ``expected_gain`` of all its
-    planned responses together, the current ``label`` and its ``confidence``.  ``assignment_*`` list every planned
-    (task, annotator) pair in the order chosen with its marginal gain."""
-
-    tasks: pd.Index
-    annotators: tuple[tuple[Any, ...], ...]
-    expected_gain: np.ndarray
-    label: pd.Index
-    confidence: np.ndarray
-    assignment_task: pd.Index
-    assignment_annotator: pd.Index
-    assignment_gain: np.ndarray
-    n_items: int
-    budget: float
-    spent: float
-    target: float | None
-    items_at_target: int
-    accuracy_before: float
-    accuracy_after: float
-    stop_reason: str
-    n_candidates: int
-    method: str
-    notes: tuple[str, ...] = ()
-    gain_sd: float = 0.0  # sd of the realised accuracy gain under the model (voi.gain_variance)
-    refit: RefitGain | None = None  # the realised gain simulated with the refit (refit_gain.refit_gain)
-
-    def gain_interval(self, level: float = 0.9) -> tuple[float, float]:
-        """Interval for the realised accuracy gain (refit labels − current labels, on all items): the simulated
-        refit's with its misspecification allowance (:mod:`.refit_gain`) when computed, else :meth:`model_interval`."""
-        if self.refit is not None and len(self.refit.draws):
-            return self.refit.interval(level)
-        return self.model_interval(level)
-
-    def model_interval(self, level: float = 0.9) -> tuple[float, float]:
-        """Interval for the realised accuracy gain (after − before) under the model: the expected gain ± z·sd, the
-        responses' outcomes being random (normal approximation to the sum over independent items; the refit and
-        the model's own error left out — too narrow on real crowds, docs/PLAN.md)."""
-        from statistics import NormalDist
-
-        z = NormalDist().inv_cdf(0.5 + level / 2)
-        g = self.accuracy_after - self.accuracy_before
-        return g - z * self.gain_sd, g + z * self.gain_sd
-
-    @property
-    def n_labels(self) -> int:
-        return len(self.assignment_task)
-
-    def frame(self) -> pd.DataFrame:
-        """One row per item to re-label (best first): what a platform takes — task, suggested annotators
-        (``; ``-separated), how many, expected gain, current label and confidence."""
-        return pd.DataFrame(
-            {
-                "task": self.tasks,
-                "suggested annotators": ["; ".join(str(w) for w in ws) for ws in self.annotators],
-                "labels to buy": [len(ws) for ws in self.annotators],
-                "expected gain": self.expected_gain,
-                "current label": self.label,
-                "confidence": self.confidence,
-            }
-        )
-
-    def assignments(self) -> pd.DataFrame:
-        """One row per planned response, in the order chosen: task, annotator, marginal expected gain."""
-        return pd.DataFrame(
-            {
-                "order": np.arange(1, self.n_labels + 1),
-                "task": self.assignment_task,
-                "annotator": self.assignment_annotator,
-                "marginal gain": self.assignment_gain,
-            }
-        )
-
-    def summary(self) -> str:
-        """The plan in plain words."""
-        if self.n_labels == 0:
-            head = f"No extra label is suggested ({self.stop_reason}); the expected accuracy stays at {self.accuracy_before:.0%}."
-        else:
-            head = (
-                f"With {self.n_labels:,} more labels on {len(self.tasks):,} items the expected accuracy rises from "
-                f"{self.accuracy_before:.1%} to {self.accuracy_after:.1%}"
-            )
-            if self.gain_sd > 0 or self.refit is not None:
-                lo, hi = self.gain_interval()
-                a, b = (min(1.0, max(0.0, self.accuracy_before + x)) for x in (lo, hi))
-                head += f" (90 % interval {a:.1%}–{b:.1%}; stopped: {self.stop_reason})."
-            else:
-                head += f" (stopped: {self.stop_reason})."
-        if self.target is not None:
-            head += f" {self.items_at_target:,} of {self.n_items:,} items already meet the target confidence {self.target:g}."
-        return head
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready figures (for ``summary.json``)."""
-        return {
-            "labels": self.n_labels,
-            "items": len(self.tasks),
-            "budget": float(self.budget),
-            "spent": float(self.spent),
-            "target": self.target,
-            "items_at_target": int(self.items_at_target),
-            "expected_accuracy_before": float(self.accuracy_before),
-            "expected_accuracy_after": float(self.accuracy_after),
-            "expected_gain_interval_90": [float(x) for x in self.gain_interval()],
-            "expected_gain_interval_90_model_only": [float(x) for x in self.model_interval()],
-            "interval_refit_draws": 0 if self.refit is None else len(self.refit.draws),
-            "stop_reason": self.stop_reason,
-            "candidates": int(self.n_candidates),
-            "method": self.method,
-            "summary": self.summary(),
-            "notes": list(self.notes),
-        }
+#: ties between items' scores are broken as today's review rule would (the item whose fitted label is least
+#: confident first, then the one with fewer responses); scores within this relative step of each other count as
+#: tied (0: exact ties only — 0.02 was replayed and was not better: docs/PLAN.md)
+NEAR_TIE = 0.0
 
 
 def _per_worker(
@@ -225,6 +121,7 @@ def plan_relabel(
     lookahead: bool = True,
     prior_count: float | str = "auto",
     interval: str = "refit",
+    evidence_z: float = 0.0,
 ) -> RelabelPlan:
     """Plan up to ``budget`` extra labels (module docstring).
 
@@ -239,7 +136,12 @@ def plan_relabel(
     ``interval``: how the gain's 90 % interval is computed (:mod:`.refit_gain`) — "refit" (simulated refits plus
     one refit of the fit's method on simulated responses, when the fit took ≤ :data:`MAX_REFIT_SECONDS`),
     "simulated" (without that refit: cheaper, narrower),
-    "model" (the planned items' outcomes only: too narrow on real crowds)."""
+    "model" (the planned items' outcomes only: too narrow on real crowds).
+    ``evidence_z`` (e.g. :data:`.predictive.EVIDENCE_Z`; 0, the default: every annotator by their own predictive
+    matrix): annotators are chosen by their own matrix only when their agreement differs from the crowd's by this
+    many standard errors (:func:`.predictive.planning_confusion`); the others are asked as alike, the load spread
+    (only with ``prior_count`` "auto").  Off by default: in the replays it lost to the held-out shrinkage alone
+    wherever annotators really differ (docs/PLAN.md)."""
     if interval not in ("refit", "simulated", "model"):
         raise UserInputError(f"interval must be 'refit', 'simulated' or 'model'; got {interval!r}.")
     if not (isinstance(budget, int | float) and math.isfinite(budget) and budget >= 0):
@@ -251,16 +153,30 @@ def plan_relabel(
         or max_per_item < 1
         or max_candidates < 1
         or not (prior_count == "auto" or (isinstance(prior_count, int | float) and prior_count >= 0))
+        or not evidence_z >= 0
     ):
         raise UserInputError(
-            "max_share must be in (0, 1], max_per_item and max_candidates at least 1, prior_count 'auto' or ≥ 0."
+            "max_share must be in (0, 1], max_per_item and max_candidates at least 1, prior_count 'auto' or ≥ 0, "
+            "evidence_z ≥ 0."
         )
     resp = as_responses(responses, classes=list(fit.classes), min_workers=1)
     fitted = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
     n, k = fitted.shape
-    post, conf, _, item_of, worker_of, note = predictive_model(resp, fit, prior_count)
+    post, conf, prior, item_of, worker_of, note = predictive_model(resp, fit, prior_count)
     notes = [note] if note else []
     workers = pd.Index(fit.workers)
+    seen_ok = worker_of >= 0
+    z = evidence_z if prior_count == "auto" else 0.0  # a given prior_count: the annotators' matrices as given
+    own = conf
+    conf, distinct = planning_confusion(
+        item_of[seen_ok], worker_of[seen_ok], resp.label[seen_ok], conf, prior, n_items=n, z=z
+    )
+    if z > 0:
+        notes.append(
+            f"{int((~distinct).sum()):,} of {len(workers):,} annotators are not told apart from the crowd by their "
+            "responses: asked as alike (their values averaged), the least loaded first."
+        )
+    seen = np.bincount(worker_of[seen_ok], minlength=len(workers))
 
     costs = _per_worker(cost, workers, "cost", np.nan)
     if costs is not None and (costs <= 0).any():
@@ -274,9 +190,23 @@ def plan_relabel(
     informative = initial_gains(uniform, conf)[0]
     ok = (caps >= 1) & (informative > MIN_GAIN)
     cand = np.flatnonzero(ok)
-    cand = cand[np.argsort(-(informative[cand] / costs[cand]), kind="stable")][:max_candidates]
+    # most informative per unit cost first; among equals (the crowd's average annotator) the most active
+    cand = cand[np.lexsort((-seen[cand], -(informative[cand] / costs[cand])))][:max_candidates]
     c = len(cand)
-    cconf, ccost, ccap = conf[cand], costs[cand], caps[cand].copy()
+    ccost, ccap = costs[cand], caps[cand].copy()
+    pooled = ~distinct[cand]
+    # an item's value: each candidate's own predictive matrix, averaged over the alike ones (the one asked is any
+    # of them; the value under the crowd's average matrix instead was worse in the replays: docs/PLAN.md)
+    cconf = own[cand]
+
+    def alike_mean(g: np.ndarray, ok: np.ndarray, alike: np.ndarray) -> np.ndarray:  # g, ok: (…, candidates)
+        if not alike.any():
+            return g
+        w = ok & alike
+        m = (np.where(w, g, 0.0).sum(axis=-1) / np.maximum(w.sum(axis=-1), 1))[..., None]
+        return np.where(alike, m, g)
+
+    load = np.zeros(c, np.int64)
 
     conf_now = post.max(axis=1)
     before = float(conf_now.mean()) if n else float("nan")
@@ -314,17 +244,37 @@ def plan_relabel(
         g = initial_gains(post[elig], cconf)
         if can_look(0):
             g = np.maximum(g, initial_gains(post[elig], cconf, repeat=2) / 2)
-        score = np.where(allowed, g / ccost[None, :], -np.inf)
+        score = np.where(allowed, alike_mean(g, allowed, pooled) / ccost[None, :], -np.inf)
 
     joints: dict[int, np.ndarray] = {}
     planned: dict[int, list[int]] = {}
-    heap: list[tuple[float, int, int, int]] = []
+    heap: list[tuple[float, float, int, int, int, int, float]] = []
     version = np.zeros(len(elig), np.int64)
+    fit_conf = fitted[elig, fit.label_codes[elig]] if len(elig) else np.zeros(0)
+    n_resp = np.bincount(item_of, minlength=n)[elig]
+    step = math.log1p(NEAR_TIE) if NEAR_TIE > 0 else 0.0
+
+    def bucket(v: np.ndarray) -> np.ndarray:  # heap key: −score, or −(its near-tie step)
+        if step == 0:
+            return -v
+        return np.asarray(-np.floor(np.log(np.maximum(v, MIN_GAIN)) / step))
+
     if c and len(elig):
         best = np.argmax(score, axis=1)
         val = score[np.arange(len(elig)), best]
         ok = np.flatnonzero(np.isfinite(val))
-        heap = list(zip((-val[ok]).tolist(), ok.tolist(), best[ok].tolist(), [0] * len(ok), strict=True))
+        heap = list(
+            zip(
+                bucket(val[ok]).tolist(),
+                fit_conf[ok].tolist(),
+                n_resp[ok].tolist(),
+                ok.tolist(),
+                best[ok].tolist(),
+                [0] * len(ok),
+                val[ok].tolist(),
+                strict=True,
+            )
+        )
     heapq.heapify(heap)
 
     def rescore(r: int) -> None:
@@ -338,16 +288,18 @@ def plan_relabel(
         avail = np.flatnonzero(allowed[r] & (ccap >= 1) & (ccost <= budget - spent + 1e-12))
         if len(avail) == 0:
             return
-        s = candidate_score(joint, cconf[avail], can_look(m)) / ccost[avail]
+        s = candidate_score(joint, cconf[avail], can_look(m))
+        s = alike_mean(s, np.ones(len(avail), bool), pooled[avail]) / ccost[avail]
         i = int(np.argmax(s))
-        heapq.heappush(heap, (-float(s[i]), r, int(avail[i]), int(version[r])))
+        key = float(bucket(s[i : i + 1])[0])
+        heapq.heappush(heap, (key, float(fit_conf[r]), int(n_resp[r]), r, int(avail[i]), int(version[r]), float(s[i])))
 
     spent = 0.0
     order_r: list[int] = []
     order_j: list[int] = []
     gains: list[float] = []
     while heap:
-        neg, r, j, ver = heapq.heappop(heap)
+        _, _, _, r, j, ver, top = heapq.heappop(heap)
         if ver != version[r]:
             continue
         if spent + ccost[j] > budget + 1e-12 or ccap[j] < 1:
@@ -355,8 +307,12 @@ def plan_relabel(
                 break
             rescore(r)
             continue
-        if -neg <= MIN_GAIN:
+        if top <= MIN_GAIN:
             break
+        if pooled[j]:  # alike annotators (same score, same cost): the least loaded one who may label the item
+            alike = np.flatnonzero(pooled & allowed[r] & (ccap >= 1) & (ccost == ccost[j]))
+            if len(alike):
+                j = int(alike[np.argmin(load[alike])])
         joint = joints.get(r, post[elig[r]][:, None])
         new = extend(joint, cconf[j])
         gains.append(expected_accuracy(new) - expected_accuracy(joint))
@@ -364,6 +320,7 @@ def plan_relabel(
         planned.setdefault(r, []).append(j)
         allowed[r, j] = False
         ccap[j] -= 1
+        load[j] += 1
         spent += float(ccost[j])
         order_r.append(r)
         order_j.append(j)

@@ -13,6 +13,8 @@ fitted on (:func:`held_out_strength`: empirical Bayes by two-fold cross-fit over
 
 from __future__ import annotations
 
+from statistics import NormalDist
+
 import numpy as np
 import pandas as pd
 
@@ -25,6 +27,9 @@ from fusion_core.methods.results import FitResult
 STRENGTH_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 #: responses scored by :func:`held_out_strength` at most (about; whole items are kept) — bounds its cost
 MAX_SCORED = 200_000
+#: z at which an annotator's agreement is told apart from the crowd's as worse (:func:`distinct_annotators`;
+#: as better: the same one-sided level divided by the number of annotators)
+EVIDENCE_Z = 1.96
 
 
 def model_confusion(fit: FitResult) -> tuple[np.ndarray, np.ndarray, str | None]:
@@ -150,6 +155,77 @@ def predictive_posterior(
     return np.asarray(q / q.sum(axis=1, keepdims=True))
 
 
+def loo_right(
+    item: np.ndarray, worker: np.ndarray, label: np.ndarray, confusion: np.ndarray, prior: np.ndarray, *, n_items: int
+) -> np.ndarray:
+    """Per response, the probability that its label is the true one given its item's *other* responses (leave
+    one response out): ``q^{-r}[l_r]`` with ``q^{-r} ∝ π Π_{s≠r} Γ_s[·, l_s]`` — the annotator's agreement with
+    the truth as the rest of the crowd sees it, free of the bias of scoring a response against a posterior it
+    helped to make."""
+    k = confusion.shape[-1]
+    lg = np.log(np.clip(confusion[worker, :, label], PROB_FLOOR, 1.0))  # responses × K
+    tot = np.tile(np.log(np.clip(prior, PROB_FLOOR, 1.0)), (n_items, 1))
+    for c in range(k):
+        tot[:, c] += np.bincount(item, weights=lg[:, c], minlength=n_items)
+    loo = tot[item] - lg
+    loo -= loo.max(axis=1, keepdims=True)
+    w = np.exp(loo)
+    return np.asarray(w[np.arange(len(item)), label] / w.sum(axis=1))
+
+
+def distinct_annotators(
+    item: np.ndarray,
+    worker: np.ndarray,
+    label: np.ndarray,
+    confusion: np.ndarray,
+    prior: np.ndarray,
+    *,
+    n_items: int,
+    z: float = EVIDENCE_Z,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which annotators the responses tell apart from the crowd: per annotator the z statistic of their mean
+    leave-one-out agreement with the truth (:func:`loo_right`) against the crowd's mean, with the crowd's
+    per-response variance (``z_w = (m_w − m) / (s / √n_w)``), and whether they are told apart: *worse* at
+    ``z_w ≤ −z`` (1.96: a 95 % interval that excludes the crowd's), *better* only at ``z_w ≥ z_W``, the same
+    one-sided level divided by the number of annotators tested (Bonferroni: in a crowd of alike annotators the
+    chance that anyone is called better is at most that level).  Preferring an annotator concentrates the load on
+    them, and the best-looking of many alike annotators is best by chance (the winner's curse); avoiding one
+    costs little.  With ~15 responses only a gross difference (a spammer) is told apart."""
+    n_workers = confusion.shape[0]
+    right = loo_right(item, worker, label, confusion, prior, n_items=n_items)
+    n = np.bincount(worker, minlength=n_workers).astype(float)
+    if len(right) < 2:
+        return np.zeros(n_workers), np.zeros(n_workers, bool)
+    mean = np.bincount(worker, weights=right, minlength=n_workers) / np.maximum(n, 1)
+    stat = np.where(n > 0, (mean - right.mean()) * np.sqrt(n) / max(float(right.std()), 1e-12), 0.0)
+    level = NormalDist().cdf(-z) / max(1, int((n > 0).sum()))
+    z_better = NormalDist().inv_cdf(1 - level)
+    return np.asarray(stat), (stat <= -z) | (stat >= z_better)
+
+
+def planning_confusion(
+    item: np.ndarray,
+    worker: np.ndarray,
+    label: np.ndarray,
+    confusion: np.ndarray,
+    prior: np.ndarray,
+    *,
+    n_items: int,
+    z: float = EVIDENCE_Z,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The confusions the plan chooses annotators by: an annotator the responses tell apart from the crowd
+    (:func:`distinct_annotators`, ``|z_w| ≥ z``) keeps their predictive matrix, every other one gets the crowd's
+    average predictive matrix (:func:`crowd_confusion`), so the plan is indifferent between them (and spreads the
+    load) instead of preferring whoever looks best by chance.  ``z`` 0: every annotator keeps their own.  Returns
+    the matrices and the mask of annotators kept."""
+    n_workers = confusion.shape[0]
+    if z <= 0 or len(item) == 0:
+        return confusion, np.ones(n_workers, bool)
+    _, distinct = distinct_annotators(item, worker, label, confusion, prior, n_items=n_items, z=z)
+    center = crowd_confusion(confusion, prior, np.bincount(worker, minlength=n_workers))
+    return np.where(distinct[:, None, None], confusion, center[None]), distinct
+
+
 def predictive_model(
     resp: Responses, fit: FitResult, prior_count: float | str = "auto"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, str | None]:
@@ -187,12 +263,16 @@ def predictive_model(
 
 
 __all__ = [
+    "EVIDENCE_Z",
     "MAX_SCORED",
     "STRENGTH_GRID",
     "crowd_confusion",
+    "distinct_annotators",
     "held_out_log_likelihood",
     "held_out_strength",
+    "loo_right",
     "model_confusion",
+    "planning_confusion",
     "predictive_confusion",
     "predictive_model",
     "predictive_posterior",
