@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from threadpoolctl import threadpool_limits
 
 from fusion_core.diagnostics.cartels import CartelReport, detect_cartels
 from fusion_core.errors import AggregationWarning, UserInputError
@@ -15,6 +16,15 @@ from fusion_core.simulate.dawid_skene import dawid_skene
 from fusion_core.simulate.spectral import cartel, independent
 
 ALPHA = 0.01  # the spec's decision level for these oracles
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    """BLAS on one thread, as ``detect_cartels`` runs its analysis (detector.py): the tests that drive the analysis
+    directly ran thousands of small products on OpenBLAS's spinning threads (the sequential bootstrap test took
+    29 s instead of 1 s with another process busy)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def _detect(sim, **kw):

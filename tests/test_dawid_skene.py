@@ -205,11 +205,11 @@ def test_one_sided_annotators_are_flagged():
     assert not any("always give the same label" in w for w in honest.warnings_)
 
 
-@pytest.mark.parametrize("seeds", [range(20), pytest.param(range(200), marks=pytest.mark.slow)])
+@pytest.mark.parametrize("seeds", [range(8), pytest.param(range(200), marks=pytest.mark.slow)])
 def test_restarts_keep_the_label_orientation(seeds):
     """Random restarts reach the label-swapped mirror optimum (same likelihood) on many binary crowds; the driver
     aligns every run to majority vote before comparing, so the oriented solution comes back (before: 84 of 200
-    seeds returned the mirror, accuracy < 0.5)."""
+    seeds returned the mirror, accuracy < 0.5; without the alignment seeds 0, 1 and 5 of the default eight do)."""
     import warnings
 
     from fusion_core.simulate import dawid_skene
