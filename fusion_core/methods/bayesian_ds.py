@@ -52,6 +52,7 @@ HYPER_RANGE = (1e-2, 1e4)  # α₀ entries are kept in this range (guards the Ne
 HYPER_NEWTON = 1  # Newton steps on α₀ per M-step (warm-started; a generalised M-step, each raises the ELBO)
 HYPER_RTOL = 1e-12  # a row whose Newton step would gain less evidence than this (relative) has settled
 HALVINGS = 8  # a row whose evidence still falls after this many halvings of its step keeps its α₀
+PER_HYPER = 10  # prior_structure="auto": the full K × K prior needs this many responses per hyper-parameter
 
 
 @dataclass(frozen=True)
@@ -161,14 +162,61 @@ def polya_objective(alpha: np.ndarray, counts: np.ndarray, totals: np.ndarray, c
     return rows + cell.sum(axis=1)
 
 
+def polya_derivatives(
+    alpha: np.ndarray, counts: np.ndarray, totals: np.ndarray, cells: Cells
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Gradient ``g`` (R × K) of :func:`polya_objective` in α₀ and its Hessian diag(d) + z 11ᵀ per row: d_l =
+    Σ_p ψ'(α_l + C_p) − ψ'(α_l) ≤ 0 over the pairs reporting l, z = Σ_j ψ'(A) − ψ'(A + N_j) ≥ 0 (A = Σ α); also
+    ψ'(α₀)."""
+    n_w = totals.shape[1]
+    lab = cells.label
+    a_sum = alpha.sum(axis=1)
+    x = alpha[:, lab] + counts
+    at = a_sum[:, None] + totals
+    cell = digamma(x)
+    cell -= digamma(alpha)[:, lab]
+    grad = np.asarray(cell @ cells.by_label)
+    grad += (n_w * digamma(a_sum) - digamma(at).sum(axis=1))[:, None]
+    tri = trigamma(alpha)
+    cell = trigamma(x)
+    cell -= tri[:, lab]
+    d = np.asarray(cell @ cells.by_label)
+    z = n_w * trigamma(a_sum) - trigamma(at).sum(axis=1)
+    return grad, d, z, tri
+
+
+def halve_steps(
+    alpha: np.ndarray,
+    step: np.ndarray,
+    gain: np.ndarray,
+    f0: np.ndarray,
+    evaluate: Any,
+) -> np.ndarray:
+    """Take ``alpha · exp(−step)`` on the rows whose first-order ``gain`` is above rounding, halving a row's step
+    until its evidence (``evaluate(trial, rows)``) does not fall; ``f0`` is updated in place.  Returns the new α₀."""
+    lo, hi = HYPER_RANGE
+    new = alpha.copy()
+    rows = np.flatnonzero(gain > HYPER_RTOL * (1.0 + np.abs(f0)))  # the others cannot gain above rounding
+    for _ in range(HALVINGS):  # halve the steps of the rows whose evidence would fall (only those are evaluated)
+        if not len(rows):
+            break
+        trial = np.clip(alpha[rows] * np.exp(-step[rows]), lo, hi)
+        f1 = evaluate(trial, rows)
+        ok = f1 >= f0[rows] - 1e-12 * np.abs(f0[rows])
+        new[rows[ok]], f0[rows[ok]] = trial[ok], f1[ok]
+        rows = rows[~ok]
+        step[rows] *= 0.5
+    return new
+
+
 def polya_ml(
     alpha: np.ndarray, counts: np.ndarray, totals: np.ndarray, cells: Cells, n_iter: int = HYPER_NEWTON
 ) -> tuple[np.ndarray, np.ndarray]:
     """α₀ raising the Pólya evidence of the expected counts (Minka 2000, "Estimating a Dirichlet distribution",
     §3–4), row by row, by Newton steps in log α₀ from ``alpha`` (multiplicative steps keep α₀ positive).
 
-    In α the Hessian of a row is diag(d) + z 11ᵀ with d_l = Σ_p ψ'(α_l + C_p) − ψ'(α_l) ≤ 0 over the pairs reporting
-    l and z = Σ_j ψ'(A) − ψ'(A + N_j) ≥ 0 (A = Σ α); in u = log α it is diag(α²d + αg) + z ααᵀ.  The αg term is
+    In α the Hessian of a row is diag(d) + z 11ᵀ (:func:`polya_derivatives`); in u = log α it is
+    diag(α²d + αg) + z ααᵀ.  The αg term is
     kept where negative (so the diagonal stays negative) and the system is solved in O(K) by Sherman–Morrison
     where the matrix is negative definite, otherwise by its diagonal alone.  Entries at a bound of
     :data:`HYPER_RANGE` whose gradient points out stay there; a row's step is halved until its evidence does not
@@ -176,21 +224,8 @@ def polya_ml(
     lo, hi = HYPER_RANGE
     alpha = np.clip(np.array(alpha, dtype=float), lo, hi)
     f0 = polya_objective(alpha, counts, totals, cells)
-    n_w = totals.shape[1]
-    lab = cells.label
     for _ in range(n_iter):
-        a_sum = alpha.sum(axis=1)
-        x = alpha[:, lab] + counts
-        at = a_sum[:, None] + totals
-        cell = digamma(x)
-        cell -= digamma(alpha)[:, lab]
-        grad = np.asarray(cell @ cells.by_label)
-        grad += (n_w * digamma(a_sum) - digamma(at).sum(axis=1))[:, None]
-        tri = trigamma(alpha)
-        cell = trigamma(x)
-        cell -= tri[:, lab]
-        d = np.asarray(cell @ cells.by_label)
-        z = n_w * trigamma(a_sum) - trigamma(at).sum(axis=1)
+        grad, d, z, tri = polya_derivatives(alpha, counts, totals, cells)
         free = ~(((alpha <= lo) & (grad < 0)) | ((alpha >= hi) & (grad > 0)))
         gu = alpha * grad  # gradient in u = log α
         du = np.minimum(alpha * alpha * d + np.minimum(gu, 0.0), -1e-12 * alpha * alpha * tri)  # d = 0 without counts
@@ -200,19 +235,66 @@ def polya_ml(
         newton = denom > 0
         b = np.where(newton, z * (gu * ainv).sum(axis=1) / np.where(newton, denom, 1.0), 0.0)
         step = gu * inv - b[:, None] * ainv  # H⁻¹ g in u on the free entries, 0 elsewhere; Newton: u − H⁻¹ g
-        new = alpha.copy()
         gain = -(gu * step).sum(axis=1)  # the step's first-order gain in evidence
-        rows = np.flatnonzero(gain > HYPER_RTOL * (1.0 + np.abs(f0)))  # the others cannot gain above rounding
-        for _ in range(HALVINGS):  # halve the steps of the rows whose evidence would fall (only those are evaluated)
-            if not len(rows):
-                break
-            trial = np.clip(alpha[rows] * np.exp(-step[rows]), lo, hi)
-            f1 = polya_objective(trial, counts[rows], totals[rows], cells)
-            ok = f1 >= f0[rows] - 1e-12 * np.abs(f0[rows])
-            new[rows[ok]], f0[rows[ok]] = trial[ok], f1[ok]
-            rows = rows[~ok]
-            step[rows] *= 0.5
-        alpha = new
+        alpha = halve_steps(
+            alpha, step, gain, f0, lambda trial, rows: polya_objective(trial, counts[rows], totals[rows], cells)
+        )
+    return alpha, f0
+
+
+def polya_ml_structured(
+    alpha: np.ndarray, counts: np.ndarray, totals: np.ndarray, cells: Cells, n_iter: int = HYPER_NEWTON
+) -> tuple[np.ndarray, np.ndarray]:
+    """As :func:`polya_ml` with the structured prior of Paun et al. (TACL 2018, "Comparing Bayesian models of
+    annotation", the hierarchical Dawid–Skene's row priors): row k of α₀ is a_k on the diagonal and one shared
+    b_k off it.  Newton in (log a_k, log b_k) on the same evidence: the chain rule turns the row's gradient g and
+    Hessian diag(d) + z 11ᵀ into g_a = g_k, g_b = Σ_{l≠k} g_l, H_aa = d_k + z, H_bb = Σ_{l≠k} d_l + (K−1)² z,
+    H_ab = (K−1) z; in log space the 2 × 2 system gets diag(a g_a, b g_b) (kept where negative).  Solved exactly
+    where negative definite, else by its diagonal; a value at a bound whose gradient points out stays (the other
+    then takes its one-dimensional step), a step that would cross a bound is shortened to stop at it; steps halved until the evidence does not fall.  ``alpha`` must
+    be structured (the start, SQUAREM's log-linear extrapolations and the clip keep it so)."""
+    lo, hi = HYPER_RANGE
+    k = alpha.shape[1]
+    eye = np.eye(k, dtype=bool)
+    alpha = np.clip(np.array(alpha, dtype=float), lo, hi)
+    f0 = polya_objective(alpha, counts, totals, cells)
+    rows_k = np.arange(alpha.shape[0])
+    for _ in range(n_iter):
+        grad, d, z, tri = polya_derivatives(alpha, counts, totals, cells)
+        ab = np.stack([alpha[eye], alpha[rows_k, (rows_k + 1) % k]], axis=1)  # R × 2: (a_k, b_k)
+        g = np.stack([grad[eye], grad.sum(axis=1) - grad[eye]], axis=1) * ab  # gradient in (log a, log b)
+        h_aa = d[eye] + z
+        h_bb = d.sum(axis=1) - d[eye] + (k - 1) ** 2 * z
+        floor = -1e-12 * ab * ab * np.stack([tri[eye], tri[~eye].reshape(-1, k - 1).sum(axis=1)], axis=1)
+        h11 = np.minimum(ab[:, 0] ** 2 * h_aa + np.minimum(g[:, 0], 0.0), floor[:, 0])
+        h22 = np.minimum(ab[:, 1] ** 2 * h_bb + np.minimum(g[:, 1], 0.0), floor[:, 1])
+        h12 = ab[:, 0] * ab[:, 1] * (k - 1) * z
+        det = h11 * h22 - h12 * h12
+        newton = det > 0  # h11 < 0 and det > 0: negative definite
+        safe = np.where(newton, det, 1.0)
+        step = np.where(
+            newton[:, None],
+            np.stack([(h22 * g[:, 0] - h12 * g[:, 1]) / safe, (h11 * g[:, 1] - h12 * g[:, 0]) / safe], axis=1),
+            g / np.stack([h11, h22], axis=1),
+        )  # H⁻¹ g in (log a, log b); Newton: u − H⁻¹ g
+        fixed = ((ab <= lo * (1 + 1e-9)) & (g < 0)) | ((ab >= hi * (1 - 1e-9)) & (g > 0))  # at a bound, pointing out
+        alone = fixed[:, ::-1] & ~fixed  # the other value is fixed: a one-dimensional Newton step
+        step = np.where(alone, g / np.stack([h11, h22], axis=1), step)
+        step[fixed] = 0.0
+        room = np.where(step < 0, np.log(hi / ab), np.log(ab / lo))  # log-distance to the bound each value moves to
+        with np.errstate(divide="ignore", invalid="ignore"):
+            reach = np.where(np.abs(step) > room, room / np.abs(step), 1.0).min(axis=1)
+        step *= np.clip(reach, 0.0, 1.0)[:, None]  # a step stopping at a bound keeps its direction (not clipped)
+        gain = -(g * step).sum(axis=1)
+
+        def evaluate(trial: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            hyper = np.repeat(trial[:, 1:2], k, axis=1)  # rows ``rows`` of α₀ from their (a, b)
+            hyper[np.arange(len(rows)), rows] = trial[:, 0]
+            return polya_objective(hyper, counts[rows], totals[rows], cells)
+
+        ab = halve_steps(ab, step, gain, f0, evaluate)
+        alpha = np.repeat(ab[:, 1:2], k, axis=1)
+        alpha[rows_k, rows_k] = ab[:, 0]
     return alpha, f0
 
 
@@ -227,6 +309,7 @@ class BayesianDSModel:
     empirical_bayes: bool = True
     gold: Gold | None = None
     dense: bool = False
+    structured: bool = False  # α₀ row k = (a_k on the diagonal, b_k off it): :func:`polya_ml_structured`
 
     def __post_init__(self) -> None:
         self.cells = Cells.of(self.resp, self.dense)
@@ -267,7 +350,8 @@ class BayesianDSModel:
         counts = np.ascontiguousarray(np.asarray(self.cells.items_t @ post).T)  # K × P: Σ_i q_ik #(j_p said l_p on i)
         totals = self.totals(counts)
         if self.empirical_bayes:
-            hyper, evidence = polya_ml(hyper, counts, totals, self.cells)
+            step = polya_ml_structured if self.structured else polya_ml
+            hyper, evidence = step(hyper, counts, totals, self.cells)
         else:
             evidence = polya_objective(hyper, counts, totals, self.cells)
         return BDSState(hyper, counts, self.prior_class + post.sum(axis=0), float(evidence.sum()))
@@ -313,6 +397,16 @@ class BayesianDawidSkene(Aggregator):
     Every annotator's confusion row k has the prior Dir(α₀_k); α₀ starts at ``prior_off_diagonal`` everywhere
     plus ``prior_diagonal`` on the diagonal and, with ``hyperparameters="empirical-bayes"``, is re-estimated
     from all annotators at each step, so the crowd decides how much a sparse annotator is shrunk.
+
+    ``prior_structure``: the full α₀ has K² free pseudo-counts, learnt from the expected counts of every confusion
+    cell; with many classes and few responses (200 classes, 1,500 responses: ~1.5 responses per confusion row,
+    0.04 per pseudo-count) the evidence fits α₀ to the observed confusions (off-diagonal cells to the lower bound
+    where no one erred, the diagonal to ~10⁴), so q(Γ) reproduces chance coincidences.  The structured prior
+    (Paun et al., TACL 2018: row k is a_k on the diagonal and one b_k off it, 2K values) cannot.  ``"auto"`` uses
+    the full prior only with at least :data:`PER_HYPER` = 10 responses per pseudo-count (the events-per-parameter
+    rule of thumb of Peduzzi et al., J Clin Epidemiol 1996): the full prior's evidence always exceeds the nested
+    structured one's, so the two cannot be compared without a penalty, and a rule fixed in advance keeps the
+    choice out of the fit.
     ``confusion_`` holds posterior means; ``loss_history_`` the ELBO.  Reported per annotator
     (``result_.annotator_columns``): ``crowd_share``, the share of the annotator's confusion estimate that
     comes from the shared prior rather than their own responses.  Gold labels are clamped.
@@ -338,6 +432,13 @@ class BayesianDawidSkene(Aggregator):
         "prior_off_diagonal": Float(
             1.0, low=0.0, high=1000.0, low_open=True, help="Pseudo-count on every cell of the (initial) shared prior."
         ),
+        "prior_structure": Choice(
+            "auto",
+            ("auto", "full", "structured"),
+            help="Shared prior of the confusion rows: 'full' learns all K × K pseudo-counts; 'structured' one "
+            "diagonal and one off-diagonal value per true class; 'auto': full when there are at least 10 "
+            "responses per pseudo-count (K² of them), else structured.",
+        ),
         "prior_class": Float(1.0, low=0.0, high=1000.0, low_open=True, help="Dirichlet pseudo-count on class priors."),
         "tol": Float(1e-6, low=0.0, high=1.0, help="Stop when the relative change of the ELBO is below tol."),
         "max_iter": Int(500, low=1, high=100_000, help="Maximum VB iterations."),
@@ -346,8 +447,16 @@ class BayesianDawidSkene(Aggregator):
     def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
         k = responses.n_classes
         hyper0 = np.full((k, k), float(self.prior_off_diagonal)) + float(self.prior_diagonal) * np.eye(k)
+        structured = self.prior_structure == "structured" or (
+            self.prior_structure == "auto" and responses.n_responses < PER_HYPER * k * k
+        )
         model = BayesianDSModel(
-            responses, hyper0, float(self.prior_class), self.hyperparameters == "empirical-bayes", gold
+            responses,
+            hyper0,
+            float(self.prior_class),
+            self.hyperparameters == "empirical-bayes",
+            gold,
+            structured=structured,
         )
         settings = EMSettings(tol=float(self.tol), max_iter=int(self.max_iter), name="Bayesian DS VB")
         start = model.start(initial_posterior(responses, "mv"))
@@ -374,5 +483,5 @@ class BayesianDawidSkene(Aggregator):
                     "(1 = no responses of their own, 0 = only their own responses).",
                 ),
             ),
-            details={"hyperparameters": st.hyper},
+            details={"hyperparameters": st.hyper, "prior_structure": "structured" if structured else "full"},
         )
