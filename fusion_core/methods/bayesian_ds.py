@@ -372,7 +372,8 @@ class BayesianDSModel:
         return self.m_step((clamp_gold(np.array(posterior, dtype=float), self.gold), self.hyper0))
 
     def permute(self, state: BDSState, source: np.ndarray) -> BDSState:
-        """Latent class j of the new state is class ``source[j]`` of ``state`` (reported labels unchanged)."""
+        """Latent class j of the new state is class ``source[j]`` of ``state`` (reported labels unchanged; a
+        structured α₀'s diagonal value then sits in column ``source[j]``: for a final state, not iterated further)."""
         return BDSState(state.hyper[source, :], state.counts[source], state.class_prior[source], state.evidence)
 
     def confusion(self, state: BDSState) -> np.ndarray:
