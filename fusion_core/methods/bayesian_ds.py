@@ -448,8 +448,9 @@ class BayesianDawidSkene(Aggregator):
     def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
         k = responses.n_classes
         hyper0 = np.full((k, k), float(self.prior_off_diagonal)) + float(self.prior_diagonal) * np.eye(k)
-        structured = self.prior_structure == "structured" or (
-            self.prior_structure == "auto" and responses.n_responses < PER_HYPER * k * k
+        structured = k > 2 and (  # with 2 classes the structured prior is the full one (a_k, b_k per row)
+            self.prior_structure == "structured"
+            or (self.prior_structure == "auto" and responses.n_responses < PER_HYPER * k * k)
         )
         model = BayesianDSModel(
             responses,
