@@ -20,7 +20,7 @@ import pandas as pd
 
 from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
-from fusion_core.methods.numerics import PROB_FLOOR
+from fusion_core.methods.numerics import PROB_FLOOR, safe_log
 from fusion_core.methods.results import FitResult
 
 #: prior strengths (pseudo-responses per cell: K per row) tried by :func:`held_out_strength`
@@ -30,6 +30,33 @@ MAX_SCORED = 200_000
 #: z at which an annotator's agreement is told apart from the crowd's as worse (:func:`distinct_annotators`;
 #: as better: the same one-sided level divided by the number of annotators)
 EVIDENCE_Z = 1.96
+
+
+def item_log_joint(
+    item: np.ndarray, worker: np.ndarray, label: np.ndarray, confusion: np.ndarray, prior: np.ndarray, *, n_items: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(lg, joint)``: per response ``log Γ_w[·, l_r]`` (responses × K) and per item ``log π + Σ_r log Γ_w[·, l_r]``
+    (items × K), clipped logs; a response's leave-one-out joint is ``joint[item] − lg`` (a loop over classes)."""
+    lg = safe_log(confusion[worker, :, label])
+    joint = np.tile(safe_log(np.asarray(prior, dtype=float)), (n_items, 1))
+    for c in range(confusion.shape[-1]):  # a loop over classes, not responses
+        joint[:, c] += np.bincount(item, weights=lg[:, c], minlength=n_items)
+    return lg, joint
+
+
+def expected_counts(
+    item: np.ndarray, worker: np.ndarray, label: np.ndarray, posterior: np.ndarray, *, n_workers: int
+) -> np.ndarray:
+    """One M-step's sufficient statistics from the items' ``posterior``: ``C_w[k, l] = Σ_{r: w, l} q_{i_r k}``
+    (workers × K true × K reported)."""
+    k = posterior.shape[1]
+    counts = np.zeros((n_workers * k, k))
+    q = posterior[item]  # responses × K (true)
+    cell = worker[:, None] * k + np.arange(k)[None, :]
+    for c in range(k):  # a loop over reported labels, not responses
+        sel = label == c
+        counts[:, c] = np.bincount(cell[sel].ravel(), weights=q[sel].ravel(), minlength=n_workers * k)
+    return counts.reshape(n_workers, k, k)
 
 
 def model_confusion(fit: FitResult) -> tuple[np.ndarray, np.ndarray, str | None]:
@@ -84,11 +111,7 @@ def held_out_log_likelihood(
 ) -> float:
     """Sum of the log probabilities of responses given their item's *other* responses (leave one response out):
     ``log Σ_k q^{-r}_k Γ_w[k, l_r]`` with ``q^{-r} ∝ π Π_{s≠r} Γ_s[·, l_s]`` (vectorised; a loop over classes)."""
-    k = confusion.shape[-1]
-    lg = np.log(np.clip(confusion[worker, :, label], PROB_FLOOR, 1.0))  # responses × K
-    tot = np.tile(np.log(np.clip(prior, PROB_FLOOR, 1.0)), (n_items, 1))
-    for c in range(k):
-        tot[:, c] += np.bincount(item, weights=lg[:, c], minlength=n_items)
+    lg, tot = item_log_joint(item, worker, label, confusion, prior, n_items=n_items)
     loo = tot[item] - lg
     loo -= loo.max(axis=1, keepdims=True)
     w = np.exp(loo)
@@ -121,13 +144,7 @@ def held_out_strength(
     for f in (True, False):
         fit_r = fold[item] == f
         test_r = ~fit_r & scored[item]
-        counts = np.zeros((n_workers * k, k))
-        q = posterior[item[fit_r]]  # responses × K (true)
-        cell = worker[fit_r][:, None] * k + np.arange(k)[None, :]
-        for c in range(k):  # a loop over reported labels, not responses
-            sel = label[fit_r] == c
-            counts[:, c] = np.bincount(cell[sel].ravel(), weights=q[sel].ravel(), minlength=n_workers * k)
-        counts = counts.reshape(n_workers, k, k)
+        counts = expected_counts(item[fit_r], worker[fit_r], label[fit_r], posterior, n_workers=n_workers)
         rows = counts.sum(axis=2, keepdims=True)
         center = counts.sum(axis=0) / np.maximum(counts.sum(axis=(0, 2))[:, None], 1e-300)
         it, wk, lb = item[test_r], worker[test_r], label[test_r]
@@ -144,12 +161,8 @@ def predictive_posterior(
 ) -> np.ndarray:
     """Items' posteriors ``∝ π_k Π Γ̃_w[k, l]`` over their responses under the predictive confusions ``Γ̃``
     (log space, clipped): less sure than the fit's where the evidence comes from little-seen annotators."""
-    k = confusion.shape[-1]
     ok = worker >= 0
-    logs = np.log(np.clip(confusion[worker[ok], :, label[ok]], PROB_FLOOR, 1.0))  # responses × K
-    joint = np.tile(np.log(np.clip(prior, PROB_FLOOR, 1.0)), (n_items, 1))
-    for c in range(k):  # a loop over classes, not responses
-        joint[:, c] += np.bincount(item[ok], weights=logs[:, c], minlength=n_items)
+    _, joint = item_log_joint(item[ok], worker[ok], label[ok], confusion, prior, n_items=n_items)
     joint -= joint.max(axis=1, keepdims=True)
     q = np.exp(joint)
     return np.asarray(q / q.sum(axis=1, keepdims=True))
@@ -162,11 +175,7 @@ def loo_right(
     one response out): ``q^{-r}[l_r]`` with ``q^{-r} ∝ π Π_{s≠r} Γ_s[·, l_s]`` — the annotator's agreement with
     the truth as the rest of the crowd sees it, free of the bias of scoring a response against a posterior it
     helped to make."""
-    k = confusion.shape[-1]
-    lg = np.log(np.clip(confusion[worker, :, label], PROB_FLOOR, 1.0))  # responses × K
-    tot = np.tile(np.log(np.clip(prior, PROB_FLOOR, 1.0)), (n_items, 1))
-    for c in range(k):
-        tot[:, c] += np.bincount(item, weights=lg[:, c], minlength=n_items)
+    lg, tot = item_log_joint(item, worker, label, confusion, prior, n_items=n_items)
     loo = tot[item] - lg
     loo -= loo.max(axis=1, keepdims=True)
     w = np.exp(loo)

@@ -47,7 +47,9 @@ import scipy.sparse as sp
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.predictive import (
     crowd_confusion,
+    expected_counts,
     held_out_strength,
+    item_log_joint,
     model_confusion,
     predictive_confusion,
 )
@@ -115,10 +117,7 @@ def _changes(
     response differs from the label without it; predicted, ``Σ_l P(l | others) [argmax_k q^{-r}_k Γ_w[k, l] ≠
     argmax q^{-r}]``."""
     k = confusion.shape[-1]
-    lg = safe_log(confusion[worker, :, label])  # responses × K
-    tot = np.tile(safe_log(np.asarray(prior, float)), (n_items, 1))
-    for c in range(k):  # a loop over classes, not responses
-        tot[:, c] += np.bincount(item, weights=lg[:, c], minlength=n_items)
+    lg, tot = item_log_joint(item, worker, label, confusion, prior, n_items=n_items)
     loo = tot[item] - lg
     was = loo.argmax(axis=1)
     observed = float((tot[item].argmax(axis=1) != was).sum())
@@ -149,18 +148,12 @@ def change_ratio(
     row as the plan's), each response given its item's other responses (:func:`_changes`).  An over-confident
     model (errors correlated given the truth, rows fitted on few responses) predicts fewer changes than happen:
     the ratio exceeds 1.  1 when nothing is predicted."""
-    n, k = posterior.shape
+    n = posterior.shape[0]
     fold = np.less(np.random.default_rng(seed).random(n), 0.5)
     observed = predicted = 0.0
     for f in (True, False):
         fit_r = fold[item] != f
-        counts = np.zeros((n_workers * k, k))
-        q = posterior[item[fit_r]]
-        cell = worker[fit_r][:, None] * k + np.arange(k)[None, :]
-        for c in range(k):  # a loop over reported labels, not responses
-            sel = label[fit_r] == c
-            counts[:, c] = np.bincount(cell[sel].ravel(), weights=q[sel].ravel(), minlength=n_workers * k)
-        counts = counts.reshape(n_workers, k, k)
+        counts = expected_counts(item[fit_r], worker[fit_r], label[fit_r], posterior, n_workers=n_workers)
         conf = normalize_rows(counts + strength * towards[None])  # = (counts + s·towards) / (rows + s)
         o, p = _changes(item[~fit_r], worker[~fit_r], label[~fit_r], conf, prior, n_items=n)
         observed += o
