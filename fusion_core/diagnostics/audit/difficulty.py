@@ -33,13 +33,15 @@ from scipy import stats
 
 from fusion_core.data.responses import Responses
 from fusion_core.methods.auto.folds import id_hashes
+from fusion_core.methods.em import EMSettings, EStep
+from fusion_core.methods.em.squarem import run_squarem_lockstep
 
 SHRINK = 2.0
 """Pseudo-responses pulling each annotator's confusion rows towards the pooled confusion."""
 MAX_ITER = 150
-"""EM steps of each fit (one-type, then two-type), extrapolations included."""
-TOL = 1e-5
-"""Stop when the log-likelihood gains less than this per item."""
+"""E-steps of each fit (one-type, then two-type), extrapolations included."""
+TOL = 1e-6
+"""The EM driver's rule: stop when the log-likelihood changes by at most this share of itself."""
 MAX_RESPONSES = 100_000
 """Responses the check reads at most (a subset of whole items, chosen by id hash)."""
 MAX_CLASSES_UNANIMOUS = 20
@@ -135,8 +137,9 @@ class _Model:
         rho = np.bincount(resp.label, minlength=K).astype(float) + 1.0
         self.rho_r = (rho / rho.sum())[resp.label][:, None]
 
-    def estep(self, theta: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
-        """Posterior over (class, type) per item, the log-likelihood, Θ_w[c, l_r] and the hard items' mixture."""
+    def e_step(self, theta: np.ndarray, temperature: float = 1.0) -> EStep:
+        """Posterior over (class, type) per item (items × K × 2 types, or × 1), the log-likelihood; ``stats`` carry
+        what the M-step needs (the parameters, Θ_w[c, l_r] and the hard items' mixture)."""
         r, K, n = self.resp, self.K, self.n
         prior, conf, tau, lam = _unpack(theta, r.n_workers, K)
         th = np.clip(conf[r.worker, :, r.label], 1e-12, 1.0)  # responses × K: Θ_w[c, l_r]
@@ -150,12 +153,12 @@ class _Model:
         post = np.exp(joint - top[:, None, None])
         total = post.sum(axis=(1, 2))
         post /= total[:, None, None]
-        return post, float((top + np.log(total)).sum()), th, mix
+        return EStep(post, float((top + np.log(total)).sum()), stats=(theta, post, th, mix))
 
-    def step(self, theta: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
-        """One EM update: (new parameters, log-likelihood at ``theta``, posterior at ``theta``)."""
+    def m_step(self, stats: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+        """One M-step from the E-step's ``stats``: the new parameters (flat)."""
+        theta, post, th, mix = stats
         r, K = self.resp, self.K
-        post, ll, th, mix = self.estep(theta)
         _, _, tau, lam = _unpack(theta, r.n_workers, K)
         prior = np.clip(post.sum(axis=2).mean(axis=0), 1e-6, None)
         w = post[self.item, :, 0]
@@ -165,36 +168,23 @@ class _Model:
             w = w + informative
             tau = float(np.clip(post[:, :, 1].sum() / self.n, 1e-4, 1 - 1e-4))
             lam = float(np.clip(informative.sum() / max(h.sum(), 1e-12), 1e-3, 1 - 1e-3))
-        return _pack(prior / prior.sum(), _confusions(r, w, K), tau, lam), ll, post
+        return _pack(prior / prior.sum(), _confusions(r, w, K), tau, lam)
+
+    def flat(self, theta: np.ndarray) -> np.ndarray:
+        return theta
+
+    def unflat(self, vector: np.ndarray) -> np.ndarray:
+        """An extrapolated vector projected back onto the simplex and the bounds."""
+        return _pack(*_unpack(vector, self.resp.n_workers, self.K))
 
 
 def _em(model: _Model, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[float], int, bool]:
-    """EM accelerated by SQUAREM (Varadhan & Roland 2008, scheme S3, with the plain EM step as fallback whenever
-    the extrapolation lowers the likelihood, so the trace never decreases); returns the parameters, the posterior
-    at them, the log-likelihood trace, the EM steps taken and whether it converged."""
-    n = model.n
-    trace: list[float] = []
-    steps, converged = 0, False
-    t1, ll, post = model.step(theta)
-    steps += 1
-    trace.append(ll)
-    while steps < MAX_ITER:
-        t2, ll1, post1 = model.step(t1)
-        rr, v = t1 - theta, (t2 - t1) - (t1 - theta)
-        alpha = -float(np.sqrt((rr @ rr) / max(v @ v, 1e-300)))
-        alpha = min(alpha, -1.0)
-        cand = _pack(*_unpack(theta - 2 * alpha * rr + alpha * alpha * v, model.resp.n_workers, model.K))
-        t3, ll3, post3 = model.step(cand)
-        steps += 2
-        if ll3 >= ll1:
-            theta, ll_new, post, t1 = cand, ll3, post3, t3
-        else:
-            theta, ll_new, post, t1 = t1, ll1, post1, t2
-        converged = ll_new - trace[-1] < TOL * n
-        trace.append(ll_new)
-        if converged:
-            break
-    return theta, post, trace, steps, converged
+    """The project's SQUAREM-accelerated EM (:func:`~fusion_core.methods.em.squarem.run_squarem_lockstep`, scheme
+    S3 with the plain step as fallback, so the trace never decreases); returns the parameters, the posterior at
+    them, the log-likelihood trace, the E-steps taken and whether it converged."""
+    settings = EMSettings(tol=TOL, max_iter=MAX_ITER, name="item-difficulty check", warn=False)
+    (run,) = run_squarem_lockstep([model], [theta], [settings], lambda _, stats: [model.m_step(x) for x in stats])
+    return run.state, run.posterior, run.log_likelihood, run.n_iter, run.converged
 
 
 def _unanimous(resp: Responses, item: np.ndarray, n: int, prior: np.ndarray, conf: np.ndarray) -> tuple[int, float]:
