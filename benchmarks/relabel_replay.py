@@ -120,6 +120,7 @@ def replay(
     strategies: tuple[str, ...] = ("plan", "fixed"),
     plan_buy: str = "asked",
     substitute: str = "informative",
+    dependence: float = 0.0,
 ) -> dict[str, Curve]:
     """One replay of the three strategies from the same 2-response start."""
     rng = np.random.default_rng(seed)
@@ -242,6 +243,7 @@ def replay(
                     answers["worker"].iloc[buy],
                     seed=seed,
                     refit=lambda df: _fit(df, method).result_,
+                    dependence=dependence,
                 )
                 cur.seconds.append(time.process_time() - t1)
                 cur.refit.append(rg)
@@ -562,6 +564,12 @@ def main() -> None:
         help="the plan's NEAR_TIE (relative step within which scores are a near tie; 0: exact scores, as before)",
     )
     ap.add_argument("--sim-replays", type=int, default=1, help="replays per simulated crowd (different starts)")
+    ap.add_argument(
+        "--dependence",
+        type=float,
+        default=0.0,
+        help="the gain interval's common-shock intraclass correlation τ (refit_gain's dependence; 0: independent)",
+    )
     ap.add_argument("--plot", action="store_true", help="write benchmarks/out/relabel_replay.html")
     args = ap.parse_args()
     if args.near_tie is not None:
@@ -581,6 +589,7 @@ def main() -> None:
             seed=seed,
             max_per_item=args.max_per_item,
             substitute=args.substitute,
+            dependence=args.dependence,
             plan_kw=None if args.evidence_z is None else {"evidence_z": args.evidence_z},
             strategies=("plan",)
             if args.calibration_only

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 
 from fusion_core import UserInputError
 from fusion_core.diagnostics.plan import plan_relabel
-from fusion_core.diagnostics.refit_gain import RefitGain, change_ratio, refit_gain
+from fusion_core.diagnostics.refit_gain import RefitGain, _shock_log_joint, change_ratio, refit_gain
 from fusion_core.methods import create
 from fusion_core.simulate import dawid_skene
 
@@ -110,3 +111,96 @@ def test_plan_interval_covers_the_realised_gain_many_seeds() -> None:
     inside = (out[:, 1] <= out[:, 0] + 1e-12) & (out[:, 0] <= out[:, 2] + 1e-12)
     assert inside.mean() >= 0.8, out
     assert np.mean(out[:, 2] - out[:, 1]) <= 3 * np.mean(out[:, 3]), out  # honest, not uselessly wide
+
+
+def test_shock_log_joint_matches_the_common_shock_likelihood_by_hand() -> None:
+    # two draws, two items, three annotators, K = 2: log π_z + log Γ̄[z, u] + Σ_s log(ρ [l_s = u] + (1 − ρ)
+    # Γ_s[z, l_s]) up to a per-item constant, against the sparse form
+    rng = np.random.default_rng(0)
+    k, n, nw, nb, rho = 2, 2, 3, 2, 0.3
+    gam = rng.dirichlet(np.ones(k), size=(nb, nw, k))  # draw × worker × true × reported
+    prior, center = np.array([0.6, 0.4]), np.array([[0.8, 0.2], [0.3, 0.7]])
+    resp = [(0, 0, 0), (0, 1, 1), (0, 2, 1), (1, 0, 1)]  # (item, worker, label)
+    rows = [d * n + i for d in range(nb) for i, _, _ in resp]
+    cols = [(d * nw + w) * k + lab for d in range(nb) for _, w, lab in resp]
+    a = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(nb * n, nb * nw * k))
+    logq = np.asarray(a @ np.log(gam).transpose(0, 1, 3, 2).reshape(-1, k)) + np.log(prior)[None]
+    got = _shock_log_joint(a, gam, logq, center, rho).reshape(nb, n, k, k)
+    for d in range(nb):
+        for i in range(n):
+            want = np.array(
+                [
+                    [
+                        np.log(prior[z] * center[z, u])
+                        + sum(np.log(rho * (lab == u) + (1 - rho) * gam[d, w, z, lab]) for j, w, lab in resp if j == i)
+                        for u in range(k)
+                    ]
+                    for z in range(k)
+                ]
+            )
+            diff = got[d, i] - want  # a constant: m_i log(1 − ρ)
+            assert np.allclose(diff, diff.flat[0]), (d, i, diff)
+
+
+def _shock_crowd(seed: int, rho: float, n_items: int = 300):
+    """A 3-class Dawid–Skene crowd at 2 responses per item whose responses copy the item's common shock
+    ``u ~ Γ̄[z]`` with probability ``rho``; the simulation and a function answering (task, annotator) pairs the
+    same way (the shock is the item's, so bought responses copy it too)."""
+    sim, _ = _crowd(seed, n_items=n_items)
+    rng = np.random.default_rng(10_000 + seed)  # not the simulator's stream
+    mean = np.asarray(sim.confusion).mean(axis=0)
+    z = sim.classes.get_indexer(sim.truth.to_numpy())
+    u = (rng.random((len(z), 1)) > np.cumsum(mean[z], axis=1)).sum(axis=1).clip(max=len(sim.classes) - 1)
+    shock = pd.Series(sim.classes.take(u), index=sim.truth.index)
+    widx = pd.Index(sim.workers)
+
+    def answer(tasks: pd.Index, workers: pd.Index) -> list:
+        out = []
+        for t, w in zip(tasks, workers, strict=True):
+            p = sim.confusion[widx.get_loc(w), sim.classes.get_loc(sim.truth[t])]
+            out.append(shock[t] if rng.random() < rho else sim.classes[rng.choice(len(p), p=p)])
+        return out
+
+    df = sim.responses[["task", "worker", "label"]].copy()
+    df["label"] = answer(pd.Index(df["task"]), pd.Index(df["worker"]))
+    return sim, df, answer
+
+
+def _shock_run(seed: int, rho: float) -> tuple[float, float, float]:
+    """Realised gain of a 60-label plan on a common-shock crowd, and the simulated mean gain with the planted
+    ``τ = ρ²`` and with ``τ = 0`` (ds refitted)."""
+    sim, df, answer = _shock_crowd(seed, rho)
+    est = create("ds").fit(df)
+    res = est.result_
+    plan = plan_relabel(est.responses_, res, 60, interval="model")
+    tasks, workers = plan.assignment_task, plan.assignment_annotator
+    with_tau = refit_gain(est.responses_, res, tasks, workers, seed=seed, dependence=rho**2)
+    without = refit_gain(est.responses_, res, tasks, workers, seed=seed)
+    extra = pd.DataFrame({"task": tasks, "worker": workers, "label": answer(tasks, workers)})
+    after = create("ds").fit(pd.concat([df, extra], ignore_index=True))
+    truth = sim.truth.reindex(res.items).to_numpy()
+    gain = float(
+        (after.labels_.reindex(res.items).to_numpy() == truth).mean() - (res.labels.to_numpy() == truth).mean()
+    )
+    return gain, with_tau.mean, without.mean
+
+
+def test_common_shock_draws_lower_the_simulated_gain() -> None:
+    # a response that copies the item's shock repeats what the item's other responses say: it is worth less
+    sim, df, _ = _shock_crowd(3, 0.6, n_items=120)
+    est = create("ds").fit(df)
+    plan = plan_relabel(est.responses_, est.result_, 25, interval="model", prior_count=1.0)
+    args = (est.responses_, est.result_, plan.assignment_task, plan.assignment_annotator)
+    none, shock = refit_gain(*args, seed=1), refit_gain(*args, seed=1, dependence=0.36)
+    assert np.array_equal(none.draws, refit_gain(*args, seed=1, dependence=0.0).draws) and none.tau == 0.0
+    assert shock.tau == 0.36 and shock.mean < none.mean - 0.002, (shock.mean, none.mean)
+    with pytest.raises(ValueError, match="dependence"):
+        refit_gain(*args, dependence=1.5)
+
+
+@pytest.mark.slow
+def test_common_shock_with_the_planted_tau_predicts_the_realised_gain_many_seeds() -> None:
+    out = np.array([_shock_run(seed, 0.5) for seed in range(20)])
+    err_tau, err_none = out[:, 0] - out[:, 1], out[:, 0] - out[:, 2]
+    se = err_tau.std(ddof=1) / np.sqrt(len(out))
+    assert abs(err_tau.mean()) < 2.5 * se and abs(err_tau.mean()) < abs(err_none.mean()), out

@@ -19,6 +19,18 @@ posterior predictive, Gelman et al. BDA §6.3).  Each draw:
    fit's matrices, on the responses plus the drawn ones, :data:`ITERATIONS` steps;
 5. ``G`` from the refit's labels ``a``, the fit's ``b`` and ``z``.
 
+Errors correlated given the truth (``dependence`` = τ > 0): a *common shock* — each item draws a shared label
+``u ~ Γ̄[z]`` from the crowd's row at its truth, and each response copies ``u`` with probability ``ρ = √τ``, else
+answers from its annotator's row (``τ`` is the responses' intraclass correlation given the truth, the excess of a
+pair's agreement over the independent prediction divided by ``Σ_k q_k (1 − Σ_l Γ̄[k, l]²)``; design effect
+``1 + (m − 1) τ``, Kish 1965).  Steps 2–3 then draw ``(z, u)`` from the items' joint posterior under the shock
+(:func:`_shock_log_joint`) and let each extra response copy ``u`` with probability ``ρ``: a response that repeats
+what the item's others say is worth less, so the simulated gain falls (planted shock, ``tests/test_refit_gain.py``:
+with the planted τ the simulated mean matches the realised gain, with 0 it over-predicts by 1.5 pt).  τ is an input,
+not estimated: the fitted matrices absorb a common shock (agreement looks like accuracy), so the excess agreement
+under them is ≈ 0 whatever τ (``benchmarks/dependence_check.py``, docs/PLAN.md); the default 0 is the
+independence of the model.
+
 The interval (:attr:`RefitGain.sd`) adds to the draws' spread a misspecification allowance: the posterior the
 truth is drawn from is over-confident where errors are correlated given the truth (the model cannot express it,
 and a held-out check cannot see it — :mod:`.predictive`), so each label the refit changes counts as a ±1 of
@@ -81,6 +93,7 @@ class RefitGain:
     n_items: int
     ratio: float = 1.0  # change_ratio: label changes observed ÷ predicted, leave one response out
     refit_changed: tuple[int, int] | None = None  # labels the method's own refit changed (touched, other items)
+    tau: float = 0.0  # the common shock's intraclass correlation the draws were made with (refit_gain's dependence)
 
     @property
     def mean(self) -> float:
@@ -161,6 +174,23 @@ def change_ratio(
     return observed / predicted if predicted > 0 else 1.0
 
 
+def _shock_log_joint(
+    a_old: sp.csr_matrix, gam: np.ndarray, logq: np.ndarray, center: np.ndarray, rho: float
+) -> np.ndarray:
+    """Items' log joint of (truth z, shock u) under the common shock (module docstring): ``log π_z + log Γ̄[z, u]
+    + Σ_s log(ρ [l_s = u] + (1 − ρ) Γ_s[z, l_s])`` up to a constant, from ``logq`` (``log π_z + Σ_s log Γ_s[z,
+    l_s]``, stacked draws × items rows) and a sparse product per value of ``u`` (a loop over classes): the
+    responses that say ``u`` gain ``log(ρ + (1 − ρ) Γ_s[z, u]) − log((1 − ρ) Γ_s[z, u])``.  Rows × K² (z, u)."""
+    nb, n_w2, k, _ = gam.shape
+    lift = safe_log(rho + (1 - rho) * gam) - safe_log((1 - rho) * gam)  # draw × worker × true × reported
+    out = np.repeat(logq[:, :, None], k, axis=2) + safe_log(center)[None]
+    for u in range(k):
+        flat = np.zeros((nb, n_w2, k, k))  # (draw, worker, reported) × true, non-zero where reported = u
+        flat[:, :, u, :] = lift[:, :, :, u]
+        out[:, :, u] += np.asarray(a_old @ flat.reshape(nb * n_w2 * k, k))
+    return out.reshape(len(logq), k * k)
+
+
 def draws_for(n_responses: int, k: int, draws: int = DRAWS) -> int:
     """Draws affordable within :data:`WORK` (at most ``draws``; 0 when not even :data:`MIN_DRAWS` are)."""
     per = ITERATIONS * max(n_responses, 1) * k
@@ -205,9 +235,11 @@ def refit_gain(
     draws: int = DRAWS,
     seed: int = 0,
     refit: Callable[[pd.DataFrame], FitResult] | None = None,
+    dependence: float = 0.0,
 ) -> RefitGain:
     """Simulated realised accuracy gains of buying one response from ``annotators[j]`` on ``tasks[j]`` (ids as
-    in the fit; annotators the fit has not seen answer like the crowd), with the refit (module docstring).
+    in the fit; annotators the fit has not seen answer like the crowd), with the refit (module docstring);
+    ``dependence``: the intraclass correlation τ ∈ [0, 1) of a common shock (module docstring; 0: independent).
     ``draws`` is lowered to keep the cost within :data:`WORK`; none (empty result) when not even
     :data:`MIN_DRAWS` fit."""
     items = pd.Index(fit.items)
@@ -242,7 +274,11 @@ def refit_gain(
     touched[p_item] = True
     rng = np.random.default_rng(seed)
     gains, rest, changed = [], [], []
-    chunk = max(1, CHUNK_RESPONSES // max(r + m, 1))
+    tau = float(dependence)
+    if not 0.0 <= tau < 1.0:
+        raise ValueError(f"refit_gain: dependence must be in [0, 1); got {dependence!r}")
+    rho = float(np.sqrt(tau))
+    chunk = max(1, CHUNK_RESPONSES // max(r + m, n * k * k if rho > 0 else 1, 1))
     for b0 in range(0, draws, chunk):
         nb = min(chunk, draws - b0)
         # 1. matrices from their Dirichlet posterior (gamma draws normalised)
@@ -259,13 +295,18 @@ def refit_gain(
         a_old = sp.csr_matrix((np.ones(len(rows_old)), (rows_old, cols_old)), shape=(nb * n, nb * n_w2 * k))
         flat = log_g.transpose(0, 1, 3, 2).reshape(nb * n_w2 * k, k)  # (draw, worker, reported) × true
         logq = np.asarray(a_old @ flat) + safe_log(prior)[None]
+        if rho > 0:  # the truth and the item's common shock u jointly: items × (true, u)
+            logq = _shock_log_joint(a_old, gam, logq, center, rho)
         logq -= logq.max(axis=1, keepdims=True)
         q = np.exp(logq)
         q /= q.sum(axis=1, keepdims=True)
-        truth = np.minimum((rng.random((nb * n, 1)) > np.cumsum(q, axis=1)).sum(axis=1), k - 1).reshape(nb, n)
-        # 3. the extra responses from the drawn rows at the truth
+        cell = np.minimum((rng.random((nb * n, 1)) > np.cumsum(q, axis=1)).sum(axis=1), q.shape[1] - 1)
+        truth = (cell // k if rho > 0 else cell).reshape(nb, n)
+        # 3. the extra responses from the drawn rows at the truth (copying the item's shock with probability ρ)
         probs = gam[np.arange(nb)[:, None], p_worker[None], truth[:, p_item]]  # nb × m × K
         lab = np.minimum((rng.random((nb, m, 1)) > np.cumsum(probs, axis=2)).sum(axis=2), k - 1)
+        if rho > 0:
+            lab = np.where(rng.random((nb, m)) < rho, (cell % k).reshape(nb, n)[:, p_item], lab)
         rows = np.concatenate([rows_old, (off_i + p_item[None]).ravel()])
         cols = np.concatenate([cols_old, ((off_w + p_worker[None]) * k + lab).ravel()])
         a = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(nb * n, nb * n_w2 * k))
@@ -302,7 +343,7 @@ def refit_gain(
         refit_changed = (int(moved[touched].sum()), int(moved[~touched].sum()))
     post = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
     ratio = change_ratio(r_item, r_worker, r_label, post, prior, towards=towards, strength=strength, n_workers=n_w)
-    return RefitGain(np.concatenate(gains), np.concatenate(rest), np.concatenate(changed), n, ratio, refit_changed)
+    return RefitGain(np.concatenate(gains), np.concatenate(rest), np.concatenate(changed), n, ratio, refit_changed, tau)
 
 
 __all__ = ["DRAWS", "ITERATIONS", "MIN_DRAWS", "WORK", "RefitGain", "draws_for", "refit_gain"]
