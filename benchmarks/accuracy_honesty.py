@@ -14,7 +14,8 @@ with gold (the comparison of earlier sessions).  *Same items*: the figures over 
 covers only part of the crowd (adult: 333 of 11,040 items; relevance: 4,460 of 20,232) those items need not be
 typical.  The model's own figure and the population figure are means over items, so they are taken over the gold
 items exactly; the held-out, alternative-model and two-type figures are moved by the same amount as the model's own
-figure (the held-out check corrects the model's figure by one shift; it has no per-item form).
+figure (the held-out check corrects the model's figure by one shift; it has no per-item form).  Each figure keeps
+its sampling interval on the items it is taken over.
 
     python benchmarks/accuracy_honesty.py [--seeds 10] [--skip-real] [--skip-sim] [--sims glad,ds]
 """
@@ -32,6 +33,7 @@ from _common import categorical_datasets, load, make_parser
 
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit.difficulty import difficulty_mixture
+from fusion_core.diagnostics.audit.items import label_quality
 from fusion_core.diagnostics.audit.safety import accuracy_range, label_safety, population_shares
 from fusion_core.methods import create
 from fusion_core.simulate.dawid_skene import dawid_skene
@@ -62,10 +64,13 @@ def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
     shift = float(own[known].mean() - own.mean())
     no_pop = accuracy_range(fit, codes, a.level, a.difficulty, a.one_label_share)  # the figures without population
     pop_items = population_shares(resp, codes)
-    pop_g = float(pop_items[known].mean()) if pop_items is not None else np.nan
+    pop_g = pop_lo = pop_hi = np.nan
+    if pop_items is not None:
+        q = label_quality(pop_items[known][:, None], np.zeros(int(known.sum()), dtype=np.int64), a.level)
+        pop_g, pop_lo, pop_hi = q.accuracy, q.low, q.high
     low_g, high_g = no_pop.low + shift, no_pop.high + shift
     if a.population_in_range:
-        low_g, high_g = min(low_g, pop_g), max(high_g, pop_g)
+        low_g, high_g = min(low_g, pop_lo), max(high_g, pop_hi)
     d = a.difficulty
     return {
         "gold": true_acc,

@@ -23,7 +23,8 @@
    *population* figure (:func:`population_accuracy`): every figure above takes the truth to be a fixed class that
    the annotators' errors scatter around independently.  When annotators share an item's confusion, the known
    answer behaves like one more draw from the item's own responses (gold made by people as variable as the crowd),
-   and a label is right as often as its share of the item's responses.  No response-based check can tell the two
+   and a label is right as often as its share of the item's responses (the figure carries its sampling interval,
+   as the model's own does).  No response-based check can tell the two
    apart; the figure joins the range when the crowd shows errors shared item by item (the difficulty check's
    ``overdispersed``: more unanimous items than equally hard items allow) or when the accuracy cannot be
    estimated (then every plausible model counts).  It never moves the estimate.
@@ -252,12 +253,13 @@ def accuracy_range(
     difficulty: DifficultyCheck | None = None,
     one_label: float = 0.0,
     *,
-    population: float | None = None,
+    population: np.ndarray | None = None,
 ) -> AccuracyRange:
     """The honest accuracy range (module docstring, 3); ``difficulty`` the difficulty check of the labels,
     ``one_label`` the share of responses from one-label annotators (:func:`one_label_share`), ``population`` the
-    population figure (:func:`population_accuracy`), which joins the range when the difficulty check finds
-    errors shared item by item or the accuracy cannot be estimated."""
+    per-item shares of the population figure (:func:`population_shares`): their mean, with its sampling interval
+    (Poisson-binomial, as the model's own figure), joins the range when the difficulty check finds errors shared
+    item by item or the accuracy cannot be estimated."""
     idx = np.arange(len(label))
     own = label_quality(fit.posterior, label, level)  # the model's own figure and its interval
     z = float(stats.norm.ppf(0.5 + level / 2))
@@ -281,10 +283,17 @@ def accuracy_range(
     estimate = heldout if heldout is not None else model
     if difficulty is not None:
         figures += [difficulty.accuracy, difficulty.at_chance]
-    acc = AccuracyRange(estimate, 0.0, 1.0, level, model, heldout, tuple(by_model), difficulty, one_label, population)
-    joins = population is not None and (acc.shared_confusion or not acc.identifiable)
-    if population is not None and joins:
-        figures.append(float(population))
+    pop = (
+        label_quality(population[:, None], np.zeros(len(population), dtype=np.int64), level)
+        if population is not None
+        else None
+    )
+    acc = AccuracyRange(
+        estimate, 0.0, 1.0, level, model, heldout, tuple(by_model), difficulty, one_label, pop.accuracy if pop else None
+    )
+    joins = pop is not None and (acc.shared_confusion or not acc.identifiable)
+    if pop is not None and joins:
+        figures += [pop.low, pop.high]
     low, high = float(np.clip(min(figures), 0, 1)), float(np.clip(max(figures), 0, 1))
     return replace(acc, low=low, high=high, population_in_range=bool(joins))
 
@@ -320,6 +329,6 @@ def label_safety(
             level,
             difficulty_mixture(resp, np.asarray(fit.posterior), label),
             one_label_share(resp),
-            population=population_accuracy(resp, label),
+            population=population_shares(resp, label),
         ),
     )
