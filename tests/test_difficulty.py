@@ -74,6 +74,10 @@ def test_a_well_specified_crowd_shows_no_difficulty_and_keeps_its_range():
     fit = create("ds").fit(resp).result_
     s = label_safety(resp, fit, label, create("mv").fit(resp).result_.label_codes)
     assert s.accuracy.identifiable and s.accuracy.difficulty is not None
+    # independent errors: no unanimity excess, so the population figure (≈ the vote share, far below the truth on
+    # such a crowd) stays out of the range
+    assert abs(d.unanimous_z) < 1.645 and not s.accuracy.population_in_range
+    assert s.accuracy.population is not None and s.accuracy.population < s.accuracy.low
 
 
 def test_large_data_reads_a_row_order_invariant_subset(monkeypatch):
@@ -195,7 +199,9 @@ def test_shared_errors_are_seen_and_the_population_end_covers_the_truth():
     assert min(acc.model, acc.estimate) > true_acc + 0.05  # what the population figure is for
     assert acc.population is not None and acc.low == pytest.approx(min(acc.low, acc.population))
     assert acc.low - 0.01 <= true_acc <= acc.high + 0.01
-    assert "share mistakes item by item" in accuracy_words(acc, 600)
+    text = accuracy_words(acc, 600)
+    assert "one more annotator's" in text and f"{100 * acc.population:.0f}%" in text
+    assert ("share mistakes item by item" in text) == (not d.flagged)  # the difficulty words quote the counts
     summary = d.summary()
     assert summary["errors_shared_item_by_item"] is True and summary["unanimous_items_sd_if_equally_hard"] > 0
 

@@ -140,7 +140,7 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
             f"item's responses), {_pct(acc.population)}"
         )
         d = acc.difficulty
-        if acc.shared_confusion and d is not None:
+        if acc.shared_confusion and d is not None and not d.flagged:  # (else the difficulty words say it)
             checks += (
                 f" — annotators seem to share mistakes item by item: {d.unanimous:,} items are unanimous where "
                 f"independent errors give about {d.unanimous_expected:,.0f}"
