@@ -9,6 +9,14 @@ does the audit say the accuracy cannot be estimated from the responses (``flagge
 ``fusion_core.diagnostics.audit.difficulty`` fires, or most responses come from one-label annotators) and what the
 difficulty check costs.
 
+Two comparisons with gold.  *All items*: the audit's figures over every item against the accuracy on the items
+with gold (the comparison of earlier sessions).  *Same items*: the figures over the items that have gold — where gold
+covers only part of the crowd (adult: 333 of 11,040 items; relevance: 4,460 of 20,232) those items need not be
+typical.  The model's own figure and the population figure are means over items, so they are taken over the gold
+items exactly; the held-out, alternative-model and two-type figures are moved by the same amount as the model's own
+figure (the held-out check corrects the model's figure by one shift; it has no per-item form).  Each figure keeps
+its sampling interval on the items it is taken over.
+
     python benchmarks/accuracy_honesty.py [--seeds 10] [--skip-real] [--skip-sim] [--sims glad,ds]
 """
 
@@ -25,7 +33,8 @@ from _common import categorical_datasets, load, make_parser
 
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit.difficulty import difficulty_mixture
-from fusion_core.diagnostics.audit.safety import accuracy_range, label_safety
+from fusion_core.diagnostics.audit.items import label_quality
+from fusion_core.diagnostics.audit.safety import accuracy_range, label_safety, population_shares
 from fusion_core.methods import create
 from fusion_core.simulate.dawid_skene import dawid_skene
 from fusion_core.simulate.heavy import HEAVY_VARIANTS
@@ -49,6 +58,20 @@ def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
     labels = resp.classes.take(codes).astype(str)
     true_acc = float((labels[known] == gold[known].astype(str).str.replace(r"\.0$", "", regex=True)).mean())
     a = s.accuracy
+    # the same figures over the items with gold (module docstring, "Same items")
+    j = np.arange(len(codes))
+    own = np.asarray(fit.posterior)[j, codes]
+    shift = float(own[known].mean() - own.mean())
+    no_pop = accuracy_range(fit, codes, a.level, a.difficulty, a.one_label_share)  # the figures without population
+    pop_items = population_shares(resp, codes)
+    pop_g = pop_lo = pop_hi = np.nan
+    if pop_items is not None:
+        q = label_quality(pop_items[known][:, None], np.zeros(int(known.sum()), dtype=np.int64), a.level)
+        pop_g, pop_lo, pop_hi = q.accuracy, q.low, q.high
+    low_g, high_g = no_pop.low + shift, no_pop.high + shift
+    if a.population_in_range:
+        low_g, high_g = min(low_g, pop_lo), max(high_g, pop_hi)
+    d = a.difficulty
     return {
         "gold": true_acc,
         "estimate": a.estimate,
@@ -56,18 +79,34 @@ def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
         "high": a.high,
         "model": a.model,
         "heldout": a.heldout,
+        "population": a.population if a.population is not None else np.nan,
+        "pop_in": a.population_in_range,
+        "unanimous_z": d.unanimous_z if d is not None else np.nan,
         "covered": bool(a.low - 0.01 <= true_acc <= a.high + 0.01),
         "covered_before": bool(before.low - 0.01 <= true_acc <= before.high + 0.01),
+        "covered_no_pop": bool(no_pop.low - 0.01 <= true_acc <= no_pop.high + 0.01),
         "over": a.estimate - true_acc,
+        # the estimate if it were the middle of the held-out and population figures where the latter joins the
+        # range (a candidate central figure, measured and not kept: docs/AUDIT.md)
+        "mid_over": (a.estimate + a.population) / 2 - true_acc
+        if a.population_in_range and a.population is not None
+        else a.estimate - true_acc,
         "model_over": a.model - true_acc,
+        "estimate_g": a.estimate + shift,
+        "low_g": low_g,
+        "high_g": high_g,
+        "population_g": pop_g,
+        "covered_g": bool(low_g - 0.01 <= true_acc <= high_g + 0.01),
+        "over_g": a.estimate + shift - true_acc,
         "pinned": a.pinned,
         "flagged": not a.identifiable,
-        "two_type": a.difficulty.accuracy if a.difficulty else np.nan,
-        "at_chance": a.difficulty.at_chance if a.difficulty else np.nan,
-        "hard": a.difficulty.hard_share if a.difficulty else np.nan,
+        "two_type": d.accuracy if d else np.nan,
+        "at_chance": d.at_chance if d else np.nan,
+        "hard": d.hard_share if d else np.nan,
         "one_label": a.one_label_share,
         "check_cpu_s": seconds,
         "width_before": before.high - before.low,
+        "width_no_pop": no_pop.high - no_pop.low,
         "depends": int(s.depends.sum()),
     }
 
@@ -134,18 +173,32 @@ def main() -> None:
             rows.append({"dataset": name, **one(answers, truth)})
             print(rows[-1], flush=True)
         df = pd.DataFrame(rows).set_index("dataset")
-        cols = ["gold", "estimate", "low", "high", "model", "heldout", "two_type", "at_chance", "hard", "one_label"]
-        cols += ["flagged", "covered", "covered_before", "over", "model_over", "check_cpu_s"]
+        cols = ["gold", "estimate", "low", "high", "model", "heldout", "two_type", "at_chance", "population"]
+        cols += ["unanimous_z", "pop_in", "flagged", "covered", "covered_no_pop", "over", "model_over"]
+        same = ["gold", "estimate_g", "low_g", "high_g", "population_g", "covered_g", "over_g"]
         with pd.option_context(*[x for kv in fmt.items() for x in kv]):
             print(df[cols].to_string())
+            print("same items (the items with gold):")
+            print(df[same].to_string())
         print(
-            f"public sets: range (±1 pt) covers gold on {int(df.covered.sum())}/{len(df)} (target ≥ 10); mean "
-            f"overstatement of the estimate {100 * df.over.mean():+.1f} pt (target ≤ 2), of the model's own figure "
-            f"{100 * df.model_over.mean():+.1f} pt; where the audit gives a figure the estimate overstates by "
-            f"{100 * df.over[~df.flagged].mean():+.1f} pt; cannot be estimated on {', '.join(df.index[df.flagged]) or 'none'}"
-            f" (covered there {int(df.covered[df.flagged].sum())}/{int(df.flagged.sum())}, elsewhere "
-            f"{int(df.covered[~df.flagged].sum())}/{int((~df.flagged).sum())}); check CPU {df.check_cpu_s.sum():.1f} s in "
-            f"all (max {df.check_cpu_s.max():.1f} s, {df.check_cpu_s.idxmax()}); load {os.getloadavg()[0]:.1f}"
+            f"public sets, all items: range (±1 pt) covers gold on {int(df.covered.sum())}/{len(df)} (target ≥ 10; "
+            f"without the population figure {int(df.covered_no_pop.sum())}); mean overstatement of the estimate "
+            f"{100 * df.over.mean():+.1f} pt (target ≤ 2), of the model's own figure {100 * df.model_over.mean():+.1f}"
+            f" pt; where the audit gives a figure the estimate overstates by {100 * df.over[~df.flagged].mean():+.1f} "
+            f"pt; cannot be estimated on {', '.join(df.index[df.flagged]) or 'none'} (covered there "
+            f"{int(df.covered[df.flagged].sum())}/{int(df.flagged.sum())}, elsewhere "
+            f"{int(df.covered[~df.flagged].sum())}/{int((~df.flagged).sum())}); population figure in the range on "
+            f"{', '.join(df.index[df.pop_in]) or 'none'}; check CPU {df.check_cpu_s.sum():.1f} s in all (max "
+            f"{df.check_cpu_s.max():.1f} s, {df.check_cpu_s.idxmax()}); load {os.getloadavg()[0]:.1f}"
+        )
+        print(
+            f"public sets, same items: range (±1 pt) covers gold on {int(df.covered_g.sum())}/{len(df)}; mean "
+            f"overstatement of the estimate {100 * df.over_g.mean():+.1f} pt"
+        )
+        print(
+            f"candidate not kept, the middle of the held-out and population figures: mean overstatement "
+            f"{100 * df.mid_over.mean():+.1f} pt (|·| {100 * df.mid_over.abs().mean():.1f}; the estimate's "
+            f"|·| {100 * df.over.abs().mean():.1f})"
         )
     if not args.skip_sim:
         for kind in args.sims.split(","):
@@ -157,9 +210,13 @@ def main() -> None:
             df = pd.DataFrame(rows)
             print(
                 f"{kind}: covered {int(df.covered.sum())}/{len(df)} (target ≥ 85 %); estimate − truth "
-                f"{100 * df.over.mean():+.1f} pt, model − truth {100 * df.model_over.mean():+.1f} pt; mean range "
+                f"{100 * df.over.mean():+.1f} pt (|·| {100 * df.over.abs().mean():.1f}; middle of held-out and population "
+                f"{100 * df.mid_over.mean():+.1f}, |·| {100 * df.mid_over.abs().mean():.1f}), model − truth {100 * df.model_over.mean():+.1f} pt; mean range "
                 f"width {100 * (df.high - df.low).mean():.1f} pt (max {100 * (df.high - df.low).max():.1f}; without the "
-                f"difficulty figures {100 * df.width_before.mean():.1f}, covered {int(df.covered_before.sum())}); "
+                f"difficulty figures {100 * df.width_before.mean():.1f}, covered {int(df.covered_before.sum())}; "
+                f"without the population figure {100 * df.width_no_pop.mean():.1f}, covered "
+                f"{int(df.covered_no_pop.sum())}); population figure joins {int(df.pop_in.sum())}/{len(df)} "
+                f"(unanimity z mean {df.unanimous_z.mean():+.1f}, max {df.unanimous_z.max():+.1f}); "
                 f"cannot be estimated {int(df.flagged.sum())}/{len(df)}, two-type − truth {100 * (df.two_type - df.gold).mean():+.1f}"
                 f" pt; check CPU {df.check_cpu_s.mean():.2f} s",
                 flush=True,

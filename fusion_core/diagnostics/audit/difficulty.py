@@ -19,7 +19,16 @@ large (:data:`FLAG_P`) *and* material: at least :data:`FLAG_HARD` of the items a
 responses) / n``.  It assumes annotators are better than chance on hard items too; nothing in the responses can
 show that (a hard item on which the crowd agrees on a wrong label looks like an easy item of the other class), so
 ``at_chance`` is the plausible model where errors concentrate where the check says: the hard items' labels are
-right only as often as their class's share.  Cost: two EM fits (SQUAREM-accelerated, Varadhan & Roland 2008) of
+right only as often as their class's share.
+
+**Shared confusion** (``overdispersed``).  Items can differ in a way the two-type model does not describe (items
+that lie between two classes, ambiguous items that pull the crowd one way): then the annotators' errors are
+correlated item by item, and the crowd is unanimous on more items than a model of equally hard items predicts.  The
+count of items with two or more responses all alike is compared with its expectation under the one-type fit
+(``Σ_i Σ_c π_c Σ_k Π_r Θ_w(r)[c, k]``) in units of its Poisson-binomial standard deviation; one-sided, at
+:data:`OVERDISPERSION_Z` (5 %), the check says the errors are shared item by item, and the accuracy range adds the
+*population* figure (:mod:`.safety`).  The expectation uses parameters fitted to the same responses, which makes
+the test conservative (simulated Dawid–Skene crowds: ``benchmarks/accuracy_honesty.py``).  Cost: two EM fits (SQUAREM-accelerated, Varadhan & Roland 2008) of
 at most :data:`MAX_ITER` steps, each ``O(responses × classes)``; beyond :data:`MAX_RESPONSES` responses the check
 runs on the items of smallest id hash that hold that many (the same items whatever the row order).
 """
@@ -50,6 +59,9 @@ FLAG_P = 1e-3
 """Difficulty is reported when the likelihood-ratio p-value (χ², 2 degrees of freedom) is below this …"""
 FLAG_HARD = 0.05
 """… and the two-type model calls at least this share of the items hard."""
+OVERDISPERSION_Z = 1.645
+"""Unanimous items above the one-type fit's expectation, in standard deviations, from which the errors are called
+shared item by item (one-sided 5 %)."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +71,8 @@ class DifficultyCheck:
     ``one_type_accuracy`` under the refitted one-type model; ``lr`` twice the log-likelihood gain over the one-type
     model and ``p_value``; ``iterations``, ``converged`` and the log-likelihood trace of the two-type fit; ``n_items``
     the items it read, ``unanimous`` those of them with two or more responses all alike and ``unanimous_expected``
-    how many the one-type fit predicts (NaN beyond :data:`MAX_CLASSES_UNANIMOUS` classes)."""
+    how many the one-type fit predicts, ``unanimous_sd`` its standard deviation (both NaN beyond
+    :data:`MAX_CLASSES_UNANIMOUS` classes)."""
 
     hard_share: float
     informative: float
@@ -74,6 +87,21 @@ class DifficultyCheck:
     n_items: int
     unanimous: int = 0
     unanimous_expected: float = float("nan")
+    unanimous_sd: float = float("nan")
+
+    @property
+    def unanimous_z(self) -> float:
+        """Observed unanimous items above the expectation, in Poisson-binomial standard deviations (NaN when not
+        computed)."""
+        if not (np.isfinite(self.unanimous_expected) and np.isfinite(self.unanimous_sd)):
+            return float("nan")
+        return float((self.unanimous - self.unanimous_expected) / max(self.unanimous_sd, 1e-9))
+
+    @property
+    def overdispersed(self) -> bool:
+        """The crowd is unanimous on more items than equally hard items allow: errors shared item by item (module
+        docstring, "Shared confusion")."""
+        return bool(np.isfinite(self.unanimous_z) and self.unanimous_z > OVERDISPERSION_Z)
 
     @property
     def flagged(self) -> bool:
@@ -95,6 +123,8 @@ class DifficultyCheck:
             "items_read": self.n_items,
             "unanimous_items": self.unanimous,
             "unanimous_items_expected_if_equally_hard": self.unanimous_expected,
+            "unanimous_items_sd_if_equally_hard": self.unanimous_sd,
+            "errors_shared_item_by_item": self.overdispersed,
         }
 
 
@@ -187,21 +217,25 @@ def _em(model: _Model, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[
     return run.state, run.posterior, run.log_likelihood, run.n_iter, run.converged
 
 
-def _unanimous(resp: Responses, item: np.ndarray, n: int, prior: np.ndarray, conf: np.ndarray) -> tuple[int, float]:
-    """Items with two or more responses all alike: observed, and expected under the one-type model ``(prior,
-    conf)``: ``Σ_i Σ_c prior_c Σ_k Π_r Θ_w(r)[c, k]`` over those items."""
+def _unanimous(
+    resp: Responses, item: np.ndarray, n: int, prior: np.ndarray, conf: np.ndarray
+) -> tuple[int, float, float]:
+    """Items with two or more responses all alike: observed, expected under the one-type model ``(prior, conf)``
+    (``Σ_i p_i``, ``p_i = Σ_c prior_c Σ_k Π_r Θ_w(r)[c, k]`` over those items) and its standard deviation
+    (``√Σ_i p_i(1 − p_i)``, items independent)."""
     per_item = np.bincount(item, minlength=n)
     several = per_item >= 2
     K = len(prior)
     distinct = (np.bincount(item * K + resp.label, minlength=n * K).reshape(n, K) > 0).sum(axis=1)
     observed = int((several & (distinct == 1)).sum())
     if K > MAX_CLASSES_UNANIMOUS:
-        return observed, float("nan")
+        return observed, float("nan"), float("nan")
     p = np.zeros(n)
     for k in range(K):
         log_all_k = _item_sum(item, np.log(np.clip(conf[resp.worker, :, k], 1e-300, 1.0)), n)  # items × c
         p += np.exp(log_all_k) @ prior
-    return observed, float(p[several].sum())
+    p = np.clip(p[several], 0.0, 1.0)
+    return observed, float(p.sum()), float(np.sqrt((p * (1.0 - p)).sum()))
 
 
 def _items_read(resp: Responses) -> np.ndarray:
@@ -233,7 +267,7 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
         _Model(resp, K, False, item, n), _pack(prior / prior.sum(), _confusions(resp, q[resp.item], K), 0.0, 1.0)
     )
     prior1, conf1, _, _ = _unpack(theta, resp.n_workers, K)
-    unanimous, expected = _unanimous(resp, item, n, prior1, conf1)
+    unanimous, expected, spread = _unanimous(resp, item, n, prior1, conf1)
     post1 = np.concatenate([post1, np.zeros_like(post1)], axis=2)  # items × K × (easy, hard)
     theta2, post2, tr2, it, conv = _em(_Model(resp, K, True, item, n), _pack(prior1, conf1, 0.2, 0.5))
     if tr2[-1] <= tr1[-1]:  # the two-type optimum found is no better: the one-type fit is the two-type MLE
@@ -256,4 +290,5 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
         n_items=len(idx),
         unanimous=unanimous,
         unanimous_expected=expected,
+        unanimous_sd=spread,
     )

@@ -82,8 +82,10 @@ TERMS = {
     "Labels right (range, no gold)": "The share of right labels as three checks see it: the model's own figure, "
     "a held-out check (labels fitted without some responses, compared with those responses: when they agree less "
     "than the model predicts, the model is over-confident) and the figure each other plausible model gives the "
-    "labels. Shown as one number only when the checks agree within 10 points; otherwise only gold labels can "
-    "tell.",
+    "labels. When annotators seem to share mistakes item by item (more unanimous items than independent errors "
+    "give), the range also reaches the population figure: each label right as often as its share of the item's "
+    "responses, as if the known answers were one more annotator's. Shown as one number only when the checks agree "
+    "within 10 points; otherwise only gold labels can tell.",
     "Labels that depend on the model choice": "Items that another model, which predicts the held-out responses as "
     "well as the chosen one, labels otherwise; and close votes that the chosen labels changed in the direction "
     "most changes took, a sign that a model may be following some annotators' preferences.",

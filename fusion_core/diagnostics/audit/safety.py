@@ -19,12 +19,20 @@
    figure and the figure with its hard items' labels right only at chance join the range (both equal the
    one-type figure when no item looks hard); when the check finds items of differing difficulty, the audit says
    the accuracy cannot be estimated from the responses alone and gives no single figure (``summary.json``:
-   ``accuracy_can_be_estimated`` false, ``accuracy_estimate`` null), whatever the range's width.
+   ``accuracy_can_be_estimated`` false, ``accuracy_estimate`` null), whatever the range's width.  (d) The
+   *population* figure (:func:`population_accuracy`): every figure above takes the truth to be a fixed class that
+   the annotators' errors scatter around independently.  When annotators share an item's confusion, the known
+   answer behaves like one more draw from the item's own responses (gold made by people as variable as the crowd),
+   and a label is right as often as its share of the item's responses (the figure carries its sampling interval,
+   as the model's own does).  No response-based check can tell the two
+   apart; the figure joins the range when the crowd shows errors shared item by item (the difficulty check's
+   ``overdispersed``: more unanimous items than equally hard items allow) or when the accuracy cannot be
+   estimated (then every plausible model counts).  It never moves the estimate.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -72,7 +80,8 @@ class AccuracyRange:
     ``one_label_share`` the share of responses from annotators who always give the same label (at least
     :data:`ONE_LABEL_MIN` responses); ``identifiable`` unless that check finds items of differing difficulty or
     that share exceeds :data:`ONE_LABEL_SHARE`; ``pinned`` when identifiable and the range is at most
-    :data:`PINNED_WIDTH` wide."""
+    :data:`PINNED_WIDTH` wide; ``population`` the population figure (:func:`population_accuracy`; None without
+    items of two or more responses), ``population_in_range`` whether it joined the range (module docstring, 3d)."""
 
     estimate: float
     low: float
@@ -83,6 +92,14 @@ class AccuracyRange:
     by_model: tuple[tuple[str, float], ...]
     difficulty: DifficultyCheck | None = None
     one_label_share: float = 0.0
+    population: float | None = None
+    population_in_range: bool = False
+
+    @property
+    def shared_confusion(self) -> bool:
+        """The crowd is unanimous on more items than a model of equally hard items allows (the difficulty check's
+        ``overdispersed``): errors shared item by item, so the population figure joins the range."""
+        return bool(self.difficulty is not None and self.difficulty.overdispersed)
 
     @property
     def one_label(self) -> bool:
@@ -161,6 +178,9 @@ class LabelSafety:
             "accuracy_can_be_estimated": acc.identifiable,
             "accuracy_difficulty_check": acc.difficulty.summary() if acc.difficulty is not None else None,
             "responses_from_one_label_annotators": acc.one_label_share,
+            "accuracy_population": acc.population,
+            "accuracy_population_in_range": acc.population_in_range,
+            "accuracy_errors_shared_item_by_item": acc.shared_confusion,
         }
 
 
@@ -200,15 +220,46 @@ def one_label_share(resp: Responses) -> float:
     return float(n[(distinct == 1) & (n >= ONE_LABEL_MIN)].sum() / resp.n_responses)
 
 
+def population_shares(resp: Responses, label: np.ndarray) -> np.ndarray | None:
+    """Per item, the chance that a label is right if the truth is one more draw from the item's own responses
+    (module docstring, 3d): the share of the item's responses that give its label ``label`` (class codes).  An
+    item with one response shows nothing of its own distribution; it gets the mean share of its label over the
+    items with two or more responses labelled so (over all such items when none is).  None when no item has two
+    or more responses."""
+    label = np.asarray(label, dtype=np.int64)
+    counts = resp.vote_counts(use_confidence=False)
+    n = counts.sum(axis=1)
+    several = n >= 2
+    if not several.any():
+        return None
+    share = counts[np.arange(len(label)), label] / np.maximum(n, 1)
+    K = counts.shape[1]
+    hits = np.bincount(label[several], weights=share[several], minlength=K)
+    items = np.bincount(label[several], minlength=K)
+    base = np.where(items > 0, hits / np.maximum(items, 1), share[several].mean())
+    return np.where(several, share, base[label])
+
+
+def population_accuracy(resp: Responses, label: np.ndarray) -> float | None:
+    """The population figure: the mean of :func:`population_shares` over the items (None when it has none)."""
+    shares = population_shares(resp, label)
+    return None if shares is None else float(shares.mean())
+
+
 def accuracy_range(
     fit: FitResult,
     label: np.ndarray,
     level: float = 0.9,
     difficulty: DifficultyCheck | None = None,
     one_label: float = 0.0,
+    *,
+    population: np.ndarray | None = None,
 ) -> AccuracyRange:
     """The honest accuracy range (module docstring, 3); ``difficulty`` the difficulty check of the labels,
-    ``one_label`` the share of responses from one-label annotators (:func:`one_label_share`)."""
+    ``one_label`` the share of responses from one-label annotators (:func:`one_label_share`), ``population`` the
+    per-item shares of the population figure (:func:`population_shares`): their mean, with its sampling interval
+    (Poisson-binomial, as the model's own figure), joins the range when the difficulty check finds errors shared
+    item by item or the accuracy cannot be estimated."""
     idx = np.arange(len(label))
     own = label_quality(fit.posterior, label, level)  # the model's own figure and its interval
     z = float(stats.norm.ppf(0.5 + level / 2))
@@ -232,8 +283,19 @@ def accuracy_range(
     estimate = heldout if heldout is not None else model
     if difficulty is not None:
         figures += [difficulty.accuracy, difficulty.at_chance]
+    pop = (
+        label_quality(population[:, None], np.zeros(len(population), dtype=np.int64), level)
+        if population is not None
+        else None
+    )
+    acc = AccuracyRange(
+        estimate, 0.0, 1.0, level, model, heldout, tuple(by_model), difficulty, one_label, pop.accuracy if pop else None
+    )
+    joins = pop is not None and (acc.shared_confusion or not acc.identifiable)
+    if pop is not None and joins:
+        figures += [pop.low, pop.high]
     low, high = float(np.clip(min(figures), 0, 1)), float(np.clip(max(figures), 0, 1))
-    return AccuracyRange(estimate, low, high, level, model, heldout, tuple(by_model), difficulty, one_label)
+    return replace(acc, low=low, high=high, population_in_range=bool(joins))
 
 
 def label_safety(
@@ -262,6 +324,11 @@ def label_safety(
         alternative_labels=alt,
         depends=depends,
         accuracy=accuracy_range(
-            fit, label, level, difficulty_mixture(resp, np.asarray(fit.posterior), label), one_label_share(resp)
+            fit,
+            label,
+            level,
+            difficulty_mixture(resp, np.asarray(fit.posterior), label),
+            one_label_share(resp),
+            population=population_shares(resp, label),
         ),
     )

@@ -134,6 +134,17 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
         )
     if acc.by_model:
         checks += "; " + ", ".join(f"{name} gives these labels {_pct(v)}" for name, v in acc.by_model)
+    if acc.population_in_range and acc.population is not None:
+        checks += (
+            f"; if the known answers behave like one more annotator's (a label right as often as its share of the "
+            f"item's responses), {_pct(acc.population)}"
+        )
+        d = acc.difficulty
+        if acc.shared_confusion and d is not None and not d.flagged:  # (else the difficulty words say it)
+            checks += (
+                f" — annotators seem to share mistakes item by item: {d.unanimous:,} items are unanimous where "
+                f"independent errors give about {d.unanimous_expected:,.0f}"
+            )
     if acc.pinned:
         return (
             f"About {_pct(acc.estimate)} of the {n_items:,} labels are right (range {_pct(acc.low)} to "
