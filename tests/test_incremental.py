@@ -210,3 +210,23 @@ def test_extrapolated_em_reaches_the_plain_fixed_point() -> None:
     assert np.abs(plain.posterior - fast.posterior).max() < 1e-6
     assert np.abs(plain.state.confusion - fast.state.confusion).max() < 1e-6
     assert fast.converged and fast.n_iter < plain.n_iter and (np.diff(fast.log_likelihood) >= -1e-9).all()
+
+
+def test_fitted_tables_are_built_on_first_read_and_again_after_an_update() -> None:
+    """labels_ / probas_ / skills_ / errors_ are built from result_ when first read (an update nobody reads pays
+    nothing for them), and a table read before an update is rebuilt from the update's result, not kept stale."""
+    first, batches = _batches(seed=9)
+    est = create("ds").fit(first)
+    assert "labels_" not in vars(est) and "errors_" not in vars(est)
+    before = (est.labels_, est.probas_, est.skills_, est.errors_)
+    est.update(batches[0])
+    assert "labels_" not in vars(est)
+    r = est.result_
+    assert len(est.labels_) == r.posterior.shape[0] > len(before[0])
+    assert np.array_equal(est.labels_.to_numpy(), r.classes.take(r.label_codes).to_numpy())
+    assert np.array_equal(est.probas_.to_numpy(), r.posterior) and len(est.skills_) == len(r.workers)
+    assert np.array_equal(est.errors_.to_numpy(), r.confusion.transpose(0, 2, 1).reshape(-1, r.confusion.shape[1]))
+    assert est.errors_.loc[(r.workers[1], r.classes[0]), r.classes[2]] == r.confusion[1, 2, 0]
+    with pytest.raises(AttributeError, match="set by fit"):
+        _ = create("ds").labels_
+    assert not hasattr(create("mv").fit(first), "errors_")  # no confusion matrices: no errors_
