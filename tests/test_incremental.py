@@ -230,3 +230,24 @@ def test_fitted_tables_are_built_on_first_read_and_again_after_an_update() -> No
     with pytest.raises(AttributeError, match="set by fit"):
         _ = create("ds").labels_
     assert not hasattr(create("mv").fit(first), "errors_")  # no confusion matrices: no errors_
+
+
+def test_where_the_local_phase_stops_does_not_change_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local phase only makes the full phase's start (it stops at LOCAL_TOL_FACTOR × the whole objective's
+    absolute tolerance): stopped after a step or two instead, the update reaches the fixed point
+    the default factor reaches, and a refit's (1e-6), at a small but non-zero ``tol`` (with ``tol = 0`` the factor
+    has no effect)."""
+    import fusion_core.methods.dawid_skene.incremental as inc
+
+    first, batches = _batches(seed=3)
+    tight = {"tol": 1e-13, "max_iter": 1500}
+    runs = []
+    for f in (inc.LOCAL_TOL_FACTOR, 1e8):
+        monkeypatch.setattr(inc, "LOCAL_TOL_FACTOR", f)
+        warm = create("ds", **tight).fit(first)
+        for b in batches:
+            warm.update(b)
+        runs.append(warm)
+    full = create("ds", **TIGHT).fit(pd.concat([first, *batches]))
+    _same(runs[0], runs[1])
+    _same(runs[0], full)
