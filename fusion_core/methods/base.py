@@ -14,7 +14,8 @@ then provides, the same way for every method:
 * the fitted attributes: ``labels_`` (Series by task), ``probas_`` (DataFrame task × label), ``confusion_`` (our
   orientation, workers × true × reported), ``errors_`` (crowd-kit's layout: index (worker, reported label), columns
   true label), ``priors_``, ``skills_``, ``loss_history_``, ``n_iter_``, ``converged_``, ``log_likelihood_`` and
-  ``result_`` (a :class:`~fusion_core.methods.results.FitResult` for diagnostics, plots and reports).
+  ``result_`` (a :class:`~fusion_core.methods.results.FitResult` for diagnostics, plots and reports); the tables
+  (``labels_``, ``probas_``, ``skills_``, ``errors_``) are built from ``result_`` on first read (:class:`FittedTable`).
 """
 
 from __future__ import annotations
