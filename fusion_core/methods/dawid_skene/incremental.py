@@ -53,7 +53,7 @@ NEW_CLASS_SHARE = 1e-3
 #: phase's start (any stopping point is valid: Neal & Hinton 1998, §4; the full phase applies the fit's own rule),
 #: and precision below the untouched items' lag, which it cannot remove, is wasted: its first full step gains 7–35
 #: nats against a tolerance of 0.02–0.09 (1M-response benchmark, tol 1e-7).  Measured on three simulated 10-batch
-#: streams, in full passes per update against the refit's: ×1 0.57–0.62 of the refit's EM work on average, ×10
+#: streams, in full passes per update against the refit's: ×1 0.56–0.62 of the refit's EM work on average, ×10
 #: 0.43–0.51, ×100 0.43–0.46, ×1000 0.43–0.46 (docs/PLAN.md)
 LOCAL_TOL_FACTOR = 100.0
 
