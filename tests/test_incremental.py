@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -140,6 +141,7 @@ def test_update_keeps_the_class_priority_and_a_monotone_trace() -> None:
         trace = np.asarray(est.loss_history_)
         assert est.converged_ and (np.diff(trace) >= -1e-9 * np.abs(trace[1:])).all()
         assert abs(trace[-1] - trace[-2]) <= est.tol * max(1.0, abs(trace[-1]))
+        assert est.result_.details["update"]["local_iterations"] >= 2  # the local phase ran (E-steps on touched items)
 
 
 def test_batch_coding_drops_missing_rows_and_appends_new_ids() -> None:
@@ -210,3 +212,45 @@ def test_extrapolated_em_reaches_the_plain_fixed_point() -> None:
     assert np.abs(plain.posterior - fast.posterior).max() < 1e-6
     assert np.abs(plain.state.confusion - fast.state.confusion).max() < 1e-6
     assert fast.converged and fast.n_iter < plain.n_iter and (np.diff(fast.log_likelihood) >= -1e-9).all()
+
+
+def test_fitted_tables_are_built_on_first_read_and_again_after_an_update() -> None:
+    """labels_ / probas_ / skills_ / errors_ are built from result_ when first read (an update nobody reads pays
+    nothing for them), and a table read before an update is rebuilt from the update's result, not kept stale."""
+    first, batches = _batches(seed=9)
+    est = create("ds").fit(first)
+    assert "labels_" not in vars(est) and "errors_" not in vars(est)
+    before = (est.labels_, est.probas_, est.skills_, est.errors_)
+    est.update(batches[0])
+    assert "labels_" not in vars(est)
+    r = est.result_
+    assert len(est.labels_) == r.posterior.shape[0] > len(before[0])
+    assert np.array_equal(est.labels_.to_numpy(), r.classes.take(r.label_codes).to_numpy())
+    assert np.array_equal(est.probas_.to_numpy(), r.posterior) and len(est.skills_) == len(r.workers)
+    assert np.array_equal(est.errors_.to_numpy(), r.confusion.transpose(0, 2, 1).reshape(-1, r.confusion.shape[1]))
+    assert est.errors_.loc[(r.workers[1], r.classes[0]), r.classes[2]] == r.confusion[1, 2, 0]
+    with pytest.raises(AttributeError, match="set by fit"):
+        _ = create("ds").labels_
+    assert not hasattr(create("mv").fit(first), "errors_")  # no confusion matrices: no errors_
+
+
+def test_where_the_local_phase_stops_does_not_change_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local phase only makes the full phase's start (it stops at LOCAL_TOL_FACTOR × the whole objective's
+    absolute tolerance): stopped after a step or two instead, the update reaches the fixed point
+    the default factor reaches, and a refit's (1e-6), at a small but non-zero ``tol`` (with ``tol = 0`` the factor
+    has no effect)."""
+    import fusion_core.methods.dawid_skene.incremental as inc
+
+    first, batches = _batches(seed=3)
+    tight = {"tol": 1e-13, "max_iter": 1500}
+    fitted = create("ds", **tight).fit(first)
+    runs = []
+    for f in (inc.LOCAL_TOL_FACTOR, 1e8):
+        monkeypatch.setattr(inc, "LOCAL_TOL_FACTOR", f)
+        warm = copy.deepcopy(fitted)
+        for b in batches:
+            warm.update(b)
+        runs.append(warm)
+    full = create("ds", **tight).fit(pd.concat([first, *batches]))
+    _same(runs[0], runs[1])
+    _same(runs[0], full)

@@ -14,14 +14,15 @@ then provides, the same way for every method:
 * the fitted attributes: ``labels_`` (Series by task), ``probas_`` (DataFrame task × label), ``confusion_`` (our
   orientation, workers × true × reported), ``errors_`` (crowd-kit's layout: index (worker, reported label), columns
   true label), ``priors_``, ``skills_``, ``loss_history_``, ``n_iter_``, ``converged_``, ``log_likelihood_`` and
-  ``result_`` (a :class:`~fusion_core.methods.results.FitResult` for diagnostics, plots and reports).
+  ``result_`` (a :class:`~fusion_core.methods.results.FitResult` for diagnostics, plots and reports); the tables
+  (``labels_``, ``probas_``, ``skills_``, ``errors_``) are built from ``result_`` on first read (:class:`FittedTable`).
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -37,6 +38,41 @@ from fusion_core.methods.ties import class_priority
 from fusion_core.methods.votes import vote_shares
 
 Gold = tuple[np.ndarray, np.ndarray]  # (item codes, class codes) of the gold-labelled items
+
+
+class FittedTable:
+    """A fitted attribute (``labels_``, ``probas_``, ``skills_``, ``errors_``) built from the estimator's ``result_``
+    on first read and then stored on the instance, so later reads are plain attribute reads and an assignment (a
+    subclass setting its own table) simply replaces it.  A non-data descriptor: :meth:`Aggregator._set_fitted`
+    drops the stored tables, so each fit's are built from its own result.  Unfitted (no ``result_``), or a table
+    the result cannot give (``errors_`` without confusion matrices): ``AttributeError``, as for an attribute never
+    set."""
+
+    def __init__(self, build: Callable[[Any], Any]) -> None:
+        self.build = build
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, est: Any, owner: type | None = None) -> Any:
+        if est is None:
+            return self
+        if "result_" not in est.__dict__:
+            raise AttributeError(f"{type(est).__name__!r} has no attribute {self.name!r}: it is set by fit.")
+        value = self.build(est)
+        est.__dict__[self.name] = value
+        return value
+
+
+#: the fitted attributes built on first read (:class:`FittedTable`)
+LAZY_ATTRIBUTES = ("probas_", "labels_", "skills_", "errors_")
+
+
+def _errors_of(result: FitResult) -> pd.DataFrame:
+    if result.confusion is None:
+        raise AttributeError("'errors_' is set by methods with confusion matrices only.")
+    return errors_frame(result.confusion, result.workers, result.classes)
 
 
 class Aggregator(Declared):
@@ -190,12 +226,11 @@ class Aggregator(Declared):
             class_rank=class_priority(resp),
         )
         r = self.result_
+        for name in LAZY_ATTRIBUTES:  # built again from this fit's result on first read
+            self.__dict__.pop(name, None)
         self.responses_ = resp
         self.classes_ = resp.classes
         self.workers_ = resp.workers
-        self.probas_ = r.probas
-        self.labels_ = r.labels
-        self.skills_ = r.skills
         self.loss_history_ = list(r.log_likelihood)
         self.log_likelihood_ = r.log_likelihood[-1] if r.log_likelihood else None
         self.n_iter_ = r.n_iter
@@ -206,7 +241,12 @@ class Aggregator(Declared):
         self.priors_ = pd.Series(prior, index=labels, name="prior")
         if fit.confusion is not None:
             self.confusion_ = fit.confusion
-            self.errors_ = errors_frame(fit.confusion, resp.workers, resp.classes)
+
+    # tables built from ``result_`` on first read (a fit or an update that nobody reads pays nothing for them)
+    probas_ = FittedTable(lambda est: est.result_.probas)
+    labels_ = FittedTable(lambda est: est.result_.labels)
+    skills_ = FittedTable(lambda est: est.result_.skills)
+    errors_ = FittedTable(lambda est: _errors_of(est.result_))
 
 
 # ---------------------------------------------------------------------------------------- helpers
