@@ -16,25 +16,32 @@ RULE = VerdictRule(level=0.9, min_responses=10, chance_band=0.15, reliable_skill
 
 
 def test_a_flag_must_hold_against_the_most_favourable_reference():
-    #        skill   low    high  robust skill, robust high, expected
+    # P(κ < band) and P(κ < 0) against the chosen labels, then against the most favourable plausible reference
+    #        skill   low    high  p_near p_worse r_near r_worse r_skill expected
     cases = [
-        (0.05, -0.05, 0.12, 0.05, 0.12, SPAMMER),  # the reference is pinned down: unchanged
-        (0.05, -0.05, 0.12, 0.10, 0.20, SPAMMER),  # favourable interval crosses the band, its estimate is below
-        (0.05, -0.05, 0.12, 0.20, 0.30, TOO_FEW),  # favourable estimate above the band: no flag
-        (0.08, -0.02, 0.25, 0.18, 0.40, TOO_FEW),  # narrow, estimate below: flagged only against these labels
-        (-0.50, -0.60, -0.40, -0.50, -0.40, ADVERSARIAL),
-        (-0.50, -0.60, -0.40, -0.10, 0.05, TOO_FEW),  # another plausible model: not clearly worse than chance
-        (0.70, 0.60, 0.80, 0.90, 1.00, "reliable"),  # verdicts that are no flag do not move
+        (0.05, -0.05, 0.12, 0.99, 0.30, 0.99, 0.30, 0.05, SPAMMER),  # the reference is pinned down: unchanged
+        (0.05, -0.05, 0.20, 0.80, 0.30, 0.55, 0.20, 0.10, SPAMMER),  # still more likely than not below the band
+        (0.05, -0.05, 0.12, 0.99, 0.30, 0.40, 0.20, 0.20, TOO_FEW),  # favourable: more likely above the band
+        (-0.50, -0.60, -0.40, 1.00, 1.00, 1.00, 1.00, -0.50, ADVERSARIAL),
+        (-0.50, -0.60, -0.40, 1.00, 1.00, 0.90, 0.60, -0.10, SPAMMER),  # another model: bad, not clearly worse
+        (-0.50, -0.60, -0.40, 1.00, 1.00, 0.30, 0.10, 0.20, TOO_FEW),  # another model: maybe fine
+        (0.70, 0.60, 0.80, 0.00, 0.00, 0.00, 0.00, 0.90, "reliable"),  # verdicts that are no flag do not move
     ]
-    skill, low, high, r_skill, r_high, expected = (np.array(c, dtype=object) for c in zip(*cases))
+    skill, low, high, p_near, p_worse, r_near, r_worse, r_skill, expected = (
+        np.array(c, dtype=object) for c in zip(*cases)
+    )
     n, cartel = np.full(len(cases), 200), np.zeros(len(cases), dtype=bool)
+    f = [x.astype(float) for x in (skill, low, high, p_near, p_worse, r_near, r_worse, r_skill)]
     verdict, reason = decide(
-        *(x.astype(float) for x in (skill, low, high)),
+        *f[:3],
         n,
         cartel,
         rule=RULE,
-        robust_skill=r_skill.astype(float),
-        robust_high=r_high.astype(float),
+        p_near=f[3],
+        p_worse=f[4],
+        robust_p_near=f[5],
+        robust_p_worse=f[6],
+        robust_skill=f[7],
         robust_why="the labels may be only 60–80% right",
     )
     assert list(verdict) == list(expected)
@@ -42,14 +49,9 @@ def test_a_flag_must_hold_against_the_most_favourable_reference():
         "flagged only against the estimated labels: the labels may be only 60–80% right" in r
         for r in reason[verdict == TOO_FEW]
     )
-    plain = decide(*(x.astype(float) for x in (skill, low, high)), n, cartel, rule=RULE)[0]
+    plain = decide(*f[:3], n, cartel, rule=RULE, p_near=f[3], p_worse=f[4])[0]
     same = decide(
-        *(x.astype(float) for x in (skill, low, high)),
-        n,
-        cartel,
-        rule=RULE,
-        robust_skill=skill.astype(float),
-        robust_high=high.astype(float),
+        *f[:3], n, cartel, rule=RULE, p_near=f[3], p_worse=f[4], robust_p_near=f[3], robust_p_worse=f[4]
     )[0]
     assert list(plain) == list(same)  # a reference that is pinned down changes nothing
 

@@ -303,7 +303,9 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
 
     (name, weight) = stages[3]
     clock.tell("Deciding verdicts", 0.0, weight)
-    evidence = accuracy_evidence(resp, fit.posterior, fit.class_prior, level=rule.level, confusion=fit.confusion)
+    evidence = accuracy_evidence(
+        resp, fit.posterior, fit.class_prior, level=rule.level, confusion=fit.confusion, chance_band=rule.chance_band
+    )
     members = cartel.members
     in_cartel = np.array([str(w) in members for w in resp.workers], dtype=bool)
     majority = _fit(resp, "mv", {}, {}).label_codes
@@ -319,8 +321,11 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
         in_cartel,
         rule=rule,
         n_effective=evidence.n_effective,
+        p_near=evidence.p_near_chance,
+        p_worse=evidence.p_worse,
+        robust_p_near=bounds.p_near,
+        robust_p_worse=bounds.p_worse,
         robust_skill=bounds.skill,
-        robust_high=bounds.high,
         robust_why=bounds.why(),
     )
     gold = ds.gold if ds is not None else None
