@@ -356,7 +356,9 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
         classes=pd.Index(resp.classes),
         fit=fit,
         method=describe_method(fit),
-        annotators=AnnotatorVerdicts(evidence, verdict, reason, rule, ds.roles if ds is not None else None),
+        annotators=AnnotatorVerdicts(
+            evidence, verdict, reason, rule, ds.roles if ds is not None else None, p_near_chance=bounds.p_near
+        ),
         labels=quality,
         review=items,
         agreement=agreement_estimates,
