@@ -96,6 +96,7 @@ def test_accuracy_evidence_hand_computed():
     assert ev.p_near_chance is not None and ev.p_worse is not None
     assert ev.p_near_chance[a] == pytest.approx(stats.beta.cdf(0.575, 10, 2), abs=2e-3)
     assert ev.p_worse[a] == pytest.approx(stats.beta.cdf(0.5, 10, 2), abs=2e-3)
+    assert ev.prior_near_chance is not None and ev.prior_near_chance[a] == pytest.approx(0.575)  # U(0, 1) below
     # certain labels: the one-coin posterior is Beta(10, 2) itself (on a grid), worth its 10 responses
     assert ev.n_effective is not None and ev.n_effective[a] == pytest.approx(10, abs=0.1)
     # … so 10 responses on certain labels still reach min_responses (the grid's 9.99 is not "too few")

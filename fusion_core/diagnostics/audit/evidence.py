@@ -51,7 +51,9 @@ class AccuracyEvidence:
     """Per annotator (``workers`` order): responses on shared items, expected correct ones, accuracy estimate and
     interval, chance accuracy, and skill above chance ``(a − c)/(1 − c)`` with its interval (at ``level``);
     ``n_effective``: responses on certain labels worth the same evidence; ``p_near_chance`` / ``p_worse``: the
-    posterior probabilities that the skill is below ``chance_band`` / below 0 (module docstring)."""
+    posterior probabilities that the skill is below ``chance_band`` / below 0 (module docstring), and
+    ``prior_near_chance`` the uniform prior's own probability of the former (before any response: the accuracy at
+    the band's line — 0.575 on balanced binary labels, 0.82 for an annotator whose chance accuracy is 0.79)."""
 
     workers: pd.Index
     n_responses: np.ndarray
@@ -69,6 +71,7 @@ class AccuracyEvidence:
     p_near_chance: np.ndarray | None = None
     p_worse: np.ndarray | None = None
     chance_band: float = 0.15
+    prior_near_chance: np.ndarray | None = None
 
 
 def _loglik(rows_w: np.ndarray, q: np.ndarray, u: np.ndarray, count: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -227,7 +230,8 @@ def accuracy_evidence(
         scale = np.where(1.0 - chance > 1e-9, 1.0 / (1.0 - chance), np.nan)
         skill, skill_low, skill_high = ((x - chance) * scale for x in (accuracy, low, high))
         line = chance_band / attenuation if np.isfinite(attenuation) else 0.0
-        p_near = np.where(np.isfinite(scale), post.cdf(chance + line * (1.0 - chance)), np.nan)
+        at_line = chance + line * (1.0 - chance)
+        p_near = np.where(np.isfinite(scale), post.cdf(at_line), np.nan)
         p_worse = np.where(np.isfinite(scale), post.cdf(chance), np.nan)
     return AccuracyEvidence(
         workers=pd.Index(resp.workers, name="worker"),
@@ -246,4 +250,5 @@ def accuracy_evidence(
         p_near_chance=p_near,
         p_worse=p_worse,
         chance_band=chance_band,
+        prior_near_chance=np.where(np.isfinite(scale), np.clip(at_line, 0.0, 1.0), np.nan),
     )

@@ -42,7 +42,9 @@ from fusion_core.methods.results import FitResult
 @dataclass(frozen=True)
 class ReferenceBounds:
     """Per annotator, against the most favourable plausible reference: ``p_near`` / ``p_worse``, the smallest
-    posterior probability that the skill above chance is below the band / below 0, and ``skill`` / ``high``, the
+    posterior probability that the skill above chance is below the band / below 0 (``p_near`` with its prior
+    probability ``prior_near``, from the reference that leaves the near-chance flag the least margin,
+    ``p_near − max(flag_probability, prior_near)``), and ``skill`` / ``high``, the
     highest estimate and upper end of the interval; ``gap``: how much the model's own accuracy figure exceeds the
     honest range's low end; ``factor``: κ_ref(M)/κ_ref(L) (module docstring);
     ``alternatives``: the plausible models also measured against; ``range_low``/``range_high``: the honest range."""
@@ -51,6 +53,7 @@ class ReferenceBounds:
     high: np.ndarray
     p_near: np.ndarray
     p_worse: np.ndarray
+    prior_near: np.ndarray
     gap: float
     factor: float
     alternatives: tuple[str, ...]
@@ -87,7 +90,11 @@ def attenuation(model: float, low: float, prior: np.ndarray) -> float:
 
 
 def reference_bounds(
-    resp: Responses, fit: FitResult, evidence: AccuracyEvidence, accuracy: AccuracyRange | None
+    resp: Responses,
+    fit: FitResult,
+    evidence: AccuracyEvidence,
+    accuracy: AccuracyRange | None,
+    flag_probability: float = 0.5,
 ) -> ReferenceBounds:
     """The most favourable plausible reference per annotator (module docstring), from the audit's ``evidence``
     against the chosen posterior, the fit's plausible alternatives and the honest ``accuracy`` range: every
@@ -122,10 +129,16 @@ def reference_bounds(
         skill = np.fmax.reduce([np.where(e.skill > 0, e.skill * factor, e.skill) for e in found])
         high = np.fmax.reduce([np.where(e.skill_high > 0, e.skill_high * factor, e.skill_high) for e in found])
     nan = np.full(len(evidence.skill), np.nan)
+    p = np.stack([nan if e.p_near_chance is None else e.p_near_chance for e in found])
+    p0 = np.stack([nan if e.prior_near_chance is None else e.prior_near_chance for e in found])
+    margin = np.where(np.isfinite(p), p - np.maximum(flag_probability, np.nan_to_num(p0)), np.inf)
+    least = np.argmin(margin, axis=0)
+    rows = np.arange(p.shape[1])
     return ReferenceBounds(
         skill=skill,
         high=high,
-        p_near=np.fmin.reduce([nan if e.p_near_chance is None else e.p_near_chance for e in found]),
+        p_near=p[least, rows],
+        prior_near=p0[least, rows],
         p_worse=np.fmin.reduce([nan if e.p_worse is None else e.p_worse for e in found]),
         gap=gap,
         factor=factor,

@@ -23,7 +23,10 @@ against the most favourable plausible reference (:mod:`.reference`).  In order:
 4. **reliable** / **noisy** — the whole interval is above ``chance_band``: reliable when the estimate reaches
    ``reliable_skill``, noisy otherwise;
 5. **near chance** (spammer) — ``P(κ < chance_band)`` is at least ``flag_probability`` (more likely than not below
-   the band) against every plausible reference;
+   the band) and at least the prior's own probability of it (the Bayes factor favours "near chance": the flag
+   comes from the responses, not from the uniform prior on the accuracy, which puts 0.575 of its mass below the
+   band on balanced binary labels and 0.82 for an annotator whose chance accuracy is 0.79), against every
+   plausible reference;
 6. otherwise an interval narrower than ``max_width`` with the estimate above the band is **noisy**; anything else
    is **not enough responses to tell** (also a flag that holds only against the chosen model's labels).
 
@@ -107,6 +110,8 @@ def decide(
     robust_p_worse: np.ndarray | None = None,
     robust_skill: np.ndarray | None = None,
     robust_why: str = "",
+    prior_near: np.ndarray | None = None,
+    robust_prior_near: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Verdict and its reason (plain words) per annotator from the skill above chance, its interval, the number
     of responses on shared items and cartel membership (arrays of equal length).  ``n_effective`` (responses on
@@ -116,7 +121,9 @@ def decide(
     that the skill is below ``chance_band`` / below 0 (read off the interval when not given, module docstring);
     ``robust_p_near``/``robust_p_worse``/``robust_skill``: the same against the most favourable plausible reference
     (:mod:`.reference`); a flag must hold on them too, else the annotator is "not enough responses to tell" for
-    ``robust_why``."""
+    ``robust_why``.  ``prior_near``/``robust_prior_near``: the prior's own probability of a skill below the band;
+    the near-chance flag needs the posterior probability to exceed it too (the responses, not the prior, must make
+    the flag more likely than not)."""
     skill, low, high = (np.asarray(x, dtype=float) for x in (skill, low, high))
     n = np.asarray(n_responses, dtype=float)
     cartel = np.asarray(in_cartel, dtype=bool)
@@ -136,8 +143,10 @@ def decide(
     r_worse = p_worse if robust_p_worse is None else np.asarray(robust_p_worse, dtype=float)
     r_skill = skill if robust_skill is None else np.asarray(robust_skill, dtype=float)
     adversarial = (p_worse >= sure) & (skill <= -band)
-    near = p_near >= rule.flag_probability
-    near_robust = r_near >= rule.flag_probability
+    p0 = np.zeros(len(skill)) if prior_near is None else np.nan_to_num(np.asarray(prior_near, dtype=float))
+    r_p0 = p0 if robust_prior_near is None else np.nan_to_num(np.asarray(robust_prior_near, dtype=float))
+    near = p_near >= np.maximum(rule.flag_probability, p0)
+    near_robust = r_near >= np.maximum(rule.flag_probability, r_p0)
     weak = f"flagged only against the estimated labels: {robust_why or 'the reference is uncertain'}"
     with np.errstate(invalid="ignore"):
         chance_words = [

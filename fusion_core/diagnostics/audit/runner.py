@@ -312,7 +312,7 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
     codes = np.asarray(fit.label_codes, dtype=np.int64)
     safety = label_safety(resp, fit, codes, majority, rule.level)
     # flags must hold against every plausible reference (the alternatives, the honest accuracy range): .reference
-    bounds = reference_bounds(resp, fit, evidence, safety.accuracy)
+    bounds = reference_bounds(resp, fit, evidence, safety.accuracy, rule.flag_probability)
     verdict, reason = decide(
         evidence.skill,
         evidence.skill_low,
@@ -327,6 +327,8 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
         robust_p_worse=bounds.p_worse,
         robust_skill=bounds.skill,
         robust_why=bounds.why(),
+        prior_near=evidence.prior_near_chance,
+        robust_prior_near=bounds.prior_near,
     )
     gold = ds.gold if ds is not None else None
     quality = label_quality(fit.posterior, codes, rule.level, _gold_hits(gold, resp.items, resp.classes.take(codes)))
