@@ -180,8 +180,8 @@ def decide(
         (
             narrow,
             TOO_FEW,
-            f"skill above chance is as likely above {band:g} as below it (probability {rule.flag_probability:g} "
-            "needed to flag)",
+            f"skill above chance is not clearly below {band:g}: a flag needs a probability of at least "
+            f"{rule.flag_probability:g} that it is, and more than the prior alone gives",
         ),
     ]
     verdict = np.full(len(skill), TOO_FEW, dtype=object)
