@@ -86,33 +86,39 @@ def test_accuracy_evidence_hand_computed():
     ev = accuracy_evidence(resp, post, prior, level=0.9)
     a = list(ev.workers).index("a")
     assert ev.n_responses[a] == 11 and ev.n_shared[a] == 10 and ev.correct[a] == pytest.approx(9.0)
-    assert ev.accuracy[a] == pytest.approx(10 / 12)
-    assert ev.accuracy_low[a] == pytest.approx(stats.beta.ppf(0.05, 10, 2))
-    assert ev.accuracy_high[a] == pytest.approx(stats.beta.ppf(0.95, 10, 2))
+    # certain labels: the leave-self-out one-coin posterior is Beta(1 + 9, 1 + 1) itself (on a grid)
+    assert ev.accuracy[a] == pytest.approx(10 / 12, abs=1e-3)
+    assert ev.accuracy_low[a] == pytest.approx(stats.beta.ppf(0.05, 10, 2), abs=2e-3)
+    assert ev.accuracy_high[a] == pytest.approx(stats.beta.ppf(0.95, 10, 2), abs=2e-3)
     assert ev.chance[a] == pytest.approx(0.5)  # 9 x and 1 y under a uniform prior
-    assert ev.skill[a] == pytest.approx((10 / 12 - 0.5) / 0.5)
+    assert ev.skill[a] == pytest.approx((10 / 12 - 0.5) / 0.5, abs=2e-3)
+    # P(κ < 0.15) = P(a < 0.575) and P(κ < 0) = P(a < 0.5) under Beta(10, 2)
+    assert ev.p_near_chance is not None and ev.p_worse is not None
+    assert ev.p_near_chance[a] == pytest.approx(stats.beta.cdf(0.575, 10, 2), abs=2e-3)
+    assert ev.p_worse[a] == pytest.approx(stats.beta.cdf(0.5, 10, 2), abs=2e-3)
+    assert ev.prior_near_chance is not None and ev.prior_near_chance[a] == pytest.approx(0.575)  # U(0, 1) below
     # certain labels: the one-coin posterior is Beta(10, 2) itself (on a grid), worth its 10 responses
     assert ev.n_effective is not None and ev.n_effective[a] == pytest.approx(10, abs=0.1)
     # … so 10 responses on certain labels still reach min_responses (the grid's 9.99 is not "too few")
     args = (ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(len(ev.skill), bool))
     assert decide(*args, rule=RULE, n_effective=ev.n_effective)[0][a] != TOO_FEW
     b = list(ev.workers).index("b")
-    assert ev.accuracy[b] == pytest.approx(11 / 12) and ev.n_shared[b] == 10
+    assert ev.accuracy[b] == pytest.approx(11 / 12, abs=1e-3) and ev.n_shared[b] == 10
 
 
 def test_accuracy_evidence_on_labels_the_model_cannot_tell():
     # 200 binary items, 3 annotators agreeing on everything, but the posterior is 1/2 everywhere (a model that
-    # cannot call the labels): C/n = 1/2 with a narrow Beta(101, 101) interval — "near chance" — yet the responses
-    # say nothing about the annotators' accuracy: worth 0 responses, so the verdict is "not enough to tell"
+    # cannot call the labels): C/n = 1/2 would give a narrow Beta(101, 101) interval — "near chance" — yet the
+    # responses say nothing about the annotators' accuracy: the posterior against the others' labels stays flat
+    # (interval 0.05–0.95, P(κ < 0.15) = the prior's 0.575), worth 0 responses, so "not enough to tell"
     rows = [(f"t{i}", w, i % 2) for i in range(200) for w in ("a", "b", "c")]
     resp = Responses.from_frame(pd.DataFrame(rows, columns=["task", "worker", "label"]))
     ev = accuracy_evidence(resp, np.full((resp.n_items, 2), 0.5), np.array([0.5, 0.5]), level=0.9)
-    width = stats.beta.ppf(0.95, 101, 101) - stats.beta.ppf(0.05, 101, 101)
-    assert np.allclose(ev.accuracy_high - ev.accuracy_low, width)
+    assert np.allclose(ev.accuracy_low, 0.05, atol=2e-3) and np.allclose(ev.accuracy_high, 0.95, atol=2e-3)
+    assert ev.p_near_chance is not None and np.allclose(ev.p_near_chance, 0.575, atol=2e-3)
     assert ev.n_effective is not None and np.allclose(ev.n_effective, 0.0, atol=0.1)
     args = (ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(3, bool))
-    assert set(decide(*args, rule=RULE)[0]) == {SPAMMER}  # what the interval alone says
-    verdict, why = decide(*args, rule=RULE, n_effective=ev.n_effective)
+    verdict, why = decide(*args, rule=RULE, n_effective=ev.n_effective, p_near=ev.p_near_chance, p_worse=ev.p_worse)
     assert set(verdict) == {TOO_FEW} and all("too uncertain" in w for w in why)
 
 

@@ -16,25 +16,32 @@ RULE = VerdictRule(level=0.9, min_responses=10, chance_band=0.15, reliable_skill
 
 
 def test_a_flag_must_hold_against_the_most_favourable_reference():
-    #        skill   low    high  robust skill, robust high, expected
+    # P(κ < band) and P(κ < 0) against the chosen labels, then against the most favourable plausible reference
+    #        skill   low    high  p_near p_worse r_near r_worse r_skill expected
     cases = [
-        (0.05, -0.05, 0.12, 0.05, 0.12, SPAMMER),  # the reference is pinned down: unchanged
-        (0.05, -0.05, 0.12, 0.10, 0.20, SPAMMER),  # favourable interval crosses the band, its estimate is below
-        (0.05, -0.05, 0.12, 0.20, 0.30, TOO_FEW),  # favourable estimate above the band: no flag
-        (0.08, -0.02, 0.25, 0.18, 0.40, TOO_FEW),  # narrow, estimate below: flagged only against these labels
-        (-0.50, -0.60, -0.40, -0.50, -0.40, ADVERSARIAL),
-        (-0.50, -0.60, -0.40, -0.10, 0.05, TOO_FEW),  # another plausible model: not clearly worse than chance
-        (0.70, 0.60, 0.80, 0.90, 1.00, "reliable"),  # verdicts that are no flag do not move
+        (0.05, -0.05, 0.12, 0.99, 0.30, 0.99, 0.30, 0.05, SPAMMER),  # the reference is pinned down: unchanged
+        (0.05, -0.05, 0.20, 0.80, 0.30, 0.55, 0.20, 0.10, SPAMMER),  # still more likely than not below the band
+        (0.05, -0.05, 0.12, 0.99, 0.30, 0.40, 0.20, 0.20, TOO_FEW),  # favourable: more likely above the band
+        (-0.50, -0.60, -0.40, 1.00, 1.00, 1.00, 1.00, -0.50, ADVERSARIAL),
+        (-0.50, -0.60, -0.40, 1.00, 1.00, 0.90, 0.60, -0.10, SPAMMER),  # another model: bad, not clearly worse
+        (-0.50, -0.60, -0.40, 1.00, 1.00, 0.30, 0.10, 0.20, TOO_FEW),  # another model: maybe fine
+        (0.70, 0.60, 0.80, 0.00, 0.00, 0.00, 0.00, 0.90, "reliable"),  # verdicts that are no flag do not move
     ]
-    skill, low, high, r_skill, r_high, expected = (np.array(c, dtype=object) for c in zip(*cases))
+    skill, low, high, p_near, p_worse, r_near, r_worse, r_skill, expected = (
+        np.array(c, dtype=object) for c in zip(*cases)
+    )
     n, cartel = np.full(len(cases), 200), np.zeros(len(cases), dtype=bool)
+    f = [x.astype(float) for x in (skill, low, high, p_near, p_worse, r_near, r_worse, r_skill)]
     verdict, reason = decide(
-        *(x.astype(float) for x in (skill, low, high)),
+        *f[:3],
         n,
         cartel,
         rule=RULE,
-        robust_skill=r_skill.astype(float),
-        robust_high=r_high.astype(float),
+        p_near=f[3],
+        p_worse=f[4],
+        robust_p_near=f[5],
+        robust_p_worse=f[6],
+        robust_skill=f[7],
         robust_why="the labels may be only 60–80% right",
     )
     assert list(verdict) == list(expected)
@@ -42,16 +49,20 @@ def test_a_flag_must_hold_against_the_most_favourable_reference():
         "flagged only against the estimated labels: the labels may be only 60–80% right" in r
         for r in reason[verdict == TOO_FEW]
     )
-    plain = decide(*(x.astype(float) for x in (skill, low, high)), n, cartel, rule=RULE)[0]
-    same = decide(
-        *(x.astype(float) for x in (skill, low, high)),
-        n,
-        cartel,
-        rule=RULE,
-        robust_skill=skill.astype(float),
-        robust_high=high.astype(float),
-    )[0]
+    plain = decide(*f[:3], n, cartel, rule=RULE, p_near=f[3], p_worse=f[4])[0]
+    same = decide(*f[:3], n, cartel, rule=RULE, p_near=f[3], p_worse=f[4], robust_p_near=f[3], robust_p_worse=f[4])[0]
     assert list(plain) == list(same)  # a reference that is pinned down changes nothing
+
+
+def test_a_near_chance_flag_must_come_from_the_responses_not_the_prior():
+    # the uniform prior on the accuracy already puts P(κ < 0.15) at 0.575 on balanced binary labels and at 0.82
+    # for an annotator whose chance accuracy is 0.79 (imbalanced labels): a posterior of 0.6 after 16 responses
+    # is then mostly prior, and the flag needs the posterior to exceed the prior too (Bayes factor ≥ 1)
+    args = (np.array([0.0, 0.0]), np.array([-0.9, -0.3]), np.array([0.7, 0.3]), np.array([16, 200]), np.zeros(2, bool))
+    p_near, prior = np.array([0.6, 0.6]), np.array([0.82, 0.575])
+    v, why = decide(*args, rule=RULE, p_near=p_near, p_worse=np.array([0.5, 0.5]), prior_near=prior)
+    assert v[0] == TOO_FEW and v[1] == SPAMMER
+    assert decide(*args, rule=RULE, p_near=p_near, p_worse=np.array([0.5, 0.5]))[0][0] == SPAMMER  # prior ignored
 
 
 def test_attenuation_recovers_skill_measured_against_an_imperfect_reference():
@@ -88,3 +99,105 @@ def test_weak_sparse_crowd_accuses_no_honest_annotator():
         .str.contains("flagged only against the estimated labels|labels of its items are too uncertain")
         .all()
     )
+
+
+# ------------------------------------------------------------------------------ planted spammers, sparse honest
+def _planted(seed: int) -> tuple[pd.Series, pd.Series]:
+    """Verdicts on a 600-item binary crowd (20 annotators 65–90 % right, 5 per item) with 5 planted spammers of 60
+    uniform random answers each and 10 honest sparse annotators of 15 answers, 80 % right (the leave-self-out
+    posterior, the flag at P(κ < 0.15) ≥ ½; a DS fit and no honest range: the reference is the fit's); and the
+    sparse annotators' realised number of right answers."""
+    from fusion_core.data.responses import Responses
+    from fusion_core.diagnostics.audit import accuracy_evidence
+    from fusion_core.diagnostics.audit.reference import reference_bounds
+    from fusion_core.methods import create
+
+    sim = dawid_skene(n_items=600, n_workers=20, n_classes=2, responses_per_item=5, accuracy=(0.65, 0.9), seed=seed)
+    rng = np.random.default_rng(seed + 1000)
+    items, truth = sim.truth.index.to_numpy(), sim.truth.to_numpy()
+    rows = []
+    for s in range(5):
+        rows += [(items[i], f"spam{s}", sim.classes[rng.integers(0, 2)]) for i in rng.choice(len(items), 60, False)]
+    right = {}
+    for h in range(10):
+        pick = rng.choice(len(items), 15, replace=False)
+        ok = rng.random(15) < 0.8
+        rows += [(items[i], f"sparse{h}", truth[i] if r else 1 - truth[i]) for i, r in zip(pick, ok)]
+        right[f"sparse{h}"] = int(ok.sum())
+    resp = Responses.from_frame(
+        pd.concat([sim.responses, pd.DataFrame(rows, columns=["task", "worker", "label"])], ignore_index=True)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = create("ds").fit(resp).result_
+    ev = accuracy_evidence(resp, fit.posterior, fit.class_prior, confusion=fit.confusion)
+    b = reference_bounds(resp, fit, ev, None, RULE.flag_probability)
+    v, _ = decide(
+        *(ev.skill, ev.skill_low, ev.skill_high, ev.n_shared, np.zeros(resp.n_workers, bool)),
+        rule=RULE,
+        n_effective=ev.n_effective,
+        p_near=ev.p_near_chance,
+        p_worse=ev.p_worse,
+        robust_p_near=b.p_near,
+        robust_p_worse=b.p_worse,
+        robust_skill=b.skill,
+        prior_near=ev.prior_near_chance,
+        robust_prior_near=b.prior_near,
+    )
+    return pd.Series(v, index=resp.workers.astype(str)), pd.Series(right)
+
+
+def test_planted_spammers_with_60_responses_are_flagged_and_sparse_honest_annotators_are_not():
+    # sparse annotators right on ≥ 11 of their 15 answers (skill above chance ≥ 0.47) are never flagged; one who
+    # happened to be right on 7 or 9 (skill ≤ 0.2, gold interval through 0) may be
+    v, right = _planted(seed=0)
+    spam, sparse = v[v.index.str.startswith("spam")], v[right.index]
+    assert (spam == SPAMMER).sum() >= 4, spam.value_counts()
+    assert sparse[right >= 11].isin([*ACCEPTABLE, TOO_FEW]).all(), pd.concat([sparse, right], axis=1)
+    assert v[v.index.str.startswith("w")].isin([*ACCEPTABLE, TOO_FEW]).all()
+
+
+@pytest.mark.slow
+def test_planted_spammers_and_sparse_honest_annotators_many_seeds():
+    # measured over seeds 0–39 (this session): spammers of 60 answers flagged 0.77 (the flag needs
+    # P(κ < 0.15) ≥ 0.575, the uniform prior's own mass below the band on binary labels); sparse annotators right
+    # on ≥ 11 of their 15 answers flagged 2/345
+    spam, good, good_flagged = [], 0, 0
+    for seed in range(40):
+        v, right = _planted(seed)
+        spam += list(v[v.index.str.startswith("spam")] == SPAMMER)
+        s = v[right.index][right >= 11]
+        good += len(s)
+        good_flagged += int((~s.isin([*ACCEPTABLE, TOO_FEW])).sum())
+    print(f"spammers flagged {np.mean(spam):.3f}; sparse annotators right on ≥ 11/15 flagged {good_flagged}/{good}")
+    assert np.mean(spam) >= 0.75
+    assert good_flagged / good <= 0.02
+
+
+@pytest.mark.slow
+def test_simulated_crowds_flag_precision_and_recall_against_gold():
+    """The benchmark's simulated crowds (benchmarks/verdicts_vs_gold.py: 4,000 binary or 3-label items × 5 responses,
+    120 zipf-active annotators, 12 spammers, 4 adversaries) on seeds it does not print (20–22): measured this
+    session 107 flags, precision 0.94, recall 0.78 of 130 bad annotators (the previous rule, same seeds: 103 flags,
+    0.92 / 0.73; on the benchmark's seeds 0–2 the new rule gives 1.00 / 0.76, the previous 0.99 / 0.80).  The
+    issue's 0.95 / 0.85 are *not* met here: the misses are honest annotators at skill 0.10–0.15, the false flags
+    honest ones at 0.19–0.35 whose 70–230 responses put their estimate below the band; and the honest range's low
+    end sits 6–10 points under the labels' true accuracy on these crowds.  This guards the measured level."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from verdicts_vs_gold import FLAGS, compare, simulated
+
+    rows = []
+    for k in (2, 3):
+        for seed in range(20, 23):
+            answers, truth = simulated(seed, k)
+            rows.append(compare(answers, truth, cartel_bootstrap=200)[0])
+    r = pd.concat(rows)
+    judged = r[r["band"] != "few gold"]
+    bad = judged["band"].isin(["near chance", "worse than chance"])
+    flagged = judged["verdict"].isin(FLAGS)
+    precision, recall = (flagged & bad).sum() / flagged.sum(), (flagged & bad).sum() / bad.sum()
+    print(f"flags {int(flagged.sum())}, precision {precision:.3f}, recall {recall:.3f} of {int(bad.sum())}")
+    assert precision >= 0.93 and recall >= 0.75

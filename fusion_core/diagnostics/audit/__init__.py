@@ -2,7 +2,8 @@
 the cartel check and decides a verdict per annotator from their accuracy with its uncertainty.
 
 * :mod:`.rules` — the verdicts and the thresholds of the rule (declared once, :class:`VerdictRule`);
-* :mod:`.evidence` — each annotator's accuracy and skill above chance with Beta posterior intervals;
+* :mod:`.evidence` — each annotator's accuracy and skill above chance against the rest of the crowd's labels
+  (leave-self-out posterior: interval and the probabilities the flags read);
 * :mod:`.items` — expected accuracy of the labels, items to look at again, changes against majority vote;
 * agreement: every statistic of :data:`fusion_core.diagnostics.agreement.AGREEMENT_STATISTICS` with bootstrap
   intervals;

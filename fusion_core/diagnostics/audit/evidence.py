@@ -1,14 +1,17 @@
-"""Each annotator's accuracy against the estimated true labels, with a Beta posterior interval, and how much
-evidence about it the rest of the crowd provides.
+"""Each annotator's accuracy against the labels the *rest of the crowd* gives their items, with its posterior
+interval and the posterior probability that their skill is below a line, and how much evidence the rest provides.
 
-With the fitted posterior ``q`` (items × K), the expected number of correct responses of annotator j is the
-Dawid–Skene M-step statistic ``C_j = Σ_{responses (i, l) of j} q_il`` (Dawid & Skene 1979, eq. 2.3; the
-diagonal of the expected confusion counts), over the ``n_j`` responses on items that at least one other annotator
-labelled too (an item only j labelled carries no evidence about j: the posterior there follows j's own vote).
-The accuracy ``a_j`` has the posterior ``Beta(1 + C_j, 1 + n_j − C_j)`` (uniform prior, fractional counts); the
-chance accuracy ``c_j = Σ_k π_k r_jk`` uses the class prior π and j's own label frequencies r_j on those responses.
+Over the ``n_j`` responses of annotator j on items that at least one other annotator labelled too (an item only j
+labelled carries no evidence about j), ``C_j = Σ_{responses (i, l) of j} q_il`` is the Dawid–Skene M-step statistic
+(Dawid & Skene 1979, eq. 2.3) under the fitted posterior ``q``; it is kept (``correct``) but the accuracy is not
+read from it: ``q`` contains j's own votes, which flatter j (most for heavy annotators, who shape the labels they
+are judged against), and a Beta on fractional counts is narrow where the labels are uncertain.  Instead the
+accuracy ``a_j`` has the posterior of the **leave-self-out one-coin model** below (uniform prior): its mean is the
+accuracy, its equal-tailed quantiles the interval, and ``P(κ_j < x)`` for the verdict's lines.  Where the rest of
+the crowd decides the labels it is exactly ``Beta(1 + right, 1 + wrong)``.  The chance accuracy
+``c_j = Σ_k π_k r_jk`` uses the class prior π and j's own label frequencies r_j on those responses.
 
-That interval trusts the model's labels.  Where the model cannot tell the labels — e.g. a crowd of labelling
+The Beta on ``C_j`` trusts the model's labels.  Where the model cannot tell the labels — e.g. a crowd of labelling
 functions that each vote one class and abstain otherwise, which no model of independent annotators identifies —
 ``q`` stays near the class prior, ``C_j / n_j`` near chance, and the interval is narrow: a confident "near chance"
 about annotators the data say nothing about.  **Effective responses** measure the evidence instead: with j's own
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import sparse, stats
+from scipy import sparse
 
 from fusion_core.data.responses import Responses
 
@@ -47,7 +50,10 @@ TAIL = 30.0
 class AccuracyEvidence:
     """Per annotator (``workers`` order): responses on shared items, expected correct ones, accuracy estimate and
     interval, chance accuracy, and skill above chance ``(a − c)/(1 − c)`` with its interval (at ``level``);
-    ``n_effective``: responses on certain labels worth the same evidence (module docstring)."""
+    ``n_effective``: responses on certain labels worth the same evidence; ``p_near_chance`` / ``p_worse``: the
+    posterior probabilities that the skill is below ``chance_band`` / below 0 (module docstring), and
+    ``prior_near_chance`` the uniform prior's own probability of the former (before any response: the accuracy at
+    the band's line — 0.575 on balanced binary labels, 0.82 for an annotator whose chance accuracy is 0.79)."""
 
     workers: pd.Index
     n_responses: np.ndarray
@@ -62,6 +68,10 @@ class AccuracyEvidence:
     skill_high: np.ndarray
     level: float
     n_effective: np.ndarray | None = None
+    p_near_chance: np.ndarray | None = None
+    p_worse: np.ndarray | None = None
+    chance_band: float = 0.15
+    prior_near_chance: np.ndarray | None = None
 
 
 def _loglik(rows_w: np.ndarray, q: np.ndarray, u: np.ndarray, count: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -77,12 +87,57 @@ def _loglik(rows_w: np.ndarray, q: np.ndarray, u: np.ndarray, count: np.ndarray,
     return out
 
 
-def effective_responses(worker: np.ndarray, q_reported: np.ndarray, u: np.ndarray, n_workers: int) -> np.ndarray:
-    """Per annotator: the responses on certain labels worth as much evidence about their accuracy as their responses
-    judged against the rest of the crowd (module docstring): ``m(1 − m)/v − 3`` for the mean m and variance v of
-    the one-coin posterior (uniform prior) of responses of probability ``u + a (q − u)``, ``q`` the leave-one-out
-    posterior of the reported label and ``u`` the chance of that report from a wrong annotator; NaN for annotators
-    without responses."""
+@dataclass(frozen=True)
+class OneCoinPosterior:
+    """Per annotator (rows), the one-coin posterior of the accuracy on a grid of ``cells`` of equal ``width``
+    (midpoints ``grid``, masses ``mass``; the grid covers the region of non-negligible posterior).  ``seen``:
+    annotators with responses (others are NaN everywhere)."""
+
+    grid: np.ndarray
+    mass: np.ndarray
+    width: np.ndarray
+    seen: np.ndarray
+
+    def mean(self) -> np.ndarray:
+        return np.where(self.seen, (self.mass * self.grid).sum(axis=1), np.nan)
+
+    def variance(self) -> np.ndarray:
+        m = (self.mass * self.grid).sum(axis=1)
+        v = (self.mass * (self.grid - m[:, None]) ** 2).sum(axis=1) + self.width**2 / 12
+        return np.where(self.seen, np.maximum(v, 1e-300), np.nan)
+
+    def cdf(self, x: np.ndarray) -> np.ndarray:
+        """``P(a_j < x_j)`` per annotator (linear within a cell)."""
+        lo = self.grid[:, 0] - self.width / 2
+        t = (np.asarray(x, dtype=float) - lo) / self.width
+        g = self.grid.shape[1]
+        i = np.clip(np.floor(np.nan_to_num(t, nan=0.0)), 0, g - 1).astype(np.int64)
+        below = np.cumsum(self.mass, axis=1) - self.mass  # mass of the cells before each cell
+        rows = np.arange(len(i))
+        p = below[rows, i] + self.mass[rows, i] * np.clip(t - i, 0.0, 1.0)
+        p = np.where(t <= 0, 0.0, np.where(t >= g, 1.0, p))
+        return np.where(self.seen & np.isfinite(t), np.clip(p, 0.0, 1.0), np.nan)
+
+    def quantile(self, prob: float) -> np.ndarray:
+        """The accuracy below which the posterior has mass ``prob``, per annotator."""
+        cum = np.cumsum(self.mass, axis=1)
+        rows = np.arange(len(cum))
+        i = np.minimum((cum < prob).sum(axis=1), cum.shape[1] - 1)
+        before = cum[rows, i] - self.mass[rows, i]
+        frac = np.clip((prob - before) / np.maximum(self.mass[rows, i], 1e-300), 0.0, 1.0)
+        x = self.grid[rows, i] - self.width / 2 + frac * self.width
+        return np.where(self.seen, np.clip(x, 0.0, 1.0), np.nan)
+
+    def n_effective(self) -> np.ndarray:
+        """Responses on certain labels with the same spread: ``m(1 − m)/v − 3``."""
+        m = (self.mass * self.grid).sum(axis=1)
+        return np.where(self.seen, np.maximum(m * (1 - m) / self.variance() - 3.0, 0.0), np.nan)
+
+
+def one_coin_posterior(worker: np.ndarray, q_reported: np.ndarray, u: np.ndarray, n_workers: int) -> OneCoinPosterior:
+    """Per annotator, the posterior (uniform prior) of the accuracy ``a`` under responses of probability
+    ``u + a (q − u)``, ``q`` the leave-one-out posterior of the reported label and ``u`` the chance of that report
+    from a wrong annotator (module docstring), on a coarse grid and then a fine one over its non-negligible part."""
     steps = Q_STEPS + 1
     worker = np.asarray(worker, dtype=np.int64)
     seen = np.bincount(worker, minlength=n_workers) > 0
@@ -103,13 +158,22 @@ def effective_responses(worker: np.ndarray, q_reported: np.ndarray, u: np.ndarra
     ll = _loglik(rows_w, q, u, count, fine)
     p = np.exp(ll - ll.max(axis=1, keepdims=True))
     p /= p.sum(axis=1, keepdims=True)
-    mean = (p * fine).sum(axis=1)
-    var = np.maximum((p * (fine - mean[:, None]) ** 2).sum(axis=1) + width**2 / 12, 1e-300)
-    return np.where(seen, np.maximum(mean * (1 - mean) / var - 3.0, 0.0), np.nan)
+    return OneCoinPosterior(fine, p, width, seen)
+
+
+def effective_responses(worker: np.ndarray, q_reported: np.ndarray, u: np.ndarray, n_workers: int) -> np.ndarray:
+    """Per annotator: the responses on certain labels worth as much evidence about their accuracy as their responses
+    judged against the rest of the crowd (module docstring): ``m(1 − m)/v − 3`` for the mean m and variance v of
+    the one-coin posterior (:func:`one_coin_posterior`); NaN for annotators without responses."""
+    return one_coin_posterior(worker, q_reported, u, n_workers).n_effective()
 
 
 def leave_one_out(
-    q: np.ndarray, worker: np.ndarray, label: np.ndarray, n_workers: int, confusion: np.ndarray | None
+    q: np.ndarray,
+    worker: np.ndarray,
+    label: np.ndarray,
+    n_workers: int,
+    confusion: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per response (rows of ``q``, the posterior rows of the responses' items): the posterior of the reported
     label with the reporting annotator's own response divided out, ``q⁻ʲ_i[t] ∝ q_i[t] / θ_j[t, l]``, and the
@@ -141,10 +205,14 @@ def accuracy_evidence(
     level: float = 0.9,
     *,
     confusion: np.ndarray | None = None,
+    chance_band: float = 0.15,
+    attenuation: float = 1.0,
 ) -> AccuracyEvidence:
-    """Accuracy with posterior intervals, skill above chance and effective responses for every annotator (module
-    docstring); ``confusion`` (workers × true × reported, the fit's) divides each annotator's own vote out of the
-    posterior for the effective responses."""
+    """Accuracy with posterior intervals, skill above chance, the probabilities that it is below ``chance_band`` and
+    below 0, and effective responses for every annotator (module docstring), against the rest of the crowd's
+    labels: ``confusion`` (workers × true × reported, the fit's) divides each annotator's own vote out of the
+    posterior.  ``attenuation`` f ≥ 1: the reference may be less often right than the model says, so that the
+    skill is f times what it measures (:mod:`.reference`); ``p_near_chance`` is then ``P(f κ < chance_band)``."""
     q = np.asarray(posterior, dtype=float)
     prior = np.asarray(class_prior if class_prior is not None else q.mean(axis=0), dtype=float)
     prior = prior / prior.sum()
@@ -155,28 +223,32 @@ def accuracy_evidence(
     correct = np.bincount(wk, weights=q[resp.item[shared], lab], minlength=w)
     q_reported, u = leave_one_out(q[resp.item[shared]], wk, lab, w, confusion)
     shares = np.bincount(wk * k + lab, minlength=w * k).reshape(w, k) / np.maximum(n, 1.0)[:, None]
-    chance = shares @ prior
-    a_post, b_post = 1.0 + correct, 1.0 + np.maximum(n - correct, 0.0)
-    accuracy = a_post / (a_post + b_post)
-    low = stats.beta.ppf((1 - level) / 2, a_post, b_post)
-    high = stats.beta.ppf((1 + level) / 2, a_post, b_post)
-    n_eff = effective_responses(wk, q_reported, u, w)
+    chance = np.where(n > 0, shares @ prior, np.nan)
+    post = one_coin_posterior(wk, q_reported, u, w)
+    accuracy, low, high = post.mean(), post.quantile((1 - level) / 2), post.quantile((1 + level) / 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(1.0 - chance > 1e-9, 1.0 / (1.0 - chance), np.nan)
-        empty = np.where(n > 0, 1.0, np.nan)
-        skill, skill_low, skill_high = ((x - chance) * scale * empty for x in (accuracy, low, high))
+        skill, skill_low, skill_high = ((x - chance) * scale for x in (accuracy, low, high))
+        line = chance_band / attenuation if np.isfinite(attenuation) else 0.0
+        at_line = chance + line * (1.0 - chance)
+        p_near = np.where(np.isfinite(scale), post.cdf(at_line), np.nan)
+        p_worse = np.where(np.isfinite(scale), post.cdf(chance), np.nan)
     return AccuracyEvidence(
         workers=pd.Index(resp.workers, name="worker"),
         n_responses=np.asarray(resp.responses_per_worker, dtype=np.int64),
         n_shared=n.astype(np.int64),
         correct=correct,
-        accuracy=accuracy * empty,
-        accuracy_low=low * empty,
-        accuracy_high=high * empty,
-        chance=np.where(n > 0, chance, np.nan),
+        accuracy=accuracy,
+        accuracy_low=low,
+        accuracy_high=high,
+        chance=chance,
         skill=skill,
         skill_low=skill_low,
         skill_high=skill_high,
         level=level,
-        n_effective=n_eff,
+        n_effective=post.n_effective(),
+        p_near_chance=p_near,
+        p_worse=p_worse,
+        chance_band=chance_band,
+        prior_near_chance=np.where(np.isfinite(scale), np.clip(at_line, 0.0, 1.0), np.nan),
     )

@@ -25,13 +25,16 @@ from fusion_core.methods.results import FitResult
 @dataclass(frozen=True)
 class AnnotatorVerdicts:
     """One verdict per annotator (``evidence.workers`` order) with its reason, the evidence it rests on and the
-    rule; ``roles`` holds simulated roles (demo data only, for evaluation)."""
+    rule; ``roles`` holds simulated roles (demo data only, for evaluation); ``p_near_chance``: the posterior
+    probability that the skill above chance is below the rule's band against the most favourable plausible
+    reference, which the near-chance flag reads (:mod:`.reference`)."""
 
     evidence: AccuracyEvidence
     verdict: np.ndarray
     reason: np.ndarray
     rule: VerdictRule
     roles: pd.Series | None = None
+    p_near_chance: np.ndarray | None = None
 
     @property
     def workers(self) -> pd.Index:
@@ -60,6 +63,8 @@ class AnnotatorVerdicts:
             },
             index=pd.Index(e.workers, name="annotator"),
         )
+        if self.p_near_chance is not None:
+            df.insert(3, f"probability skill < {self.rule.chance_band:g}", self.p_near_chance)
         if self.roles is not None:
             df["simulated role"] = self.roles.reindex(e.workers).astype(str).to_numpy()
         severity = np.array([SEVERITY[v] for v in self.verdict])

@@ -7,7 +7,9 @@ The quantity judged is the annotator's **skill above chance** ``κ_j = (a_j − 
 their accuracy against the estimated true labels and ``c_j = Σ_k π_k r_jk`` the accuracy an annotator reporting
 label k with their own frequency ``r_jk`` would reach by chance under the class prior π (Cohen's chance
 correction for one annotator against the truth).  κ = 0 is guessing, 1 perfect, < 0 worse than chance.  Its
-interval is the Beta posterior interval of ``a_j`` mapped through the same formula.  In order:
+interval is the posterior interval of ``a_j`` (:mod:`.evidence`: against the rest of the crowd's labels) mapped
+through the same formula, and the flags read the posterior probabilities ``P(κ < chance_band)`` and ``P(κ < 0)``
+against the most favourable plausible reference (:mod:`.reference`).  In order:
 
 1. **dependent group (copies or collusion)** — a member of a group the collusion check found (its members agree
    beyond their skills on answers the rest rejects: copies of one source or collusion, the words of
@@ -15,13 +17,22 @@ interval is the Beta posterior interval of ``a_j`` mapped through the same formu
 2. **not enough responses to tell** — fewer than ``min_responses`` responses on items someone else labelled too,
    or responses worth fewer than that on certain labels (``n_effective``, :mod:`.evidence`: the rest of the crowd
    cannot tell the labels of the annotator's items);
-3. **worse than chance** (adversarial) — the whole interval is below 0 and the estimate below ``−chance_band``
-   (a guesser's estimate falls below 0 half of the time, and its interval excludes 0 one time in twenty);
+3. **worse than chance** (adversarial) — ``P(κ < 0)`` is at least ``(1 + level)/2`` (the whole interval below 0)
+   and the estimate below ``−chance_band`` (a guesser's estimate falls below 0 half of the time, and its interval
+   excludes 0 one time in twenty), against every plausible reference;
 4. **reliable** / **noisy** — the whole interval is above ``chance_band``: reliable when the estimate reaches
    ``reliable_skill``, noisy otherwise;
-5. **near chance** (spammer) — the whole interval is below ``chance_band``;
-6. the interval straddles ``chance_band``: when it is narrower than ``max_width`` the estimate decides (near
-   chance below the band, noisy above); otherwise **not enough responses to tell**.
+5. **near chance** (spammer) — ``P(κ < chance_band)`` is at least ``flag_probability`` (more likely than not below
+   the band) and at least the prior's own probability of it (the Bayes factor favours "near chance": the flag
+   comes from the responses, not from the uniform prior on the accuracy, which puts 0.575 of its mass below the
+   band on balanced binary labels and 0.82 for an annotator whose chance accuracy is 0.79), against every
+   plausible reference;
+6. otherwise an interval narrower than ``max_width`` with the estimate above the band is **noisy**; anything else
+   is **not enough responses to tell** (also a flag that holds only against the chosen model's labels).
+
+Without the probabilities (hand-built cases) they are read off the interval: ``P(κ < x) ≥ (1 + level)/2`` when
+the interval is wholly below x, and ``P(κ < band) ≥ ½`` when the estimate is below it and the interval narrower
+than ``max_width`` (the rule of the previous version, which the probabilities replace).
 """
 
 from __future__ import annotations
@@ -52,7 +63,9 @@ class VerdictRule:
     ``level``: probability of the credible interval; ``min_responses``: responses on shared items needed before
     any accuracy verdict; ``chance_band``: skill above chance below which an annotator is "near chance";
     ``reliable_skill``: skill above chance from which an annotator is "reliable"; ``max_width``: widest skill
-    interval on which the estimate may decide when the interval straddles ``chance_band``.
+    interval on which the estimate may decide when the interval straddles ``chance_band`` (only without
+    probabilities); ``flag_probability``: posterior probability of a skill below ``chance_band``, against the most
+    favourable plausible reference, from which an annotator is "near chance".
     """
 
     level: float = 0.90
@@ -60,18 +73,21 @@ class VerdictRule:
     chance_band: float = 0.15
     reliable_skill: float = 0.5
     max_width: float = 0.4
+    flag_probability: float = 0.5
 
     def describe(self) -> str:
         """The rule in one paragraph of plain words (shown in the app and the report)."""
         return (
             f"Skill above chance is 0 for guessing and 1 for always right. With its {100 * self.level:.0f}% "
-            f"interval: members of a group that agrees beyond its skills are a '{DEPENDENT}'; fewer than {self.min_responses} responses on items others "
-            "labelled too (or responses worth fewer than that, when the labels of those items are too uncertain) "
-            f"is 'not enough responses to tell'; an interval wholly below 0 with an estimate below "
-            f"−{self.chance_band:g} is 'worse than chance'; "
-            f"wholly above {self.chance_band:g} is 'reliable' when the estimate reaches {self.reliable_skill:g}, "
-            f"'noisy' otherwise; wholly below {self.chance_band:g} is 'near chance'; an interval across "
-            f"{self.chance_band:g} decides by the estimate when narrower than {self.max_width:g}, else 'not enough "
+            f"interval, measured against the labels the rest of the crowd gives (each annotator's own answers left "
+            f"out): members of a group that agrees beyond its skills are a '{DEPENDENT}'; fewer than "
+            f"{self.min_responses} responses on items others labelled too (or responses worth fewer than that, when "
+            "the labels of those items are too uncertain) is 'not enough responses to tell'; an interval wholly "
+            f"below 0 with an estimate below −{self.chance_band:g} is 'worse than chance'; wholly above "
+            f"{self.chance_band:g} is 'reliable' when the estimate reaches {self.reliable_skill:g}, 'noisy' "
+            f"otherwise; a probability of at least {self.flag_probability:g} that the skill is below "
+            f"{self.chance_band:g} is 'near chance'; both flags must hold against every plausible reading of the "
+            f"labels; otherwise an interval narrower than {self.max_width:g} is 'noisy', and the rest 'not enough "
             "responses to tell'."
         )
 
@@ -88,33 +104,56 @@ def decide(
     *,
     rule: VerdictRule = DEFAULT_RULE,
     n_effective: np.ndarray | None = None,
+    p_near: np.ndarray | None = None,
+    p_worse: np.ndarray | None = None,
+    robust_p_near: np.ndarray | None = None,
+    robust_p_worse: np.ndarray | None = None,
     robust_skill: np.ndarray | None = None,
-    robust_high: np.ndarray | None = None,
     robust_why: str = "",
+    prior_near: np.ndarray | None = None,
+    robust_prior_near: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Verdict and its reason (plain words) per annotator from the skill above chance, its interval, the number
     of responses on shared items and cartel membership (arrays of equal length).  ``n_effective`` (responses on
     certain labels worth the same evidence, :mod:`.evidence`) counts like ``n_responses`` for ``min_responses`` (the
     evidence, not the count of responses, must reach it), and words the reason of an undecided annotator whose
-    responses are many but whose items' labels are too uncertain.  ``robust_skill``/``robust_high``: the most
-    favourable estimate and upper end any plausible reference allows (:mod:`.reference`); a flag (worse than chance,
-    near chance) must hold on them too, else the annotator is "not enough responses to tell" for ``robust_why``."""
+    responses are many but whose items' labels are too uncertain.  ``p_near``/``p_worse``: posterior probabilities
+    that the skill is below ``chance_band`` / below 0 (read off the interval when not given, module docstring);
+    ``robust_p_near``/``robust_p_worse``/``robust_skill``: the same against the most favourable plausible reference
+    (:mod:`.reference`); a flag must hold on them too, else the annotator is "not enough responses to tell" for
+    ``robust_why``.  ``prior_near``/``robust_prior_near``: the prior's own probability of a skill below the band;
+    the near-chance flag needs the posterior probability to exceed it too (the responses, not the prior, must make
+    the flag more likely than not)."""
     skill, low, high = (np.asarray(x, dtype=float) for x in (skill, low, high))
     n = np.asarray(n_responses, dtype=float)
     cartel = np.asarray(in_cartel, dtype=bool)
     band = rule.chance_band
+    sure = (1 + rule.level) / 2
     undefined = ~(np.isfinite(skill) & np.isfinite(low) & np.isfinite(high))
     narrow = (high - low) <= rule.max_width
     n_eff = n if n_effective is None else np.asarray(n_effective, dtype=float)
     few_effective = np.rint(n_eff) < rule.min_responses  # an estimate: 10 certain responses may come out 9.99
     pct = f"{100 * rule.level:.0f}%"
+    if p_near is None:  # read off the interval (module docstring)
+        p_near = np.where(high < band, sure, np.where(narrow & (skill < band), rule.flag_probability, 0.0))
+    if p_worse is None:
+        p_worse = np.where(high < 0, sure, 0.0)
+    p_near, p_worse = np.asarray(p_near, dtype=float), np.asarray(p_worse, dtype=float)
+    r_near = p_near if robust_p_near is None else np.asarray(robust_p_near, dtype=float)
+    r_worse = p_worse if robust_p_worse is None else np.asarray(robust_p_worse, dtype=float)
     r_skill = skill if robust_skill is None else np.asarray(robust_skill, dtype=float)
-    r_high = high if robust_high is None else np.asarray(robust_high, dtype=float)
-    adversarial = (high < 0) & (skill <= -band)
-    chance_interval = high < band
-    chance_estimate = narrow & (skill < band)
-    chance_robust = (r_high < band) | (narrow & (r_skill < band))  # the same rule on the favourable reference
+    adversarial = (p_worse >= sure) & (skill <= -band)
+    p0 = np.zeros(len(skill)) if prior_near is None else np.nan_to_num(np.asarray(prior_near, dtype=float))
+    r_p0 = p0 if robust_prior_near is None else np.nan_to_num(np.asarray(robust_prior_near, dtype=float))
+    near = p_near >= np.maximum(rule.flag_probability, p0)
+    near_robust = r_near >= np.maximum(rule.flag_probability, r_p0)
     weak = f"flagged only against the estimated labels: {robust_why or 'the reference is uncertain'}"
+    with np.errstate(invalid="ignore"):
+        chance_words = [
+            f"skill above chance is below {band:g} with probability {p:.2f} (at least {p_fav:.2f} against every "
+            "plausible reading of the labels): answers barely better than guessing"
+            for p, p_fav in zip(np.nan_to_num(p_near), np.nan_to_num(r_near))
+        ]
     cases = [
         (cartel, DEPENDENT, "in a group that agrees beyond its members' accuracy on answers the rest rejects"),
         (
@@ -125,30 +164,25 @@ def decide(
         (undefined, TOO_FEW, "skill above chance is undefined (one label only, on items of that label)"),
         (few_effective, TOO_FEW, "the labels of its items are too uncertain to judge it"),
         (
-            adversarial & (r_high < 0) & (r_skill <= -band),
+            adversarial & (r_worse >= sure) & (r_skill <= -band),
             ADVERSARIAL,
             f"the {pct} interval of skill above chance is wholly below 0 and the estimate below −{band:g}",
         ),
-        (adversarial, TOO_FEW, weak),
         (
             (low >= band) & (skill >= rule.reliable_skill),
             RELIABLE,
             f"the {pct} interval is above {band:g} and the estimate reaches {rule.reliable_skill:g}",
         ),
         (low >= band, NOISY, f"the {pct} interval is above {band:g} but the estimate is below {rule.reliable_skill:g}"),
+        (near & near_robust, SPAMMER, np.array(chance_words, dtype=object)),
+        (adversarial | near, TOO_FEW, weak),
+        (narrow & (skill >= band), NOISY, f"a precise estimate above {band:g} (interval crosses {band:g})"),
         (
-            chance_interval & chance_robust,
-            SPAMMER,
-            f"the {pct} interval is wholly below {band:g}: answers barely better than guessing",
+            narrow,
+            TOO_FEW,
+            f"skill above chance is not clearly below {band:g}: a flag needs a probability of at least "
+            f"{rule.flag_probability:g} that it is, and more than the prior alone gives",
         ),
-        (chance_interval, TOO_FEW, weak),
-        (
-            chance_estimate & chance_robust,
-            SPAMMER,
-            f"a precise estimate below {band:g} (interval crosses {band:g})",
-        ),
-        (chance_estimate, TOO_FEW, weak),
-        (narrow, NOISY, f"a precise estimate above {band:g} (interval crosses {band:g})"),
     ]
     verdict = np.full(len(skill), TOO_FEW, dtype=object)
     reason = np.full(len(skill), f"the {pct} interval is wider than {rule.max_width:g}: more responses needed", object)
@@ -156,7 +190,7 @@ def decide(
     for mask, word, why in cases:
         take = np.asarray(mask, dtype=bool) & ~decided
         verdict[take] = word
-        reason[take] = why
+        reason[take] = why[take] if isinstance(why, np.ndarray) else why
         decided |= take
     if n_effective is not None:
         unsure = (verdict == TOO_FEW) & (n >= rule.min_responses) & (n_eff < n / 2)

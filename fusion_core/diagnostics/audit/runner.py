@@ -303,14 +303,16 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
 
     (name, weight) = stages[3]
     clock.tell("Deciding verdicts", 0.0, weight)
-    evidence = accuracy_evidence(resp, fit.posterior, fit.class_prior, level=rule.level, confusion=fit.confusion)
+    evidence = accuracy_evidence(
+        resp, fit.posterior, fit.class_prior, level=rule.level, confusion=fit.confusion, chance_band=rule.chance_band
+    )
     members = cartel.members
     in_cartel = np.array([str(w) in members for w in resp.workers], dtype=bool)
     majority = _fit(resp, "mv", {}, {}).label_codes
     codes = np.asarray(fit.label_codes, dtype=np.int64)
     safety = label_safety(resp, fit, codes, majority, rule.level)
     # flags must hold against every plausible reference (the alternatives, the honest accuracy range): .reference
-    bounds = reference_bounds(resp, fit, evidence, safety.accuracy)
+    bounds = reference_bounds(resp, fit, evidence, safety.accuracy, rule.flag_probability)
     verdict, reason = decide(
         evidence.skill,
         evidence.skill_low,
@@ -319,9 +321,14 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
         in_cartel,
         rule=rule,
         n_effective=evidence.n_effective,
+        p_near=evidence.p_near_chance,
+        p_worse=evidence.p_worse,
+        robust_p_near=bounds.p_near,
+        robust_p_worse=bounds.p_worse,
         robust_skill=bounds.skill,
-        robust_high=bounds.high,
         robust_why=bounds.why(),
+        prior_near=evidence.prior_near_chance,
+        robust_prior_near=bounds.prior_near,
     )
     gold = ds.gold if ds is not None else None
     quality = label_quality(fit.posterior, codes, rule.level, _gold_hits(gold, resp.items, resp.classes.take(codes)))
@@ -351,7 +358,9 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
         classes=pd.Index(resp.classes),
         fit=fit,
         method=describe_method(fit),
-        annotators=AnnotatorVerdicts(evidence, verdict, reason, rule, ds.roles if ds is not None else None),
+        annotators=AnnotatorVerdicts(
+            evidence, verdict, reason, rule, ds.roles if ds is not None else None, p_near_chance=bounds.p_near
+        ),
         labels=quality,
         review=items,
         agreement=agreement_estimates,
