@@ -14,7 +14,10 @@ most informative first (expected gain on an item with a uniform posterior), not 
 excluded, with capacity left; nobody gets more than ``max_share`` of the budget unless given a capacity.  With
 ``evidence_z`` an annotator is scored by their own (predictive) matrix only when their responses tell them apart
 from the crowd (:func:`.predictive.planning_confusion`); the others are asked as alike, the least loaded first.
-Ties between items (:data:`NEAR_TIE`) go to the item today's review rule would pick.
+Ties between items (:data:`NEAR_TIE`) go to the item today's review rule would pick.  Gains are counted from the
+label the user has (the fit's): where the plan's model doubts it, an item's first new response is credited that
+doubt (:data:`FROM_FIT_LABEL`), and the expected accuracy before is the model's probability that the fit's labels
+are right.
 
 Stopping: the budget is spent, every item meets ``target`` (its current or planned expected confidence), or no
 candidate is expected to help.  Expected accuracy = the mean probability that the label is right
@@ -65,6 +68,9 @@ MAX_REFIT_SECONDS = 1.0
 #: confident first, then the one with fewer responses); scores within this relative step of each other count as
 #: tied (0: exact ties only — 0.02 was replayed and was not better: docs/PLAN.md)
 NEAR_TIE = 0.0
+#: the gain is counted from the label the user has (the fit's), not from the plan model's argmax: an item whose
+#: label the plan's model doubts is worth its doubt on its first new response (docs/PLAN.md)
+FROM_FIT_LABEL = True
 
 
 def _per_worker(
@@ -208,7 +214,11 @@ def plan_relabel(
 
     load = np.zeros(c, np.int64)
 
-    conf_now = post.max(axis=1)
+    # the probability, under the plan's model, that the label the user has (the fit's) is right; it is below the
+    # model's own confidence where the two disagree, and the first new response on such an item is credited the
+    # difference (the refit then follows the evidence the model weighs)
+    conf_now = post[np.arange(n), fit.label_codes] if FROM_FIT_LABEL else post.max(axis=1)
+    lag = post.max(axis=1) - conf_now
     before = float(conf_now.mean()) if n else float("nan")
     open_mask = np.ones(n, bool)
     if items is not None:
@@ -241,9 +251,10 @@ def plan_relabel(
 
     score = np.full((len(elig), c), -np.inf)
     if len(elig) and c:
-        g = initial_gains(post[elig], cconf)
+        off = lag[elig][:, None]
+        g = initial_gains(post[elig], cconf) + off
         if can_look(0):
-            g = np.maximum(g, initial_gains(post[elig], cconf, repeat=2) / 2)
+            g = np.maximum(g, (initial_gains(post[elig], cconf, repeat=2) + off) / 2)
         score = np.where(allowed, alike_mean(g, allowed, pooled) / ccost[None, :], -np.inf)
 
     joints: dict[int, np.ndarray] = {}
@@ -283,12 +294,12 @@ def plan_relabel(
         if not can_add(m):
             return
         joint = joints.get(r, post[elig[r]][:, None])
-        if target is not None and expected_accuracy(joint) >= target:
+        if target is not None and (expected_accuracy(joint) if m else float(conf_now[elig[r]])) >= target:
             return
         avail = np.flatnonzero(allowed[r] & (ccap >= 1) & (ccost <= budget - spent + 1e-12))
         if len(avail) == 0:
             return
-        s = candidate_score(joint, cconf[avail], can_look(m))
+        s = candidate_score(joint, cconf[avail], can_look(m), offset=0.0 if m else float(lag[elig[r]]))
         s = alike_mean(s, np.ones(len(avail), bool), pooled[avail]) / ccost[avail]
         i = int(np.argmax(s))
         key = float(bucket(s[i : i + 1])[0])
@@ -315,7 +326,7 @@ def plan_relabel(
                 j = int(alike[np.argmin(load[alike])])
         joint = joints.get(r, post[elig[r]][:, None])
         new = extend(joint, cconf[j])
-        gains.append(expected_accuracy(new) - expected_accuracy(joint))
+        gains.append(expected_accuracy(new) - (expected_accuracy(joint) if r in joints else float(conf_now[elig[r]])))
         joints[r] = new
         planned.setdefault(r, []).append(j)
         allowed[r, j] = False

@@ -61,16 +61,17 @@ def candidate_gain(joint: np.ndarray, confusions: np.ndarray, repeat: int = 1) -
     return np.asarray(t.reshape(c, joint.shape[0], -1).max(axis=1).sum(axis=1) - now)
 
 
-def candidate_score(joint: np.ndarray, confusions: np.ndarray, lookahead: bool) -> np.ndarray:
+def candidate_score(joint: np.ndarray, confusions: np.ndarray, lookahead: bool, offset: float = 0.0) -> np.ndarray:
     """:func:`candidate_gain`, or with ``lookahead`` the larger of it and half the two-response gain, sharing the
-    one-response table (the plan's per-item score)."""
+    one-response table (the plan's per-item score); ``offset`` is added to both gains before the halving (the
+    plan's credit for correcting a label its model doubts)."""
     now = expected_accuracy(joint)
     c, k = len(confusions), joint.shape[0]
     t = joint[None, :, :, None] * confusions[:, :, None, :]  # C × K × O × L
-    g = t.reshape(c, k, -1).max(axis=1).sum(axis=1) - now
+    g = t.reshape(c, k, -1).max(axis=1).sum(axis=1) - now + offset
     if lookahead:
         t2 = t[..., None] * confusions[:, :, None, None, :]
-        g = np.maximum(g, (t2.reshape(c, k, -1).max(axis=1).sum(axis=1) - now) / 2)
+        g = np.maximum(g, (t2.reshape(c, k, -1).max(axis=1).sum(axis=1) - now + offset) / 2)
     return np.asarray(g)
 
 
