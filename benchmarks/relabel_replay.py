@@ -21,10 +21,12 @@ against gold (used only here, never by a strategy):
 
 Printed: accuracy against labels bought per strategy; for every uniform overlap, the labels the plan needed to
 reach the same accuracy (ratio ≤ 0.6 is the issue's bar) and the plan's and the fixed rule's accuracy at equal
-budget; the calibration table (:func:`calibration`: predicted gain of each plan round's bought responses and its
-90 % intervals — the model's and the plan's, :mod:`fusion_core.diagnostics.refit_gain` — vs the realised gain on
-gold over all items; ``--calibration-only`` replays the plan alone).  ``--plot`` writes an HTML chart under
-benchmarks/out.
+budget; over the replays together (:func:`share_of_uniform`), the same share read off the mean curves and the paired
+accuracy gap at the bar's budget (plan at 60 % of uniform's labels − uniform), which stay well conditioned where
+uniform's curve is flat and one replay's ratio is noise; the calibration table (:func:`calibration`: predicted
+gain of each plan round's bought responses and its 90 % intervals — the model's and the plan's,
+:mod:`fusion_core.diagnostics.refit_gain` — vs the realised gain on gold over all items; ``--calibration-only``
+replays the plan alone).  ``--plot`` writes an HTML chart under benchmarks/out.
 
     python benchmarks/relabel_replay.py --datasets rte temp dog --seeds 3
     python benchmarks/relabel_replay.py --simulated 2 --datasets
