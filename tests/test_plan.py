@@ -280,15 +280,20 @@ def test_plan_spreads_the_load_over_annotators_it_cannot_tell_apart() -> None:
 
 
 def test_exact_ties_go_to_the_item_the_review_rule_would_pick() -> None:
-    # every item has one response "0" from the same annotator: equal value under the plan's model; the item whose
-    # fitted label is least confident is planned first
+    # every item has one response "0" from the same annotator: equal value under the plan's model, and the fit
+    # decides alike after one new response (one dissent from b, well seen on 200 other items, flips both the plan's
+    # model and the fit, whose confidence is below 0.889); the item whose fitted label is least confident is
+    # planned first
     n = 12
     items = [f"t{i}" for i in range(n)]
+    others = [f"v{i}" for i in range(200)]
     conf = np.stack([GAMMA, GAMMA])
-    fitted = np.r_[np.linspace(0.9, 0.6, n), 0.5]
-    fit = _fit(np.column_stack([fitted, 1 - fitted]), conf, [*items, "u"], ["a", "b"])
-    responses = pd.DataFrame({"task": [*items, "u"], "worker": ["a"] * n + ["b"], "label": ["0"] * (n + 1)})
-    plan = plan_relabel(responses, fit, 3, prior_count=0.1, max_per_item=1, items=items, max_share=1)
+    fitted = np.r_[np.linspace(0.85, 0.6, n), np.full(200, 0.5)]
+    fit = _fit(np.column_stack([fitted, 1 - fitted]), conf, [*items, *others], ["a", "b"])
+    responses = pd.DataFrame(
+        {"task": [*items, *others], "worker": ["a"] * n + ["b"] * 200, "label": ["0"] * n + ["0", "1"] * 100}
+    )
+    plan = plan_relabel(responses, fit, 3, prior_count=0.1, max_per_item=1, items=items, max_share=1, lookahead=False)
     assert list(plan.assignment_task) == ["t11", "t10", "t9"]  # not the first in the data
 
 

@@ -48,6 +48,7 @@ from fusion_core.diagnostics.refit_gain import RefitGain, refit_gain
 from fusion_core.diagnostics.voi import (
     CHUNK_ELEMENTS,
     candidate_score,
+    decided_accuracy,
     expected_accuracy,
     extend,
     gain_variance,
@@ -213,12 +214,29 @@ def plan_relabel(
         return np.where(alike, m, g)
 
     load = np.zeros(c, np.int64)
+    fit_conf_all = model_confusion(fit)[0]
+
+    def first_scores(rows: np.ndarray, js: np.ndarray, repeat: int) -> np.ndarray:
+        """An item's score for its first new response(s), from each candidate in ``js``: the expected accuracy,
+        under the plan's model, of the label the *fit* will give after them (:func:`.voi.decided_accuracy`; the
+        fit's own posterior and matrices decide) minus that of its label now — with ``repeat`` 2 the larger of the
+        one-response gain and half the two-response gain.  Without :data:`FROM_FIT_LABEL`: the plan's own."""
+        if not FROM_FIT_LABEL:
+            g = initial_gains(post[rows], cconf[js])
+            if repeat == 2:
+                g = np.maximum(g, initial_gains(post[rows], cconf[js], repeat=2) / 2)
+            return g
+        fconf = fit_conf_all[cand[js]]
+        now = conf_now[rows][:, None]
+        g = decided_accuracy(post[rows], fitted[rows], cconf[js], fconf) - now
+        if repeat == 2:
+            g = np.maximum(g, (decided_accuracy(post[rows], fitted[rows], cconf[js], fconf, repeat=2) - now) / 2)
+        return g
 
     # the probability, under the plan's model, that the label the user has (the fit's) is right; it is below the
-    # model's own confidence where the two disagree, and the first new response on such an item is credited the
-    # difference (the refit then follows the evidence the model weighs)
+    # model's own confidence where the two disagree (an item's first responses are scored by the label the fit
+    # will then give: first_scores)
     conf_now = post[np.arange(n), fit.label_codes] if FROM_FIT_LABEL else post.max(axis=1)
-    lag = post.max(axis=1) - conf_now
     before = float(conf_now.mean()) if n else float("nan")
     open_mask = np.ones(n, bool)
     if items is not None:
@@ -251,10 +269,7 @@ def plan_relabel(
 
     score = np.full((len(elig), c), -np.inf)
     if len(elig) and c:
-        off = lag[elig][:, None]
-        g = initial_gains(post[elig], cconf) + off
-        if can_look(0):
-            g = np.maximum(g, (initial_gains(post[elig], cconf, repeat=2) + off) / 2)
+        g = first_scores(elig, np.arange(c), 2 if can_look(0) else 1)
         score = np.where(allowed, alike_mean(g, allowed, pooled) / ccost[None, :], -np.inf)
 
     joints: dict[int, np.ndarray] = {}
@@ -299,7 +314,10 @@ def plan_relabel(
         avail = np.flatnonzero(allowed[r] & (ccap >= 1) & (ccost <= budget - spent + 1e-12))
         if len(avail) == 0:
             return
-        s = candidate_score(joint, cconf[avail], can_look(m), offset=0.0 if m else float(lag[elig[r]]))
+        if m:
+            s = candidate_score(joint, cconf[avail], can_look(m))
+        else:
+            s = first_scores(elig[r : r + 1], avail, 2 if can_look(0) else 1)[0]
         s = alike_mean(s, np.ones(len(avail), bool), pooled[avail]) / ccost[avail]
         i = int(np.argmax(s))
         key = float(bucket(s[i : i + 1])[0])
