@@ -20,6 +20,7 @@ from fusion_core.diagnostics.predictive import (
 )
 from fusion_core.diagnostics.voi import (
     candidate_gain,
+    decided_accuracy,
     expected_accuracy,
     extend,
     gain_variance,
@@ -185,6 +186,17 @@ def test_gain_counts_from_the_label_the_user_has() -> None:
     assert plan.expected_gain[0] == pytest.approx(after - q[0])
     u = 0.5 * c[:, 0] / (0.5 * c[:, 0]).sum()
     assert plan.accuracy_before == pytest.approx((q[0] + 40 * u[0]) / 41)
+
+
+def test_decided_accuracy_hand_computed() -> None:
+    # believed q = (0.6, 0.4) and GAMMA: its own argmax after one response is right with 0.86; a decider at
+    # (0.95, 0.05) keeps label 0 whatever the response says (0.095 > 0.04 after a "1"), right with 0.6
+    q = np.array([[0.6, 0.4]])
+    assert decided_accuracy(q, q, GAMMA[None], GAMMA[None])[0, 0] == pytest.approx(0.86)
+    assert decided_accuracy(q, np.array([[0.95, 0.05]]), GAMMA[None], GAMMA[None])[0, 0] == pytest.approx(0.6)
+    # two responses: the same as the enumeration of the four outcomes with the believed argmax
+    joint = q[0][:, None, None] * GAMMA[:, :, None] * GAMMA[:, None, :]
+    assert decided_accuracy(q, q, GAMMA[None], GAMMA[None], repeat=2)[0, 0] == pytest.approx(joint.max(axis=0).sum())
 
 
 def _sparse_fit(seed: int) -> tuple[float, float, float, float]:

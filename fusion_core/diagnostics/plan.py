@@ -15,9 +15,9 @@ excluded, with capacity left; nobody gets more than ``max_share`` of the budget 
 ``evidence_z`` an annotator is scored by their own (predictive) matrix only when their responses tell them apart
 from the crowd (:func:`.predictive.planning_confusion`); the others are asked as alike, the least loaded first.
 Ties between items (:data:`NEAR_TIE`) go to the item today's review rule would pick.  Gains are counted from the
-label the user has (the fit's): where the plan's model doubts it, an item's first new response is credited that
-doubt (:data:`FROM_FIT_LABEL`), and the expected accuracy before is the model's probability that the fit's labels
-are right.
+label the user has (the fit's): the expected accuracy before is the model's probability that the fit's labels are
+right, and an item's first responses are scored by the expected accuracy, under the plan's model, of the label
+the fit's own posterior and matrices will give after them (:data:`FROM_FIT_LABEL`).
 
 Stopping: the budget is spent, every item meets ``target`` (its current or planned expected confidence), or no
 candidate is expected to help.  Expected accuracy = the mean probability that the label is right
@@ -69,8 +69,8 @@ MAX_REFIT_SECONDS = 1.0
 #: confident first, then the one with fewer responses); scores within this relative step of each other count as
 #: tied (0: exact ties only — 0.02 was replayed and was not better: docs/PLAN.md)
 NEAR_TIE = 0.0
-#: the gain is counted from the label the user has (the fit's), not from the plan model's argmax: an item whose
-#: label the plan's model doubts is worth its doubt on its first new response (docs/PLAN.md)
+#: the gain is counted from the label the user has (the fit's), not from the plan model's argmax, and an item's
+#: first responses are scored by the label the fit will give after them (:func:`.voi.decided_accuracy`; docs/PLAN.md)
 FROM_FIT_LABEL = True
 
 
