@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,9 +11,16 @@ import pytest
 from fusion_core import UserInputError
 from fusion_core.data.export import csv_bytes, read_csv_export
 from fusion_core.diagnostics.plan import plan_relabel, predictive_confusion
-from fusion_core.diagnostics.predictive import EVIDENCE_Z, crowd_confusion, distinct_annotators, held_out_strength
+from fusion_core.diagnostics.predictive import (
+    EVIDENCE_Z,
+    crowd_confusion,
+    distinct_annotators,
+    held_out_strength,
+    predictive_model,
+)
 from fusion_core.diagnostics.voi import (
     candidate_gain,
+    decided_accuracy,
     expected_accuracy,
     extend,
     gain_variance,
@@ -156,6 +165,84 @@ def test_crowd_shrinkage_and_its_held_out_strength() -> None:
     assert chosen[1][0] <= 1 or not chosen[1][1]  # different: weakly, or towards uniform
 
 
+def test_gain_counts_from_the_label_the_user_has() -> None:
+    # the fit says 0 for t (0.9), but t's two responses say 1 from little-seen annotators: under the plan's model
+    # (Dirichlet(1) rows, hand-computed) the fit's label is right with 0.36, and asking c is worth the model's
+    # expected accuracy after c's response minus 0.36 — not minus the model's own 0.64
+    others = [f"u{i}" for i in range(40)]
+    post = np.array([[0.9, 0.1]] * 41)
+    fit = _fit(post, np.stack([GAMMA] * 3), ["t", *others], ["a", "b", "c"])
+    responses = pd.DataFrame(
+        {"task": ["t", "t", *others], "worker": ["a", "b", *["c"] * 40], "label": ["1", "1", *["0"] * 40]}
+    )
+    plan = plan_relabel(responses, fit, 1, items=["t"], max_per_item=1, prior_count=1.0, interval="model")
+    ab = (0.5 * GAMMA + 1) / (0.5 + 2)  # one response each, π = 0.5 per class
+    c = (20 * GAMMA + 1) / (20 + 2)
+    q = np.array([0.5, 0.5]) * ab[:, 1] ** 2
+    q /= q.sum()
+    assert q[0] == pytest.approx(0.36)
+    after = (q[:, None] * c).max(axis=0).sum()
+    assert list(plan.assignment_annotator) == ["c"]
+    assert plan.expected_gain[0] == pytest.approx(after - q[0])
+    u = 0.5 * c[:, 0] / (0.5 * c[:, 0]).sum()
+    assert plan.accuracy_before == pytest.approx((q[0] + 40 * u[0]) / 41)
+
+
+def test_decided_accuracy_hand_computed() -> None:
+    # believed q = (0.6, 0.4) and GAMMA: its own argmax after one response is right with 0.86; a decider at
+    # (0.95, 0.05) keeps label 0 whatever the response says (0.095 > 0.04 after a "1"), right with 0.6
+    q = np.array([[0.6, 0.4]])
+    assert decided_accuracy(q, q, GAMMA[None], GAMMA[None])[0, 0] == pytest.approx(0.86)
+    assert decided_accuracy(q, np.array([[0.95, 0.05]]), GAMMA[None], GAMMA[None])[0, 0] == pytest.approx(0.6)
+    # two responses: the same as the enumeration of the four outcomes with the believed argmax
+    joint = q[0][:, None, None] * GAMMA[:, :, None] * GAMMA[:, None, :]
+    assert decided_accuracy(q, q, GAMMA[None], GAMMA[None], repeat=2)[0, 0] == pytest.approx(joint.max(axis=0).sum())
+
+
+def _sparse_fit(seed: int) -> tuple[float, float, float, float]:
+    """A sparse crowd at 2 responses per item (200 annotators, ~4 responses each): the fit's accuracy and mean
+    confidence, and those of the plan's model."""
+    sim = dawid_skene(
+        n_items=400,
+        n_workers=200,
+        n_classes=3,
+        responses_per_item=2,
+        accuracy=(0.5, 0.9),
+        spammers=10,
+        class_prior=(0.6, 0.3, 0.1),
+        seed=seed,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = create("ds").fit(sim.responses)
+    res = est.result_
+    post = predictive_model(est.responses_, res)[0]
+    truth = sim.classes.get_indexer(sim.truth.reindex(res.items).to_numpy())
+    return (
+        float((res.label_codes == truth).mean()),
+        float(res.posterior.max(axis=1).mean()),
+        float((post.argmax(axis=1) == truth).mean()),
+        float(post.max(axis=1).mean()),
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_plan_model_is_refitted_not_one_step_from_an_overfit_fit(seed: int) -> None:
+    # ds on ~4 responses per annotator overfits (accuracy ~0.6 where majority vote has ~0.8, confidence ~0.87);
+    # the plan's own EM of the shrunk model is more accurate and less over-confident
+    fit_acc, fit_conf, acc, conf = _sparse_fit(seed)
+    assert acc >= fit_acc + 0.08
+    assert abs(conf - acc) < abs(fit_conf - fit_acc)
+
+
+@pytest.mark.slow
+def test_plan_model_is_refitted_many_seeds() -> None:
+    res = np.array([_sparse_fit(seed) for seed in range(2, 22)])
+    better = res[:, 2] - res[:, 0]
+    calibrated = np.abs(res[:, 3] - res[:, 2]) < np.abs(res[:, 1] - res[:, 0])
+    assert (better > 0.05).all() and calibrated.all(), res
+
+
 def _codes(sim) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     r = sim.responses
     item = pd.Index(sim.truth.index).get_indexer(r["task"])
@@ -205,15 +292,20 @@ def test_plan_spreads_the_load_over_annotators_it_cannot_tell_apart() -> None:
 
 
 def test_exact_ties_go_to_the_item_the_review_rule_would_pick() -> None:
-    # every item has one response "0" from the same annotator: equal value under the plan's model; the item whose
-    # fitted label is least confident is planned first
+    # every item has one response "0" from the same annotator: equal value under the plan's model, and the fit
+    # decides alike after one new response (one dissent from b, well seen on 200 other items, flips both the plan's
+    # model and the fit, whose confidence is below 0.889); the item whose fitted label is least confident is
+    # planned first
     n = 12
     items = [f"t{i}" for i in range(n)]
+    others = [f"v{i}" for i in range(200)]
     conf = np.stack([GAMMA, GAMMA])
-    fitted = np.r_[np.linspace(0.9, 0.6, n), 0.5]
-    fit = _fit(np.column_stack([fitted, 1 - fitted]), conf, [*items, "u"], ["a", "b"])
-    responses = pd.DataFrame({"task": [*items, "u"], "worker": ["a"] * n + ["b"], "label": ["0"] * (n + 1)})
-    plan = plan_relabel(responses, fit, 3, prior_count=0.1, max_per_item=1, items=items, max_share=1)
+    fitted = np.r_[np.linspace(0.85, 0.6, n), np.full(200, 0.5)]
+    fit = _fit(np.column_stack([fitted, 1 - fitted]), conf, [*items, *others], ["a", "b"])
+    responses = pd.DataFrame(
+        {"task": [*items, *others], "worker": ["a"] * n + ["b"] * 200, "label": ["0"] * n + ["0", "1"] * 100}
+    )
+    plan = plan_relabel(responses, fit, 3, prior_count=0.1, max_per_item=1, items=items, max_share=1, lookahead=False)
     assert list(plan.assignment_task) == ["t11", "t10", "t9"]  # not the first in the data
 
 

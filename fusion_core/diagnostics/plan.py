@@ -14,7 +14,10 @@ most informative first (expected gain on an item with a uniform posterior), not 
 excluded, with capacity left; nobody gets more than ``max_share`` of the budget unless given a capacity.  With
 ``evidence_z`` an annotator is scored by their own (predictive) matrix only when their responses tell them apart
 from the crowd (:func:`.predictive.planning_confusion`); the others are asked as alike, the least loaded first.
-Ties between items (:data:`NEAR_TIE`) go to the item today's review rule would pick.
+Ties between items (:data:`NEAR_TIE`) go to the item today's review rule would pick.  Gains are counted from the
+label the user has (the fit's): the expected accuracy before is the model's probability that the fit's labels are
+right, and an item's first responses are scored by the expected accuracy, under the plan's model, of the label
+the fit's own posterior and matrices will give after them (:data:`FROM_FIT_LABEL`).
 
 Stopping: the budget is spent, every item meets ``target`` (its current or planned expected confidence), or no
 candidate is expected to help.  Expected accuracy = the mean probability that the label is right
@@ -45,6 +48,7 @@ from fusion_core.diagnostics.refit_gain import RefitGain, refit_gain
 from fusion_core.diagnostics.voi import (
     CHUNK_ELEMENTS,
     candidate_score,
+    decided_accuracy,
     expected_accuracy,
     extend,
     gain_variance,
@@ -65,6 +69,9 @@ MAX_REFIT_SECONDS = 1.0
 #: confident first, then the one with fewer responses); scores within this relative step of each other count as
 #: tied (0: exact ties only — 0.02 was replayed and was not better: docs/PLAN.md)
 NEAR_TIE = 0.0
+#: the gain is counted from the label the user has (the fit's), not from the plan model's argmax, and an item's
+#: first responses are scored by the label the fit will give after them (:func:`.voi.decided_accuracy`; docs/PLAN.md)
+FROM_FIT_LABEL = True
 
 
 def _per_worker(
@@ -207,8 +214,29 @@ def plan_relabel(
         return np.where(alike, m, g)
 
     load = np.zeros(c, np.int64)
+    fit_conf_all = model_confusion(fit)[0]
 
-    conf_now = post.max(axis=1)
+    def first_scores(rows: np.ndarray, js: np.ndarray, repeat: int) -> np.ndarray:
+        """An item's score for its first new response(s), from each candidate in ``js``: the expected accuracy,
+        under the plan's model, of the label the *fit* will give after them (:func:`.voi.decided_accuracy`; the
+        fit's own posterior and matrices decide) minus that of its label now — with ``repeat`` 2 the larger of the
+        one-response gain and half the two-response gain.  Without :data:`FROM_FIT_LABEL`: the plan's own."""
+        if not FROM_FIT_LABEL:
+            g = initial_gains(post[rows], cconf[js])
+            if repeat == 2:
+                g = np.maximum(g, initial_gains(post[rows], cconf[js], repeat=2) / 2)
+            return g
+        fconf = fit_conf_all[cand[js]]
+        now = conf_now[rows][:, None]
+        g = decided_accuracy(post[rows], fitted[rows], cconf[js], fconf) - now
+        if repeat == 2:
+            g = np.maximum(g, (decided_accuracy(post[rows], fitted[rows], cconf[js], fconf, repeat=2) - now) / 2)
+        return g
+
+    # the probability, under the plan's model, that the label the user has (the fit's) is right; it is below the
+    # model's own confidence where the two disagree (an item's first responses are scored by the label the fit
+    # will then give: first_scores)
+    conf_now = post[np.arange(n), fit.label_codes] if FROM_FIT_LABEL else post.max(axis=1)
     before = float(conf_now.mean()) if n else float("nan")
     open_mask = np.ones(n, bool)
     if items is not None:
@@ -241,9 +269,7 @@ def plan_relabel(
 
     score = np.full((len(elig), c), -np.inf)
     if len(elig) and c:
-        g = initial_gains(post[elig], cconf)
-        if can_look(0):
-            g = np.maximum(g, initial_gains(post[elig], cconf, repeat=2) / 2)
+        g = first_scores(elig, np.arange(c), 2 if can_look(0) else 1)
         score = np.where(allowed, alike_mean(g, allowed, pooled) / ccost[None, :], -np.inf)
 
     joints: dict[int, np.ndarray] = {}
@@ -283,12 +309,15 @@ def plan_relabel(
         if not can_add(m):
             return
         joint = joints.get(r, post[elig[r]][:, None])
-        if target is not None and expected_accuracy(joint) >= target:
+        if target is not None and (expected_accuracy(joint) if m else float(conf_now[elig[r]])) >= target:
             return
         avail = np.flatnonzero(allowed[r] & (ccap >= 1) & (ccost <= budget - spent + 1e-12))
         if len(avail) == 0:
             return
-        s = candidate_score(joint, cconf[avail], can_look(m))
+        if m:
+            s = candidate_score(joint, cconf[avail], can_look(m))
+        else:
+            s = first_scores(elig[r : r + 1], avail, 2 if can_look(0) else 1)[0]
         s = alike_mean(s, np.ones(len(avail), bool), pooled[avail]) / ccost[avail]
         i = int(np.argmax(s))
         key = float(bucket(s[i : i + 1])[0])
@@ -315,7 +344,7 @@ def plan_relabel(
                 j = int(alike[np.argmin(load[alike])])
         joint = joints.get(r, post[elig[r]][:, None])
         new = extend(joint, cconf[j])
-        gains.append(expected_accuracy(new) - expected_accuracy(joint))
+        gains.append(expected_accuracy(new) - (expected_accuracy(joint) if r in joints else float(conf_now[elig[r]])))
         joints[r] = new
         planned.setdefault(r, []).append(j)
         allowed[r, j] = False

@@ -61,16 +61,17 @@ def candidate_gain(joint: np.ndarray, confusions: np.ndarray, repeat: int = 1) -
     return np.asarray(t.reshape(c, joint.shape[0], -1).max(axis=1).sum(axis=1) - now)
 
 
-def candidate_score(joint: np.ndarray, confusions: np.ndarray, lookahead: bool) -> np.ndarray:
+def candidate_score(joint: np.ndarray, confusions: np.ndarray, lookahead: bool, offset: float = 0.0) -> np.ndarray:
     """:func:`candidate_gain`, or with ``lookahead`` the larger of it and half the two-response gain, sharing the
-    one-response table (the plan's per-item score)."""
+    one-response table (the plan's per-item score); ``offset`` is added to both gains before the halving (the
+    plan's credit for correcting a label its model doubts)."""
     now = expected_accuracy(joint)
     c, k = len(confusions), joint.shape[0]
     t = joint[None, :, :, None] * confusions[:, :, None, :]  # C × K × O × L
-    g = t.reshape(c, k, -1).max(axis=1).sum(axis=1) - now
+    g = t.reshape(c, k, -1).max(axis=1).sum(axis=1) - now + offset
     if lookahead:
         t2 = t[..., None] * confusions[:, :, None, None, :]
-        g = np.maximum(g, (t2.reshape(c, k, -1).max(axis=1).sum(axis=1) - now) / 2)
+        g = np.maximum(g, (t2.reshape(c, k, -1).max(axis=1).sum(axis=1) - now + offset) / 2)
     return np.asarray(g)
 
 
@@ -93,6 +94,37 @@ def initial_gains(posterior: np.ndarray, confusions: np.ndarray, repeat: int = 1
     return np.maximum(out, 0.0)
 
 
+def decided_accuracy(
+    posterior: np.ndarray,
+    decider: np.ndarray,
+    confusions: np.ndarray,
+    decider_confusions: np.ndarray,
+    repeat: int = 1,
+) -> np.ndarray:
+    """Expected accuracy, under ``posterior`` and ``confusions``, of the label another model decides after
+    ``repeat`` responses from each candidate: for each outcome ``o`` the label is ``a(o) = argmax_k D[k, o]`` of
+    the decider's joint (its ``decider`` posterior and ``decider_confusions``), and the expected accuracy is
+    ``Σ_o J[a(o), o]`` of the believed joint ``J`` (:func:`initial_gains`' tables; equal to it when the two models
+    agree).  The plan believes its own model but the labels after the refit are the fit's.  Items × candidates,
+    chunked as :func:`initial_gains`."""
+    n, k = posterior.shape
+    c = len(confusions)
+    out = np.empty((n, c))
+    step = max(1, CHUNK_ELEMENTS // max(1, 2 * c * k ** (1 + repeat)))
+    for a in range(0, n, step):
+        q, d = posterior[a : a + step], decider[a : a + step]
+        t = q[:, None, :, None] * confusions[None, :, :, :]  # I × C × K × L
+        u = d[:, None, :, None] * decider_confusions[None, :, :, :]
+        if repeat == 2:
+            t = t[..., None] * confusions[None, :, :, None, :]
+            u = u[..., None] * decider_confusions[None, :, :, None, :]
+        t = t.reshape(len(q), c, k, -1)
+        u = u.reshape(len(q), c, k, -1)
+        pick = np.argmax(u, axis=2)[:, :, None, :]
+        out[a : a + step] = np.take_along_axis(t, pick, axis=2)[:, :, 0, :].sum(axis=2)
+    return out
+
+
 def pair_gain(posterior_row: np.ndarray, first: np.ndarray, second: np.ndarray) -> float:
     """Expected gain of two responses, from annotators with confusions ``first`` and ``second``."""
     joint = extend(extend(posterior_row[:, None], first), second)
@@ -103,6 +135,7 @@ __all__ = [
     "CHUNK_ELEMENTS",
     "candidate_gain",
     "candidate_score",
+    "decided_accuracy",
     "expected_accuracy",
     "extend",
     "gain_variance",
