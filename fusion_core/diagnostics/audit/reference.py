@@ -21,7 +21,12 @@ against the most favourable plausible reference — the verdict reads the *small
    only ``L`` right (a positive skill grows, a negative one keeps its value; the estimate and upper end shown as
    the favourable ones are scaled the same way).  A guesser stays at 0 against any reference — near-chance
    verdicts of real guessers with enough responses survive — while an annotator whose skill reaches the band once
-   the reference's uncertainty is counted is not flagged.
+   the reference's uncertainty is counted is not flagged.  ``L`` is the low end over the latent-truth figures
+   (``AccuracyRange.reference_low``): the range's *population* figure assumes errors shared with the reference,
+   where the attenuation's independence does not hold (against that model the skill measured against the rest of
+   the crowd is the skill itself); letting it re-scale skills turned the demo crowd's spammers into "not enough
+   responses to tell" wherever its cartel made the crowd look overdispersed (spammers flagged 0.92 → 0.86 over 30
+   seeds).
 
 A flag that fails only these checks becomes "not enough responses to tell", with the reason.  Where the reference
 is pinned down (alternatives that agree, ``M ≈ L``) nothing changes.
@@ -101,10 +106,10 @@ def reference_bounds(
     reference as the model gives it and made as unsure as the range's low end allows."""
     gap, lo, hi, factor = 0.0, float("nan"), float("nan"), 1.0
     if accuracy is not None:
-        gap = float(max(accuracy.model - accuracy.low, 0.0))
-        lo, hi = accuracy.low, accuracy.high
+        gap = float(max(accuracy.model - accuracy.reference_low, 0.0))
+        lo, hi = accuracy.reference_low, accuracy.high
         prior = fit.class_prior if fit.class_prior is not None else fit.posterior.mean(axis=0)
-        factor = attenuation(accuracy.model, accuracy.low, prior)
+        factor = attenuation(accuracy.model, accuracy.reference_low, prior)
     sel = fit.selection
     names: tuple[str, ...] = ()
     refs: list[tuple[np.ndarray, np.ndarray | None]] = []

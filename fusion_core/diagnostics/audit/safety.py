@@ -94,6 +94,15 @@ class AccuracyRange:
     one_label_share: float = 0.0
     population: float | None = None
     population_in_range: bool = False
+    latent_low: float | None = None
+
+    @property
+    def reference_low(self) -> float:
+        """The low end over the latent-truth figures only (the population figure left out): what an annotator's
+        skill may be re-scaled by (:mod:`.reference`).  The attenuation of a skill by an unsure reference assumes the
+        reference's errors are independent of the annotator's; under the population model they are shared by
+        construction, and a skill measured against the rest of the crowd is already measured against it."""
+        return self.low if self.latent_low is None else self.latent_low
 
     @property
     def shared_confusion(self) -> bool:
@@ -292,10 +301,11 @@ def accuracy_range(
         estimate, 0.0, 1.0, level, model, heldout, tuple(by_model), difficulty, one_label, pop.accuracy if pop else None
     )
     joins = pop is not None and (acc.shared_confusion or not acc.identifiable)
+    latent_low = float(np.clip(min(figures), 0, 1))
     if pop is not None and joins:
         figures += [pop.low, pop.high]
     low, high = float(np.clip(min(figures), 0, 1)), float(np.clip(max(figures), 0, 1))
-    return replace(acc, low=low, high=high, population_in_range=bool(joins))
+    return replace(acc, low=low, high=high, population_in_range=bool(joins), latent_low=latent_low)
 
 
 def label_safety(
