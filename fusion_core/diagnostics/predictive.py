@@ -17,6 +17,7 @@ on a crowd of little-seen annotators the fit's posterior is as overfit as its ma
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from statistics import NormalDist
 
 import numpy as np
@@ -24,6 +25,7 @@ import pandas as pd
 
 from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
+from fusion_core.methods.em import EMSettings, EStep, run_em
 from fusion_core.methods.numerics import PROB_FLOOR, safe_log
 from fusion_core.methods.results import FitResult
 
@@ -36,8 +38,8 @@ EM_STEPS = 30
 STRENGTH_ROUNDS = 3
 #: the shrunk model's EM runs at most this many response-steps in all (responses × steps: ~1 s CPU)
 EM_WORK = 20_000_000
-#: the shrunk model's EM stops when no item's posterior moves by more than this
-EM_TOL = 1e-3
+#: the shrunk model's EM stops at this relative change of its log posterior (the shared driver's rule)
+EM_TOL = 1e-6
 #: z at which an annotator's agreement is told apart from the crowd's as worse (:func:`distinct_annotators`;
 #: as better: the same one-sided level divided by the number of annotators)
 EVIDENCE_Z = 1.96
@@ -246,6 +248,44 @@ def planning_confusion(
     return np.where(distinct[:, None, None], confusion, center[None]), distinct
 
 
+@dataclass
+class ShrunkDawidSkene:
+    """Dawid–Skene with every annotator's rows under the community prior, as a model of the shared EM driver
+    (:func:`fusion_core.methods.em.run_em`; :func:`community_em`): the state is the matrices; the M-step adds ``K β``
+    pseudo-counts of the centre (the crowd's matrix of the same expected counts, or uniform) to the expected counts
+    (:func:`expected_counts`); the E-step gives the items' posterior under the class prior ``prior`` (held) and the
+    objective, the log-likelihood plus the rows' Dirichlet log prior at the last M-step's centre."""
+
+    item: np.ndarray
+    worker: np.ndarray
+    label: np.ndarray
+    prior: np.ndarray
+    n_items: int
+    n_workers: int
+    beta: float
+    crowd: bool
+    center: np.ndarray = field(init=False, repr=False)
+
+    def m_step(self, posterior: np.ndarray) -> np.ndarray:
+        k = posterior.shape[1]
+        counts = expected_counts(self.item, self.worker, self.label, posterior, n_workers=self.n_workers)
+        if self.crowd:
+            self.center = counts.sum(axis=0) / np.maximum(counts.sum(axis=(0, 2))[:, None], 1e-300)
+        else:
+            self.center = np.full((k, k), 1.0 / k)
+        pseudo = k * self.beta
+        return np.asarray((counts + pseudo * self.center[None]) / (counts.sum(axis=2, keepdims=True) + pseudo))
+
+    def e_step(self, confusion: np.ndarray, temperature: float = 1.0) -> EStep:
+        _, joint = item_log_joint(self.item, self.worker, self.label, confusion, self.prior, n_items=self.n_items)
+        top = joint.max(axis=1, keepdims=True)
+        q = np.exp(joint - top)
+        total = q.sum(axis=1, keepdims=True)
+        k = confusion.shape[-1]
+        log_prior = float((k * self.beta * self.center[None] * safe_log(confusion)).sum())
+        return EStep(q / total, float((np.log(total) + top).sum()) + log_prior)
+
+
 def community_em(
     item: np.ndarray,
     worker: np.ndarray,
@@ -257,14 +297,14 @@ def community_em(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, bool, int, bool]:
     """The plan's own fit of the shrunk model: MAP EM of Dawid–Skene with every annotator's rows under the
     community prior (Venanzi et al. 2014: Dirichlet with the crowd's matrix as mean), from the fit's posterior.
-    M-step: expected counts (:func:`expected_counts`) plus ``K β`` pseudo-counts of the centre (the crowd's matrix
-    of the same counts, or uniform); E-step: :func:`predictive_posterior`.  The class prior is held at the class
+    The EM is the shared driver's on :class:`ShrunkDawidSkene` (M-step: expected counts plus ``K β`` pseudo-counts
+    of the centre; E-step: the items' posterior and the log posterior it stops on).  The class prior is held at the class
     shares of the responses: re-estimated with the rest it drifts, on a sparse crowd, to one class (3 of 22
     simulated crowds at 2 responses per item: 0.93/0.05/0.02 for a true 0.6/0.3/0.1), and the fit's own prior is
     as overfit as its matrices.
     The strength and centre are chosen on held-out responses (:func:`held_out_strength`) at the start and again at
     each fixed point (at most :data:`STRENGTH_ROUNDS` choices, :data:`EM_STEPS` steps each and
-    :data:`EM_WORK` response-steps in all, stop at :data:`EM_TOL`): one M-step from a fit made on two or three responses per item keeps that fit's
+    :data:`EM_WORK` response-steps in all, stop at the driver's relative rule :data:`EM_TOL`): one M-step from a fit made on two or three responses per item keeps that fit's
     over-confidence (its posteriors were made by the very responses the counts score), while the shrunk model's
     own fixed point does not (docs/PLAN.md: plan-model accuracy and calibration).  Returns posterior, matrices,
     class prior, strength, towards the crowd (else uniform), EM steps taken, converged."""
@@ -284,20 +324,13 @@ def community_em(
             if again == (beta, crowd) and done:
                 break
             (beta, crowd), done = again, False
-        for _ in range(min(EM_STEPS, max_steps - steps)):
-            counts = expected_counts(item, worker, label, q, n_workers=n_workers)
-            if crowd:
-                center = counts.sum(axis=0) / np.maximum(counts.sum(axis=(0, 2))[:, None], 1e-300)
-            else:
-                center = np.full((k, k), 1.0 / k)
-            conf = (counts + k * beta * center[None]) / (counts.sum(axis=2, keepdims=True) + k * beta)
-            new_q = predictive_posterior(item, worker, label, conf, pri, n_items=n)
-            steps += 1
-            moved = float(np.abs(new_q - q).max()) if n else 0.0
-            q = new_q
-            if moved <= EM_TOL:
-                done = True
-                break
+        budget = min(EM_STEPS, max_steps - steps)
+        if budget < 1:
+            break
+        model = ShrunkDawidSkene(item, worker, label, pri, n_items=n, n_workers=n_workers, beta=beta, crowd=crowd)
+        run = run_em(model, model.m_step(q), EMSettings(tol=EM_TOL, max_iter=budget, name="plan model", warn=False))
+        q, conf, done = run.posterior, run.state, run.converged
+        steps += run.n_iter
     return q, np.asarray(conf), pri, beta, crowd, steps, done
 
 
