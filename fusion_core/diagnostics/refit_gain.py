@@ -58,9 +58,9 @@ import scipy.sparse as sp
 
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.predictive import (
+    community_em,
     crowd_confusion,
     expected_counts,
-    held_out_strength,
     item_log_joint,
     model_confusion,
     predictive_confusion,
@@ -202,19 +202,24 @@ def _concentration(
     resp_item: np.ndarray, resp_worker: np.ndarray, label: np.ndarray, fit: FitResult, prior_count: float | str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
     """The annotators' predictive rows as Dirichlet concentrations (workers × true × reported), the crowd's matrix,
-    the class prior and the prior's strength per row (an annotator the fit has not seen: the crowd's matrix with it) — the same choice as
-    :func:`.predictive.predictive_model` (same held-out strength, seed 0)."""
+    the class prior and the prior's strength per row (an annotator the fit has not seen: the crowd's matrix with it) — with
+    ``prior_count="auto"`` the plan's own model (:func:`.predictive.community_em`, as :func:`.predictive.predictive_model`:
+    the shrunk model's fixed point, its strength and class prior), so the interval and the plan's expected gain reason
+    with the same model; the refit (step 4) still starts from the fit's matrices and class prior."""
     conf, prior, _ = model_confusion(fit)
     n_w, k = conf.shape[0], conf.shape[-1]
     ok = resp_worker >= 0
     seen = np.bincount(resp_worker[ok], minlength=n_w).astype(float)
     center = crowd_confusion(conf, prior, seen)
     rows = seen[:, None] * prior[None, :]  # workers × true: responses per row
-    if prior_count == "auto":
+    if prior_count == "auto":  # the plan's own model (:func:`.predictive.community_em`): its rows and class prior
         post = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
-        beta, crowd, _ = held_out_strength(resp_item[ok], resp_worker[ok], label[ok], post, prior, n_workers=n_w)
+        _, mean, prior, beta, crowd, _, _ = community_em(
+            resp_item[ok], resp_worker[ok], label[ok], post, prior, n_workers=n_w
+        )
+        center = crowd_confusion(mean, prior, seen)
         towards = center if crowd else np.full((k, k), 1.0 / k)
-        mean = predictive_confusion(conf, prior, seen, beta, center=towards if crowd else None)
+        rows = seen[:, None] * prior[None, :]
         strength = k * beta
     else:
         beta = float(prior_count)
@@ -264,7 +269,7 @@ def refit_gain(
         return RefitGain(np.zeros(0), np.zeros(0), np.zeros((0, 2)), n)
 
     conc, center, prior, strength, towards = _concentration(r_item, r_worker, r_label, fit, prior_count)
-    start, _, _ = model_confusion(fit)
+    start, fit_prior, _ = model_confusion(fit)  # the refit starts from the fit (step 4)
     start = np.concatenate([start, np.repeat(center[None], len(new_ids), axis=0)])
     unseen = np.maximum(center * max(strength, 1.0), 1e-3)
     conc = np.concatenate([conc, np.repeat(unseen[None], len(new_ids), axis=0)])
@@ -313,7 +318,7 @@ def refit_gain(
         at = a.T.tocsr()
         # 4. the refit: EM warm-started at the fit's matrices
         conf = np.broadcast_to(start, (nb, *start.shape))
-        pri = np.broadcast_to(np.asarray(prior, float), (nb, k))
+        pri = np.broadcast_to(np.asarray(fit_prior, float), (nb, k))
         for it in range(ITERATIONS + 1):
             flat = safe_log(conf).transpose(0, 1, 3, 2).reshape(nb * n_w2 * k, k)
             logq = np.asarray(a @ flat) + np.repeat(safe_log(pri), n, axis=0)
@@ -342,7 +347,7 @@ def refit_gain(
         moved = new.labels.reindex(items).to_numpy() != fit.labels.to_numpy()
         refit_changed = (int(moved[touched].sum()), int(moved[~touched].sum()))
     post = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
-    ratio = change_ratio(r_item, r_worker, r_label, post, prior, towards=towards, strength=strength, n_workers=n_w)
+    ratio = change_ratio(r_item, r_worker, r_label, post, fit_prior, towards=towards, strength=strength, n_workers=n_w)
     return RefitGain(np.concatenate(gains), np.concatenate(rest), np.concatenate(changed), n, ratio, refit_changed, tau)
 
 
