@@ -178,7 +178,7 @@ def replay(
             items_src, who = strategy.partition("/")[::2]
             info, fallback = pd.Series(dtype=float), 0.0
             if items_src == "plan" or who == "informative":
-                post, own, prior, it, wk, _ = predictive_model(est.responses_, res)
+                post, own, prior, it, wk, _, _ = predictive_model(est.responses_, res)
                 ok = wk >= 0
                 z = (
                     (plan_kw or {}).get("evidence_z", 0.0)

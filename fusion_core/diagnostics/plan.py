@@ -39,6 +39,7 @@ import pandas as pd
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.plan_result import RelabelPlan
 from fusion_core.diagnostics.predictive import (
+    ShrunkFit,
     model_confusion,
     planning_confusion,
     predictive_confusion,
@@ -169,7 +170,7 @@ def plan_relabel(
     resp = as_responses(responses, classes=list(fit.classes), min_workers=1)
     fitted = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
     n, k = fitted.shape
-    post, conf, prior, item_of, worker_of, note = predictive_model(resp, fit, prior_count)
+    post, conf, prior, item_of, worker_of, note, shrunk = predictive_model(resp, fit, prior_count)
     notes = [note] if note else []
     workers = pd.Index(fit.workers)
     seen_ok = worker_of >= 0
@@ -375,7 +376,7 @@ def plan_relabel(
     sd = math.sqrt(sum(gain_variance(joints[r]) for r in rows)) / n if n else 0.0
     asked_tasks = pd.Index(fit.items).take(elig[np.asarray(order_r, dtype=np.int64)])
     asked = cw.take(np.asarray(order_j, dtype=np.int64))
-    refit = _refit_interval(resp, fit, asked_tasks, asked, prior_count=prior_count, interval=interval)
+    refit = _refit_interval(resp, fit, asked_tasks, asked, prior_count=prior_count, interval=interval, shrunk=shrunk)
     if refit is not None and len(refit.draws) == 0:
         notes.append("the gain's interval is the model's only (too many responses to simulate the refit).")
     elif refit is not None and interval == "refit" and refit.refit_changed is None:
@@ -406,9 +407,17 @@ def plan_relabel(
 
 
 def _refit_interval(
-    resp: Responses, fit: FitResult, tasks: pd.Index, annotators: pd.Index, *, prior_count: float | str, interval: str
+    resp: Responses,
+    fit: FitResult,
+    tasks: pd.Index,
+    annotators: pd.Index,
+    *,
+    prior_count: float | str,
+    interval: str,
+    shrunk: ShrunkFit | None,
 ) -> RefitGain | None:
-    """The planned responses' realised gain simulated with the refit (:func:`.refit_gain.refit_gain`)."""
+    """The planned responses' realised gain simulated with the refit (:func:`.refit_gain.refit_gain`), drawn from
+    the plan's own fit of the shrunk model ``shrunk``."""
     if interval == "model" or len(tasks) == 0:
         return None
     from fusion_core.methods import create
@@ -420,10 +429,10 @@ def _refit_interval(
 
     if interval == "refit" and fit.seconds <= MAX_REFIT_SECONDS:
         try:  # methods that need more than the responses (an item graph, context) cannot be refitted here
-            return refit_gain(resp, fit, tasks, annotators, prior_count=prior_count, refit=method_refit)
+            return refit_gain(resp, fit, tasks, annotators, prior_count=prior_count, refit=method_refit, shrunk=shrunk)
         except (UserInputError, TypeError, ValueError):
             pass
-    return refit_gain(resp, fit, tasks, annotators, prior_count=prior_count)
+    return refit_gain(resp, fit, tasks, annotators, prior_count=prior_count, shrunk=shrunk)
 
 
 def audit_plan(resp: Responses, fit: FitResult) -> RelabelPlan:

@@ -286,6 +286,20 @@ class ShrunkDawidSkene:
         return EStep(q / total, float((np.log(total) + top).sum()) + log_prior)
 
 
+@dataclass(frozen=True)
+class ShrunkFit:
+    """What :func:`community_em` ends on: the items' posterior, the matrices, the (held) class prior, the prior's
+    strength ``β`` and centre (the crowd's matrix, else uniform), EM steps taken and whether the last run converged."""
+
+    posterior: np.ndarray
+    confusion: np.ndarray
+    class_prior: np.ndarray
+    strength: float
+    crowd: bool
+    n_iter: int
+    converged: bool
+
+
 def community_em(
     item: np.ndarray,
     worker: np.ndarray,
@@ -294,7 +308,7 @@ def community_em(
     prior: np.ndarray,
     *,
     n_workers: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, bool, int, bool]:
+) -> ShrunkFit:
     """The plan's own fit of the shrunk model: MAP EM of Dawid–Skene with every annotator's rows under the
     community prior (Venanzi et al. 2014: Dirichlet with the crowd's matrix as mean), from the fit's posterior.
     The EM is the shared driver's on :class:`ShrunkDawidSkene` (M-step: expected counts plus ``K β`` pseudo-counts
@@ -306,8 +320,7 @@ def community_em(
     each fixed point (at most :data:`STRENGTH_ROUNDS` choices, :data:`EM_STEPS` steps each and
     :data:`EM_WORK` response-steps in all, stop at the driver's relative rule :data:`EM_TOL`): one M-step from a fit made on two or three responses per item keeps that fit's
     over-confidence (its posteriors were made by the very responses the counts score), while the shrunk model's
-    own fixed point does not (docs/PLAN.md: plan-model accuracy and calibration).  Returns posterior, matrices,
-    class prior, strength, towards the crowd (else uniform), EM steps taken, converged."""
+    own fixed point does not (docs/PLAN.md: plan-model accuracy and calibration)."""
     n, k = posterior.shape
     q = posterior
     pri = np.asarray(prior, float)
@@ -331,17 +344,18 @@ def community_em(
         run = run_em(model, model.m_step(q), EMSettings(tol=EM_TOL, max_iter=budget, name="plan model", warn=False))
         q, conf, done = run.posterior, run.state, run.converged
         steps += run.n_iter
-    return q, np.asarray(conf), pri, beta, crowd, steps, done
+    return ShrunkFit(q, np.asarray(conf), pri, beta, crowd, steps, done)
 
 
 def predictive_model(
     resp: Responses, fit: FitResult, prior_count: float | str = "auto"
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, str | None]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, str | None, ShrunkFit | None]:
     """The model the plan reasons with: items' posterior and annotators' confusions under the predictive
     confusions (module docstring; ``prior_count`` "auto": shrunk towards the crowd's matrix with the held-out
     strength, a number: Dirichlet(``prior_count``) towards uniform as :func:`predictive_confusion`, 0: the fit's
     own), the class prior, every response's item and annotator code in the fit, and a note (the one of
-    :func:`model_confusion`, and the strength chosen)."""
+    :func:`model_confusion`, and the strength chosen), and with ``prior_count="auto"`` the shrunk model's fit
+    (:func:`community_em`; the gain interval draws from it, :mod:`.refit_gain`)."""
     conf, prior, note = model_confusion(fit)
     workers = pd.Index(fit.workers)
     item_of = pd.Index(fit.items).get_indexer(resp.items)[resp.item]
@@ -352,28 +366,27 @@ def predictive_model(
     ok = worker_of >= 0
     seen = np.bincount(worker_of[ok], minlength=len(workers))
     if prior_count == "auto":
-        post, conf, prior, strength, crowd, steps, done = community_em(
-            item_of[ok], worker_of[ok], resp.label[ok], post, prior, n_workers=len(workers)
-        )
+        sf = community_em(item_of[ok], worker_of[ok], resp.label[ok], post, prior, n_workers=len(workers))
         shrink = (
-            f"annotators' matrices shrunk towards {'the crowd average' if crowd else 'uniform'} with {strength:g} "
-            f"pseudo-responses per cell (chosen on held-out responses; {steps} EM steps of the shrunk model from the "
-            f"fit's posterior{'' if done else ', stopped before converging'})."
+            f"annotators' matrices shrunk towards {'the crowd average' if sf.crowd else 'uniform'} with "
+            f"{sf.strength:g} pseudo-responses per cell (chosen on held-out responses; {sf.n_iter} EM steps of the "
+            f"shrunk model from the fit's posterior{'' if sf.converged else ', stopped before converging'})."
         )
         note = f"{note} {shrink}" if note else shrink
-        return post, conf, prior, item_of, worker_of, note
+        return sf.posterior, sf.confusion, sf.class_prior, item_of, worker_of, note, sf
     elif float(prior_count) > 0:
         conf = predictive_confusion(conf, prior, seen, float(prior_count))
     else:
-        return post, conf, prior, item_of, worker_of, note
+        return post, conf, prior, item_of, worker_of, note, None
     post = predictive_posterior(item_of, worker_of, resp.label, conf, prior, n_items=len(post))
-    return post, conf, prior, item_of, worker_of, note
+    return post, conf, prior, item_of, worker_of, note, None
 
 
 __all__ = [
     "EVIDENCE_Z",
     "MAX_SCORED",
     "STRENGTH_GRID",
+    "ShrunkFit",
     "community_em",
     "crowd_confusion",
     "distinct_annotators",

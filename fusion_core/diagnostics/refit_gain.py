@@ -58,6 +58,7 @@ import scipy.sparse as sp
 
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.predictive import (
+    ShrunkFit,
     community_em,
     crowd_confusion,
     expected_counts,
@@ -199,7 +200,13 @@ def draws_for(n_responses: int, k: int, draws: int = DRAWS) -> int:
 
 
 def _concentration(
-    resp_item: np.ndarray, resp_worker: np.ndarray, label: np.ndarray, fit: FitResult, prior_count: float | str
+    resp_item: np.ndarray,
+    resp_worker: np.ndarray,
+    label: np.ndarray,
+    fit: FitResult,
+    prior_count: float | str,
+    *,
+    shrunk: ShrunkFit | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
     """The annotators' predictive rows as Dirichlet concentrations (workers × true × reported), the crowd's matrix,
     the class prior and the prior's strength per row (an annotator the fit has not seen: the crowd's matrix with it) — with
@@ -213,10 +220,10 @@ def _concentration(
     center = crowd_confusion(conf, prior, seen)
     rows = seen[:, None] * prior[None, :]  # workers × true: responses per row
     if prior_count == "auto":  # the plan's own model (:func:`.predictive.community_em`): its rows and class prior
-        post = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
-        _, mean, prior, beta, crowd, _, _ = community_em(
-            resp_item[ok], resp_worker[ok], label[ok], post, prior, n_workers=n_w
-        )
+        if shrunk is None:
+            post = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
+            shrunk = community_em(resp_item[ok], resp_worker[ok], label[ok], post, prior, n_workers=n_w)
+        mean, prior, beta, crowd = shrunk.confusion, shrunk.class_prior, shrunk.strength, shrunk.crowd
         center = crowd_confusion(mean, prior, seen)
         towards = center if crowd else np.full((k, k), 1.0 / k)
         rows = seen[:, None] * prior[None, :]
@@ -241,10 +248,13 @@ def refit_gain(
     seed: int = 0,
     refit: Callable[[pd.DataFrame], FitResult] | None = None,
     dependence: float = 0.0,
+    shrunk: ShrunkFit | None = None,
 ) -> RefitGain:
     """Simulated realised accuracy gains of buying one response from ``annotators[j]`` on ``tasks[j]`` (ids as
     in the fit; annotators the fit has not seen answer like the crowd), with the refit (module docstring);
-    ``dependence``: the intraclass correlation τ ∈ [0, 1) of a common shock (module docstring; 0: independent).
+    ``dependence``: the intraclass correlation τ ∈ [0, 1) of a common shock (module docstring; 0: independent);
+    ``shrunk``: the plan's fit of the shrunk model on the same responses (:func:`.predictive.predictive_model`), else
+    fitted here.
     ``draws`` is lowered to keep the cost within :data:`WORK`; none (empty result) when not even
     :data:`MIN_DRAWS` fit."""
     items = pd.Index(fit.items)
@@ -268,7 +278,7 @@ def refit_gain(
     if draws == 0 or n == 0:
         return RefitGain(np.zeros(0), np.zeros(0), np.zeros((0, 2)), n)
 
-    conc, center, prior, strength, towards = _concentration(r_item, r_worker, r_label, fit, prior_count)
+    conc, center, prior, strength, towards = _concentration(r_item, r_worker, r_label, fit, prior_count, shrunk=shrunk)
     start, fit_prior, _ = model_confusion(fit)  # the refit starts from the fit (step 4)
     start = np.concatenate([start, np.repeat(center[None], len(new_ids), axis=0)])
     unseen = np.maximum(center * max(strength, 1.0), 1e-3)
