@@ -13,12 +13,18 @@ includes them unless ``--read`` is given (then both read ``labels_`` and ``proba
 who looks at the result after every batch would).  ``passes`` is the number of E-steps over all responses in the
 update's full phase (its local phase's E-steps cover the touched items only).
 
+``--phases`` adds, per batch, where the fastest update's CPU went (ms): coding and appending the batch, the local
+phase, the full phase, the rest; and ``floor``, the least share of the refit any warm start ending on a plain EM
+step that meets the refit's rule could take with these costs: coding + local + rest + two full passes (a pass
+costed as the full phase's time over its passes).
+
     python benchmarks/bench_incremental.py [--method ds|ds1] [--batches 10] [--batch-size 100000] [--repeat 3]
-        [--read]
+        [--read] [--phases]
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import os
@@ -48,6 +54,7 @@ def main() -> None:
         "responses in random order, so a batch touches ~40%% of the tasks seen so far",
     )
     ap.add_argument("--read", action="store_true", help="read labels_ and probas_ inside both timings")
+    ap.add_argument("--phases", action="store_true", help="print the update's CPU by phase and the floor")
     args = ap.parse_args()
     n = args.batches * args.batch_size
     per_item = 5
@@ -72,16 +79,21 @@ def main() -> None:
     create(args.method).fit(df.iloc[:200_000])  # warm-up: imports and the compiled kernels (≥ 200k) out of the timings
     warm = create(args.method).fit(batches[0])
     print(" batch  responses  update s  local/passes  refit s  passes  ratio  CPU ratio  labels differ  max |Δq|")
-    ratios, cpu_ratios = [], []
+    ratios, cpu_ratios, phases = [], [], []
     for b in range(1, args.batches):
         tu = cu = tf = cf = np.inf
+        best: dict[str, float] = {}
         for _ in range(args.repeat):
             est = _copy(warm)
-            t0, c0 = time.perf_counter(), time.process_time()
-            est.update(batches[b])
-            if args.read:
-                _ = est.labels_, est.probas_
-            tu, cu = min(tu, time.perf_counter() - t0), min(cu, time.process_time() - c0)
+            with _phase_clock(args.phases) as clock:
+                t0, c0 = time.perf_counter(), time.process_time()
+                est.update(batches[b])
+                if args.read:
+                    _ = est.labels_, est.probas_
+                c1 = time.process_time() - c0
+            if c1 < cu:
+                best = {**clock, "total": c1}
+            tu, cu = min(tu, time.perf_counter() - t0), min(cu, c1)
             t0, c0 = time.perf_counter(), time.process_time()
             full = create(args.method).fit(df.iloc[: (b + 1) * args.batch_size])
             if args.read:
@@ -94,6 +106,8 @@ def main() -> None:
         dq = np.abs(warm.probas_.reindex(index=full.probas_.index).to_numpy() - full.probas_.to_numpy()).max()
         ratios.append(tu / tf)
         cpu_ratios.append(cu / cf)
+        if args.phases:
+            phases.append((b + 1, best, est.n_iter_, cf))
         print(
             f" {b + 1:5d}  {(b + 1) * args.batch_size:9,d}  {tu:8.2f}  {local:5d}/{warm.n_iter_:<6d}  {tf:7.2f}  "
             f"{full.n_iter_:6d}  {tu / tf:5.2f}  {cu / cf:9.2f}  {differ:13.5f}  {dq:.1e}"
@@ -103,6 +117,47 @@ def main() -> None:
         f"{np.median(cpu_ratios):.2f}, worst {max(cpu_ratios):.2f}); load "
         f"{os.getloadavg()[0]:.1f}; peak RSS {peak_rss_mb():.0f} MB"
     )
+    if phases:
+        print(" batch  update ms  coding  local  full (passes)  rest   refit ms  floor")
+        for batch, ph, passes, refit in phases:
+            coding = ph["code_batch"] + ph["append_responses"]
+            rest = ph["total"] - coding - ph["run_em"] - ph["run_em_extrapolated"]
+            floor = coding + ph["run_em"] + rest + 2 * ph["run_em_extrapolated"] / max(passes, 1)
+            print(
+                f" {batch:5d}  {ph['total'] * 1e3:9.1f}  {coding * 1e3:6.1f}  {ph['run_em'] * 1e3:5.1f}  "
+                f"{ph['run_em_extrapolated'] * 1e3:5.1f} ({passes:2d})   {rest * 1e3:5.1f}  {refit * 1e3:8.1f}  "
+                f"{floor / refit:5.2f}"
+            )
+
+
+@contextlib.contextmanager
+def _phase_clock(on: bool):
+    """CPU seconds spent in the update's phases (the incremental module's calls of the batch coding, the local
+    and the full EM), while the block runs; nothing is wrapped when ``on`` is false."""
+    from fusion_core.methods.dawid_skene import incremental
+
+    names = ("code_batch", "append_responses", "run_em", "run_em_extrapolated")
+    spent = dict.fromkeys(names, 0.0)
+    saved = {n: getattr(incremental, n) for n in names}
+
+    def timed(name, fn):
+        def call(*a, **k):
+            c0 = time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] += time.process_time() - c0
+
+        return call
+
+    if on:
+        for n in names:
+            setattr(incremental, n, timed(n, saved[n]))
+    try:
+        yield spent
+    finally:
+        for n in names:
+            setattr(incremental, n, saved[n])
 
 
 def _copy(est):
