@@ -15,10 +15,20 @@ recall ("bad" = near chance or worse than chance; "flagged" = near chance, worse
 group — copies or collusion; gold cannot confirm dependence, so the precision of the accuracy flags alone is
 printed too), and the acceptance check of issue 26: annotators with gold accuracy above the crowd's median called
 near chance or in a dependent group; a second line gives the same figures on annotators with at least 50 gold responses (where the gold band
-is itself well determined) and the recall among bad annotators that got an accuracy verdict.
+is itself well determined) and the recall among bad annotators that got an accuracy verdict.  A third line splits
+the bad annotators: *bad by the gold estimate* (κ < 0.15, or the interval wholly below 0) and *bad only because
+the gold interval reaches 0* (estimate ≥ 0.15 on few gold responses: e.g. 16 of 16 right on 88/12 labels, whose
+interval of skill reaches below 0), with the recall of each; a fourth says why the audit did not flag the bad
+annotators it missed (the reason of its verdict, grouped).
+
+Simulated crowds of several shapes, each built to a principle and never to the public sets (``SHAPES``): ``zipf``
+(sparse zipf-active crowd, 10 % spammers, 3 % adversaries), ``imbalanced`` (the same on 80/20 or 70/20/10
+labels), ``sparse`` (400 annotators on 3,000 items × 4, most with 5–30 responses) and ``heavy`` (a few heavy
+annotators give most responses, two of them biased with shared errors on confusing items:
+:mod:`fusion_core.simulate.heavy`); binary and 3 labels each.
 
     python benchmarks/verdicts_vs_gold.py                      # public sets + simulated crowds
-    python benchmarks/verdicts_vs_gold.py --sets rte temp --sim-seeds 0
+    python benchmarks/verdicts_vs_gold.py --sets rte temp --sim-seeds 1 --shapes zipf heavy
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from scipy import stats
 from fusion_core.diagnostics.audit import run_audit
 from fusion_core.diagnostics.audit.rules import ADVERSARIAL, DEPENDENT, SPAMMER, TOO_FEW, VERDICTS
 from fusion_core.simulate import dawid_skene
+from fusion_core.simulate.heavy import HEAVY_VARIANTS
 
 BANDS = ("worse than chance", "near chance", "noisy", "reliable", "few gold")
 FLAGS = (SPAMMER, ADVERSARIAL, DEPENDENT)
@@ -84,18 +95,36 @@ def gold_bands(answers: pd.DataFrame, truth: pd.Series, level: float = 0.9, min_
 
 
 def compare(answers: pd.DataFrame, truth: pd.Series, cartel_bootstrap: int) -> tuple[pd.DataFrame, float]:
-    """One row per annotator: the audit's verdict beside its gold band; and the audit's seconds."""
+    """One row per annotator: the audit's verdict (and its reason, ``why``) beside its gold band; and the audit's
+    seconds."""
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         audit = run_audit(answers, cartel_bootstrap=cartel_bootstrap, random_state=0)
     seconds = time.perf_counter() - t0
-    verdicts = audit.annotators.frame()["verdict"]
+    verdicts = audit.annotators.frame()[["verdict", "why"]]
     verdicts.index = verdicts.index.astype(str)
     rows = gold_bands(answers, truth).join(verdicts, how="inner")
     judged = rows["band"] != "few gold"
     rows["above median"] = judged & (rows["gold accuracy"] > rows.loc[judged, "gold accuracy"].median())
     return rows, seconds
+
+
+MISSED = (
+    ("flagged only against the estimated labels", "not robust to the reference"),
+    ("wider than", "interval too wide"),
+    ("not clearly below", "probability below ½ or the prior's"),
+    ("too uncertain", "uncertain labels"),
+    ("fewer than", "too few shared responses"),
+    ("precise estimate above", "estimate above the band"),
+    ("interval is above", "interval above the band"),
+)
+"""Why a bad annotator was not flagged: a phrase of the verdict's reason (fusion_core.diagnostics.audit.rules) and
+its short name in the benchmark's last line."""
+
+
+def why_missed(why: str) -> str:
+    return next((name for phrase, name in MISSED if phrase in why), "other")
 
 
 def summary(rows: pd.DataFrame) -> str:
@@ -138,6 +167,17 @@ def summary(rows: pd.DataFrame) -> str:
         f"({int(b2.sum())} bad); recall among bad annotators given an accuracy verdict "
         f"{(flagged & bad & told).sum() / max((bad & told).sum(), 1):.2f} ({int((bad & told).sum())})"
     )
+    by_estimate = bad & ((judged["gold skill"] < 0.15) | (judged["band"] == "worse than chance"))
+    by_interval = bad & ~by_estimate
+    lines.append(
+        f"bad by the gold estimate {int(by_estimate.sum())}, flagged {int((flagged & by_estimate).sum())} (recall "
+        f"{(flagged & by_estimate).sum() / max(by_estimate.sum(), 1):.2f}); bad only because the gold interval "
+        f"reaches 0 {int(by_interval.sum())}, flagged {int((flagged & by_interval).sum())}"
+    )
+    missed = judged[bad & ~flagged]
+    if len(missed):
+        why = missed["why"].map(why_missed).value_counts()
+        lines.append("bad and not flagged, by the audit's reason: " + ", ".join(f"{k} {v}" for k, v in why.items()))
     return "\n".join(lines)
 
 
@@ -157,21 +197,74 @@ def simulated(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
     return sim.responses, sim.truth
 
 
+def imbalanced(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
+    """The zipf crowd of :func:`simulated` on imbalanced labels (80/20, or 70/20/10 on three)."""
+    prior = (0.8, 0.2) if n_classes == 2 else (0.7, 0.2, 0.1)
+    sim = dawid_skene(
+        n_items=4000,
+        n_workers=120,
+        n_classes=n_classes,
+        responses_per_item=5,
+        accuracy=(0.55, 0.95),
+        spammers=12,
+        adversarial=4,
+        class_prior=prior,
+        worker_activity="zipf",
+        seed=seed,
+    )
+    return sim.responses, sim.truth
+
+
+def sparse(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
+    """400 zipf-active annotators on 3,000 items × 4 responses (most with 5–30 responses), 10 % spammers, 3 %
+    adversaries."""
+    sim = dawid_skene(
+        n_items=3000,
+        n_workers=400,
+        n_classes=n_classes,
+        responses_per_item=4,
+        accuracy=(0.55, 0.95),
+        spammers=40,
+        adversarial=12,
+        worker_activity="zipf",
+        seed=seed,
+    )
+    return sim.responses, sim.truth
+
+
+def heavy(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
+    """The heavy-annotator crowd (fusion_core.simulate.heavy: 78/22 labels, or 60/25/15 on three)."""
+    sim = HEAVY_VARIANTS["heavy" if n_classes == 2 else "heavy-3class"](seed)
+    return sim.responses, sim.truth
+
+
+SHAPES = {
+    "zipf": ("zipf activity, 10 % spammers, 3 % adversaries", simulated),
+    "imbalanced": ("the same on 80/20 or 70/20/10 labels", imbalanced),
+    "sparse": ("400 annotators on 3,000 items × 4, most with 5–30 responses", sparse),
+    "heavy": ("a few heavy annotators, two biased with shared errors", heavy),
+}
+"""The simulated shapes (module docstring): name → (title, (seed, number of labels) → (answers, truth))."""
+
+
 def main() -> None:
     ap = make_parser(__doc__)
     ap.add_argument("--sets", nargs="*", default=None, help="public sets (default: every categorical/ensemble set)")
     ap.add_argument("--sim-seeds", type=int, default=3, help="simulated crowds per label count (binary, 3 labels)")
+    ap.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=list(SHAPES), help="simulated shapes")
     ap.add_argument("--cartel-bootstrap", type=int, default=200, help="the audit's cartel-test replicates")
     ap.add_argument("--per-crowd", action="store_true", help="print each crowd's table, not only the pooled one")
     args = ap.parse_args()
     sets = categorical_datasets() if args.sets is None else args.sets
-    for title, crowds in (
-        ("public sets", [(name, lambda name=name: load(name)) for name in sets]),
-        (
-            "simulated crowds (zipf activity, 10 % spammers, 3 % adversaries)",
-            [(f"sim K={k} seed={s}", lambda k=k, s=s: simulated(s, k)) for k in (2, 3) for s in range(args.sim_seeds)],
-        ),
-    ):
+    groups = [("public sets", [(name, lambda name=name: load(name)) for name in sets])]
+    for shape in args.shapes:
+        title, make = SHAPES[shape]
+        crowds = [
+            (f"{shape} K={k} seed={s}", lambda k=k, s=s, m=make: m(s, k)) for k in (2, 3) for s in range(args.sim_seeds)
+        ]
+        groups.append((f"simulated crowds, {shape} ({title})", crowds))
+    simulated_rows = []
+    for title, crowds in groups:
         pooled = []
         print(f"== {title}")
         for name, get in crowds:
@@ -184,6 +277,11 @@ def main() -> None:
         if pooled:
             print(f"-- pooled over {len(pooled)} crowds")
             print(summary(pd.concat(pooled)))
+            if title.startswith("simulated"):
+                simulated_rows += pooled
+    if len(args.shapes) > 1 and simulated_rows:
+        print(f"== simulated crowds, every shape pooled ({len(simulated_rows)} crowds)")
+        print(summary(pd.concat(simulated_rows)))
 
 
 if __name__ == "__main__":

@@ -177,12 +177,14 @@ def test_planted_spammers_and_sparse_honest_annotators_many_seeds():
 @pytest.mark.slow
 def test_simulated_crowds_flag_precision_and_recall_against_gold():
     """The benchmark's simulated crowds (benchmarks/verdicts_vs_gold.py: 4,000 binary or 3-label items × 5 responses,
-    120 zipf-active annotators, 12 spammers, 4 adversaries) on seeds it does not print (20–22): measured this
-    session 107 flags, precision 0.94, recall 0.78 of 130 bad annotators (the previous rule, same seeds: 103 flags,
-    0.92 / 0.73; on the benchmark's seeds 0–2 the new rule gives 1.00 / 0.76, the previous 0.99 / 0.80).  The
-    issue's 0.95 / 0.85 are *not* met here: the misses are honest annotators at skill 0.10–0.15, the false flags
-    honest ones at 0.19–0.35 whose 70–230 responses put their estimate below the band; and the honest range's low
-    end sits 6–10 points under the labels' true accuracy on these crowds.  This guards the measured level."""
+    120 zipf-active annotators, 12 spammers, 4 adversaries) on seeds it does not print (20–22): measured (fifth
+    session, plausible models averaged) 109 flags, precision 0.945, recall 0.792 of 130 bad annotators (the
+    fourth session's rule, their minimum: 107 flags, 0.94 / 0.78; on the benchmark's seeds 0–2 averaging gives
+    1.00 / 0.79, the minimum 1.00 / 0.76).  The issue's 0.95 / 0.85 are *not* met here: the misses are honest
+    annotators at skill 0.10–0.15 (the audit's skill sits within ±0.08 of the gold one: a coin flip at the band),
+    the false flags honest ones at 0.19–0.35 whose 70–230 responses put their estimate below the band; and the
+    honest range's low end sits 6–10 points under the labels' true accuracy on these crowds.  This guards the
+    measured level."""
     import sys
     from pathlib import Path
 
@@ -200,4 +202,37 @@ def test_simulated_crowds_flag_precision_and_recall_against_gold():
     flagged = judged["verdict"].isin(FLAGS)
     precision, recall = (flagged & bad).sum() / flagged.sum(), (flagged & bad).sum() / bad.sum()
     print(f"flags {int(flagged.sum())}, precision {precision:.3f}, recall {recall:.3f} of {int(bad.sum())}")
-    assert precision >= 0.93 and recall >= 0.75
+    assert precision >= 0.94 and recall >= 0.78
+
+
+def test_plausible_models_are_averaged_not_the_most_favourable_one():
+    """Models the held-out responses cannot tell apart get equal weight (Bayesian model averaging): the flag reads the
+    mean of their probabilities of "below the band", not the smallest.  Here an alternative whose labels follow a
+    spammer's makes the spammer look skilled against it; the flag's probability is the average of the two, computed
+    by hand from each model's own evidence."""
+    from dataclasses import replace
+
+    from fusion_core.data.responses import Responses
+    from fusion_core.diagnostics.audit import accuracy_evidence
+    from fusion_core.diagnostics.audit.reference import reference_bounds
+    from fusion_core.methods import create
+    from fusion_core.methods.results import ModelChoice
+
+    sim = dawid_skene(n_items=300, n_workers=8, n_classes=2, responses_per_item=5, spammers=1, seed=3)
+    resp = Responses.from_frame(sim.responses)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = create("ds").fit(resp).result_
+    spammer = int(np.flatnonzero(sim.role.reindex(resp.workers).to_numpy() == "spammer")[0])
+    follows = np.full((resp.n_items, 2), 0.5)  # an alternative that labels each item as the spammer does
+    mine = resp.worker == spammer
+    follows[resp.item[mine]] = np.eye(2)[resp.label[mine]] * 0.9 + 0.05
+    choice = ModelChoice("ds", "held-out likelihood", pd.DataFrame(), ("ds",), ("follows",), (follows,))
+    fit2 = replace(fit, selection=choice)
+    ev = accuracy_evidence(resp, fit.posterior, fit.class_prior, confusion=fit.confusion)
+    alt = accuracy_evidence(resp, follows, fit.class_prior)
+    b = reference_bounds(resp, fit2, ev, None, RULE.flag_probability)
+    assert ev.p_near_chance[spammer] > 0.9 and alt.p_near_chance[spammer] < 0.1
+    np.testing.assert_allclose(b.p_near, (ev.p_near_chance + alt.p_near_chance) / 2)
+    np.testing.assert_allclose(b.p_worse, (ev.p_worse + alt.p_worse) / 2)
+    np.testing.assert_allclose(b.skill, (ev.skill + alt.skill) / 2)

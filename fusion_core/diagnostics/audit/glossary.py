@@ -49,8 +49,9 @@ TERMS = {
     RELIABLE: f"Skill above chance clearly above {_r.chance_band:g} and estimated at {_r.reliable_skill:g} or more.",
     NOISY: f"Clearly better than chance, but skill above chance below {_r.reliable_skill:g}: useful, makes mistakes.",
     SPAMMER: f"Skill above chance more likely below {_r.chance_band:g} than above it (probability at least "
-    f"{_r.flag_probability:g}), measured against the labels the rest of the crowd gives and still so against every "
-    "plausible reading of those labels: answers barely better than guessing.",
+    f"{_r.flag_probability:g}), measured against the labels the rest of the crowd gives, and still so with the "
+    "plausible models averaged and those labels only as right as the low end of their honest range: answers barely "
+    "better than guessing.",
     ADVERSARIAL: "Skill above chance clearly below 0: gives wrong labels more often than guessing would.",
     DEPENDENT: "A member of a group whose members agree with each other more than their accuracy explains, on "
     "answers the rest of the crowd rejects: their answers are not independent. The check cannot tell copies of one "
@@ -63,8 +64,8 @@ TERMS = {
     "that is right where the rest of the crowd is systematically wrong, can look the same: check a sample of the "
     "items before acting.",
     TOO_FEW: f"Fewer than {_r.min_responses} responses on items others labelled too, an estimate too uncertain "
-    "to decide, or a flag that rests on labels the audit cannot pin down (it does not hold against the other "
-    "plausible models or the low end of the labels' honest accuracy range).",
+    "to decide, or a flag that rests on labels the audit cannot pin down (it does not hold with the plausible "
+    "models averaged or at the low end of the labels' honest accuracy range).",
     "Cartel check": "The dependence check (spectral test, Parisi et al. 2014, then the evidence tests). The spectral "
     "test only proposes groups; a group is kept when its members agree beyond their estimated skills on answers "
     "the rest of the crowd rejects. Three outcomes: dependent groups found; none found (the test ran); could not run "

@@ -19,14 +19,14 @@ against the most favourable plausible reference (:mod:`.reference`).  In order:
    cannot tell the labels of the annotator's items);
 3. **worse than chance** (adversarial) — ``P(κ < 0)`` is at least ``(1 + level)/2`` (the whole interval below 0)
    and the estimate below ``−chance_band`` (a guesser's estimate falls below 0 half of the time, and its interval
-   excludes 0 one time in twenty), against every plausible reference;
+   excludes 0 one time in twenty), against the most favourable plausible reference;
 4. **reliable** / **noisy** — the whole interval is above ``chance_band``: reliable when the estimate reaches
    ``reliable_skill``, noisy otherwise;
 5. **near chance** (spammer) — ``P(κ < chance_band)`` is at least ``flag_probability`` (more likely than not below
    the band) and at least the prior's own probability of it (the Bayes factor favours "near chance": the flag
    comes from the responses, not from the uniform prior on the accuracy, which puts 0.575 of its mass below the
-   band on balanced binary labels and 0.82 for an annotator whose chance accuracy is 0.79), against every
-   plausible reference;
+   band on balanced binary labels and 0.82 for an annotator whose chance accuracy is 0.79), against the most
+   favourable plausible reference (the plausible models averaged, the labels' honest range at its low end);
 6. otherwise an interval narrower than ``max_width`` with the estimate above the band is **noisy**; anything else
    is **not enough responses to tell** (also a flag that holds only against the chosen model's labels).
 
@@ -86,8 +86,8 @@ class VerdictRule:
             f"below 0 with an estimate below −{self.chance_band:g} is 'worse than chance'; wholly above "
             f"{self.chance_band:g} is 'reliable' when the estimate reaches {self.reliable_skill:g}, 'noisy' "
             f"otherwise; a probability of at least {self.flag_probability:g} that the skill is below "
-            f"{self.chance_band:g} is 'near chance'; both flags must hold against every plausible reading of the "
-            f"labels; otherwise an interval narrower than {self.max_width:g} is 'noisy', and the rest 'not enough "
+            f"{self.chance_band:g} is 'near chance'; both flags must hold with the plausible models averaged and the "
+            f"labels only as right as the low end of their honest range; otherwise an interval narrower than {self.max_width:g} is 'noisy', and the rest 'not enough "
             "responses to tell'."
         )
 
@@ -150,8 +150,9 @@ def decide(
     weak = f"flagged only against the estimated labels: {robust_why or 'the reference is uncertain'}"
     with np.errstate(invalid="ignore"):
         chance_words = [
-            f"skill above chance is below {band:g} with probability {p:.2f} (at least {p_fav:.2f} against every "
-            "plausible reading of the labels): answers barely better than guessing"
+            f"skill above chance is below {band:g} with probability {p:.2f} ({p_fav:.2f} with the plausible models "
+            "averaged and the labels only as right as the low end of their honest range): answers barely better than "
+            "guessing"
             for p, p_fav in zip(np.nan_to_num(p_near), np.nan_to_num(r_near))
         ]
     cases = [

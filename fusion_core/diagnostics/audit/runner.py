@@ -311,7 +311,7 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
     majority = _fit(resp, "mv", {}, {}).label_codes
     codes = np.asarray(fit.label_codes, dtype=np.int64)
     safety = label_safety(resp, fit, codes, majority, rule.level)
-    # flags must hold against every plausible reference (the alternatives, the honest accuracy range): .reference
+    # flags must hold against the plausible references (alternatives averaged, the honest range's low end): .reference
     bounds = reference_bounds(resp, fit, evidence, safety.accuracy, rule.flag_probability)
     verdict, reason = decide(
         evidence.skill,
