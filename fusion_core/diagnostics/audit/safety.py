@@ -27,7 +27,13 @@
    as the model's own does).  No response-based check can tell the two
    apart; the figure joins the range when the crowd shows errors shared item by item (the difficulty check's
    ``overdispersed``: more unanimous items than equally hard items allow) or when the accuracy cannot be
-   estimated (then every plausible model counts).  It never moves the estimate.
+   estimated (then every plausible model counts).  (e) *Stacking the two* (:mod:`.stacking`): the latent-class and
+   population models are weighed by how well each predicts responses left out of their item (Yao et al. 2018),
+   and the estimate is ``ŵ × (latent-class estimate) + (1 − ŵ) × (population figure)``: the chance that a known
+   answer drawn from the stacked model agrees with the label.  A well-specified crowd keeps ``ŵ ≈ 1`` (its estimate
+   and range do not move); the estimate's interval (``ŵ`` ± its standard error, each figure with its sampling
+   interval) joins the range.  The verdicts' reference (``reference_low``) leaves it out, as it leaves out the
+   population figure.
 """
 
 from __future__ import annotations
@@ -81,7 +87,10 @@ class AccuracyRange:
     :data:`ONE_LABEL_MIN` responses); ``identifiable`` unless that check finds items of differing difficulty or
     that share exceeds :data:`ONE_LABEL_SHARE`; ``pinned`` when identifiable and the range is at most
     :data:`PINNED_WIDTH` wide; ``population`` the population figure (:func:`population_accuracy`; None without
-    items of two or more responses), ``population_in_range`` whether it joined the range (module docstring, 3d)."""
+    items of two or more responses), ``population_in_range`` whether it joined the range (module docstring, 3d);
+    ``latent_estimate`` the latent-class models' estimate (the held-out figure, or the model's own) and
+    ``latent_weight`` the stacking weight that mixed it with the population figure into ``estimate`` (module
+    docstring, 3e; None when not stacked)."""
 
     estimate: float
     low: float
@@ -95,6 +104,8 @@ class AccuracyRange:
     population: float | None = None
     population_in_range: bool = False
     latent_low: float | None = None
+    latent_estimate: float | None = None
+    latent_weight: float | None = None
 
     @property
     def reference_low(self) -> float:
@@ -190,6 +201,8 @@ class LabelSafety:
             "accuracy_population": acc.population,
             "accuracy_population_in_range": acc.population_in_range,
             "accuracy_errors_shared_item_by_item": acc.shared_confusion,
+            "accuracy_latent_class_estimate": acc.latent_estimate,
+            "accuracy_latent_class_weight": acc.latent_weight,
         }
 
 
@@ -276,7 +289,7 @@ def accuracy_range(
     figures = [own.low, own.high]
     by_model: list[tuple[str, float]] = []
     sel = fit.selection
-    heldout = None
+    heldout, sd = None, 0.0
     if sel is not None:
         for name, post in zip(sel.alternatives, sel.alternative_posteriors):
             v = float(np.clip(post[idx, label], 0.0, 1.0).mean())
@@ -290,6 +303,7 @@ def accuracy_range(
             sd = float(np.sqrt(max(a * (1 - a), 1e-12) / m)) / disc
             figures += [heldout - z * sd, heldout + z * sd]
     estimate = heldout if heldout is not None else model
+    sd_latent = sd if heldout is not None else (own.high - own.low) / (2 * z)
     if difficulty is not None:
         figures += [difficulty.accuracy, difficulty.at_chance]
     pop = (
@@ -304,8 +318,26 @@ def accuracy_range(
     latent_low = float(np.clip(min(figures), 0, 1))
     if pop is not None and joins:
         figures += [pop.low, pop.high]
+    stacked, weight = estimate, None
+    stack = difficulty.stacking if difficulty is not None else None
+    if pop is not None and stack is not None:  # module docstring, 3e
+        weight = stack.weight
+        stacked = weight * estimate + (1 - weight) * pop.accuracy
+        sd_pop = (pop.high - pop.low) / (2 * z)
+        for w in np.clip([weight - z * stack.weight_sd, weight + z * stack.weight_sd], 0.0, 1.0):
+            mid, half = w * estimate + (1 - w) * pop.accuracy, z * (w * sd_latent + (1 - w) * sd_pop)
+            figures += [mid - half, mid + half]
     low, high = float(np.clip(min(figures), 0, 1)), float(np.clip(max(figures), 0, 1))
-    return replace(acc, low=low, high=high, population_in_range=bool(joins), latent_low=latent_low)
+    return replace(
+        acc,
+        estimate=float(stacked),
+        low=low,
+        high=high,
+        population_in_range=bool(joins),
+        latent_low=latent_low,
+        latent_estimate=estimate,
+        latent_weight=weight,
+    )
 
 
 def label_safety(
