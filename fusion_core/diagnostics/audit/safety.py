@@ -33,7 +33,10 @@
    answer drawn from the stacked model agrees with the label.  A well-specified crowd keeps ``ŵ ≈ 1`` (its estimate
    and range do not move); the estimate's interval (``ŵ`` ± its standard error, each figure with its sampling
    interval) joins the range.  The verdicts' reference (``reference_low``) leaves it out, as it leaves out the
-   population figure.
+   population figure.  (f) *One-label annotators* (:mod:`.abstention`): when most responses come from them, the
+   model in which *whether* an annotator responds depends on the class (data programming's label model) gives one
+   more plausible figure, with its interval, and stands for the latent-class estimate; the accuracy still counts as
+   not estimable (the model rests on firing being independent given the class, which the responses cannot check).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import pandas as pd
 from scipy import stats
 
 from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.audit.abstention import AbstentionFit, abstention_accuracy
 from fusion_core.diagnostics.audit.difficulty import DifficultyCheck, difficulty_mixture
 from fusion_core.diagnostics.audit.items import label_quality
 from fusion_core.methods.results import FitResult
@@ -88,9 +92,11 @@ class AccuracyRange:
     that share exceeds :data:`ONE_LABEL_SHARE`; ``pinned`` when identifiable and the range is at most
     :data:`PINNED_WIDTH` wide; ``population`` the population figure (:func:`population_accuracy`; None without
     items of two or more responses), ``population_in_range`` whether it joined the range (module docstring, 3d);
-    ``latent_estimate`` the latent-class models' estimate (the held-out figure, or the model's own) and
+    ``latent_estimate`` the latent-class models' estimate (the held-out figure, or the model's own; the abstention
+    model's when fitted) and
     ``latent_weight`` the stacking weight that mixed it with the population figure into ``estimate`` (module
-    docstring, 3e; None when not stacked)."""
+    docstring, 3e; None when not stacked); ``abstention`` the model in which responding depends on the class
+    (:mod:`.abstention`; fitted when most responses come from one-label annotators, else None)."""
 
     estimate: float
     low: float
@@ -106,6 +112,7 @@ class AccuracyRange:
     latent_low: float | None = None
     latent_estimate: float | None = None
     latent_weight: float | None = None
+    abstention: AbstentionFit | None = None
 
     @property
     def reference_low(self) -> float:
@@ -203,6 +210,7 @@ class LabelSafety:
             "accuracy_errors_shared_item_by_item": acc.shared_confusion,
             "accuracy_latent_class_estimate": acc.latent_estimate,
             "accuracy_latent_class_weight": acc.latent_weight,
+            "accuracy_abstention_model": acc.abstention.summary() if acc.abstention is not None else None,
         }
 
 
@@ -276,12 +284,14 @@ def accuracy_range(
     one_label: float = 0.0,
     *,
     population: np.ndarray | None = None,
+    abstention: AbstentionFit | None = None,
 ) -> AccuracyRange:
     """The honest accuracy range (module docstring, 3); ``difficulty`` the difficulty check of the labels,
     ``one_label`` the share of responses from one-label annotators (:func:`one_label_share`), ``population`` the
     per-item shares of the population figure (:func:`population_shares`): their mean, with its sampling interval
     (Poisson-binomial, as the model's own figure), joins the range when the difficulty check finds errors shared
-    item by item or the accuracy cannot be estimated."""
+    item by item or the accuracy cannot be estimated; ``abstention`` (:mod:`.abstention`) joins the latent-truth
+    figures with its interval."""
     idx = np.arange(len(label))
     own = label_quality(fit.posterior, label, level)  # the model's own figure and its interval
     z = float(stats.norm.ppf(0.5 + level / 2))
@@ -306,6 +316,9 @@ def accuracy_range(
     sd_latent = sd if heldout is not None else (own.high - own.low) / (2 * z)
     if difficulty is not None:
         figures += [difficulty.accuracy, difficulty.at_chance]
+    if abstention is not None:  # the model that reads one-label annotators' skill: the latent-class estimate
+        figures += [abstention.low, abstention.high]
+        estimate, sd_latent = abstention.accuracy, (abstention.high - abstention.low) / (2 * z)
     pop = (
         label_quality(population[:, None], np.zeros(len(population), dtype=np.int64), level)
         if population is not None
@@ -337,6 +350,7 @@ def accuracy_range(
         latent_low=latent_low,
         latent_estimate=estimate,
         latent_weight=weight,
+        abstention=abstention,
     )
 
 
@@ -355,6 +369,8 @@ def label_safety(
         else np.zeros((0, len(label)), dtype=np.int64)
     )
     depends = (alt != label[None, :]).any(axis=0) if len(alt) else np.zeros(len(label), dtype=bool)
+    one_label = one_label_share(resp)
+    post = np.asarray(fit.posterior)
     return LabelSafety(
         items=pd.Index(resp.items),
         classes=pd.Index(resp.classes),
@@ -369,8 +385,9 @@ def label_safety(
             fit,
             label,
             level,
-            difficulty_mixture(resp, np.asarray(fit.posterior), label),
-            one_label_share(resp),
+            difficulty_mixture(resp, post, label),
+            one_label,
             population=population_shares(resp, label),
+            abstention=abstention_accuracy(resp, post, label, level) if one_label > ONE_LABEL_SHARE else None,
         ),
     )

@@ -155,8 +155,14 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
             f"How many of the {n_items:,} labels are right cannot be estimated from the responses: "
             f"{_pct(acc.one_label_share)} of them come from annotators who always give the same label (like rules "
             "that vote one class and abstain otherwise), and agreement cannot tell how often such annotators are "
-            f"right. The checks span {_pct(acc.low)} to {_pct(acc.high)} ({checks}), but none of them can see it. "
-            "Give known answers for a sample of items to measure it."
+            f"right. The checks span {_pct(acc.low)} to {_pct(acc.high)} ({checks}), but none of them can see it"
+            + (
+                f"; if how often an annotator responds depends on the item's class (and annotators respond "
+                f"independently), about {_pct(acc.abstention.accuracy)}"
+                if acc.abstention is not None
+                else ""
+            )
+            + ". Give known answers for a sample of items to measure it."
         )
     d = acc.difficulty
     if d is not None and d.flagged:
