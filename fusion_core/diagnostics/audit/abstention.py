@@ -10,9 +10,12 @@ on.  Here every annotator ``j`` responds to an item of class ``c`` with probabil
 
     log P(item i, c) = log π_c + Σ_j log(1 − β_jc) + Σ_{r ∈ i} [log β_{w_r c} + log Θ_{w_r}[c, y_r] − log(1 − β_{w_r c})],
 
-``O(responses × classes + annotators × classes)`` per E-step, no items × annotators matrix.  EM (the project's
-SQUAREM driver) from the chosen labels' posterior; the M-step is ``β_jc = (Σ_{r of j} q_{i_r c} + 1) /
-(Σ_i q_ic + 2)`` and the confusion rows shrunk towards the pooled ones (:data:`SHRINK` pseudo-responses).  Items
+``O(responses × classes + annotators × classes)`` per E-step, no items × annotators matrix; beyond
+:data:`~.difficulty.MAX_RESPONSES` responses it reads the difficulty check's items (whole items of smallest id hash).  EM (the project's
+SQUAREM driver) from the chosen labels' posterior and from the vote shares (the better optimum is kept: a
+collapsed labelling is a fixed point); the M-step is ``β_jc = (Σ_{r of j} q_{i_r c} + 1) /
+(Σ_i q_ic + 2)`` and the confusion rows shrunk towards the pooled rows of the chosen labels (:data:`SHRINK` pseudo-responses): a MAP
+fit (Beta(2, 2) and Dirichlet priors, whose log-densities the objective includes, so the trace never decreases).  Items
 on which nobody responded are not in the data, so the firing rates are those among the items seen.  The model's
 accuracy of the chosen labels, ``Σ_i P(c_i = label_i) / n`` with its Poisson-binomial interval, is one more
 plausible figure of the accuracy range when most responses come from one-label annotators; it assumes the
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.audit.difficulty import items_read
 from fusion_core.diagnostics.audit.items import label_quality
 from fusion_core.diagnostics.audit.stacking import confusion_counts
 from fusion_core.methods.em import EMSettings, EStep
@@ -65,8 +69,8 @@ class _Model:
     """E- and M-steps of the responding-depends-on-class model (module docstring) on ``resp``; the state is the
     flat vector (prior K, firing W × K, confusion W × K × K)."""
 
-    def __init__(self, resp: Responses, K: int) -> None:
-        self.resp, self.K, self.W = resp, K, resp.n_workers
+    def __init__(self, resp: Responses, K: int, pooled: np.ndarray, item: np.ndarray, n: int) -> None:
+        self.resp, self.K, self.W, self.pooled, self.item, self.n = resp, K, resp.n_workers, pooled, item, n
 
     def split(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         K, W = self.K, self.W
@@ -79,24 +83,27 @@ class _Model:
         r, K = self.resp, self.K
         prior, fire, conf = self.split(theta)
         per = np.log(fire[r.worker]) - np.log1p(-fire[r.worker]) + np.log(conf[r.worker, :, r.label])
-        flat = (r.item[:, None] * K + np.arange(K)[None, :]).ravel()
-        log_joint = np.bincount(flat, weights=per.ravel(), minlength=r.n_items * K).reshape(r.n_items, K)
+        flat = (self.item[:, None] * K + np.arange(K)[None, :]).ravel()
+        log_joint = np.bincount(flat, weights=per.ravel(), minlength=self.n * K).reshape(self.n, K)
         log_joint += np.log(prior)[None, :] + np.log1p(-fire).sum(axis=0)[None, :]
         top = log_joint.max(axis=1, keepdims=True)
         post = np.exp(log_joint - top)
         total = post.sum(axis=1, keepdims=True)
         post /= total
-        return EStep(post, float((top + np.log(total)).sum()))
+        log_prior = float(
+            np.log(fire).sum() + np.log1p(-fire).sum() + SHRINK * (self.pooled[None] * np.log(conf)).sum()
+        )
+        return EStep(post, float((top + np.log(total)).sum()) + log_prior)
 
     def m_step(self, post: np.ndarray) -> np.ndarray:
         r, K, W = self.resp, self.K, self.W
         prior = np.clip(post.mean(axis=0), 1e-9, None)
-        q = post[r.item]
+        q = post[self.item]
         flat = (r.worker[:, None] * K + np.arange(K)[None, :]).ravel()
         fired = np.bincount(flat, weights=q.ravel(), minlength=W * K).reshape(W, K)
         fire = (fired + 1.0) / (post.sum(axis=0)[None, :] + 2.0)
-        counts, pooled = confusion_counts(r, q, K)
-        conf = counts + SHRINK * pooled[None]
+        counts, _ = confusion_counts(r, q, K)
+        conf = counts + SHRINK * self.pooled[None]
         return np.concatenate([prior / prior.sum(), fire.ravel(), (conf / conf.sum(axis=2, keepdims=True)).ravel()])
 
     def flat(self, theta: np.ndarray) -> np.ndarray:
@@ -109,13 +116,28 @@ class _Model:
 
 def abstention_accuracy(resp: Responses, posterior: np.ndarray, label: np.ndarray, level: float = 0.9) -> AbstentionFit:
     """Fit the model (module docstring) from ``posterior`` and score the chosen ``label`` (class codes)."""
-    q = np.clip(np.asarray(posterior, dtype=float), 1e-9, 1.0)
-    q /= q.sum(axis=1, keepdims=True)
-    model = _Model(resp, q.shape[1])
+    read = items_read(resp)
+    if not read.all():
+        resp = resp.subset(read[resp.item])
+    idx = np.flatnonzero(read)
+    item, n = np.searchsorted(idx, resp.item), len(idx)  # the items read, coded 0 … n − 1
+    posterior, label = np.asarray(posterior, dtype=float)[idx], np.asarray(label, dtype=np.int64)[idx]
+    K = posterior.shape[1]
+    q0 = np.clip(posterior, 1e-9, None)
+    q0 /= q0.sum(axis=1, keepdims=True)
+    model = _Model(resp, K, confusion_counts(resp, q0[item], K)[1], item, n)
     settings = EMSettings(tol=TOL, max_iter=MAX_ITER, name="abstention model", warn=False)
-    (run,) = run_squarem_lockstep([model], [model.m_step(q)], [settings], lambda _, stats: [model.m_step(x) for x in stats])
+    votes = resp.vote_counts(use_confidence=False).astype(float)[idx]
+    runs = []
+    for start in (posterior, votes):  # two starts: the chosen labels and the vote
+        q = np.clip(start, 1e-9, None)
+        q /= q.sum(axis=1, keepdims=True)
+        runs += run_squarem_lockstep(
+            [model], [model.m_step(q)], [settings], lambda _, st: [model.m_step(x) for x in st]
+        )
+    run = max(runs, key=lambda r: r.log_likelihood[-1])
     post = np.asarray(run.posterior)
-    own = label_quality(post, np.asarray(label, dtype=np.int64), level)
+    own = label_quality(post, label, level)
     prior, _, _ = model.split(run.state)
     return AbstentionFit(
         accuracy=own.accuracy,

@@ -242,7 +242,7 @@ def _unanimous(
     return observed, float(p.sum()), float(np.sqrt((p * (1.0 - p)).sum()))
 
 
-def _items_read(resp: Responses) -> np.ndarray:
+def items_read(resp: Responses) -> np.ndarray:
     """Items the check reads: all that have responses, or beyond :data:`MAX_RESPONSES` responses those of smallest
     id hash that hold that many (boolean per item)."""
     per_item = resp.responses_per_item
@@ -260,7 +260,7 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
     q = np.clip(np.asarray(posterior, float), 0.0, 1.0)
     q = q / np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
     label = np.asarray(label, dtype=np.int64)
-    read = _items_read(resp)
+    read = items_read(resp)
     if not read.all():
         resp = resp.subset(read[resp.item])
     idx = np.flatnonzero(read)

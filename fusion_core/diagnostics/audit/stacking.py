@@ -90,7 +90,14 @@ def confusion_counts(resp: Responses, w_resp: np.ndarray, K: int) -> tuple[np.nd
 
 
 def latent_class_loo(
-    resp: Responses, item: np.ndarray, n: int, prior: np.ndarray, post: np.ndarray, counts: np.ndarray, scored: np.ndarray
+    resp: Responses,
+    item: np.ndarray,
+    n: int,
+    *,
+    prior: np.ndarray,
+    post: np.ndarray,
+    counts: np.ndarray,
+    scored: np.ndarray,
 ) -> np.ndarray:
     """``p_LC(y_r | others)`` of the responses ``scored`` (boolean per response), every annotator's confusion row
     taken without the item's own expected counts (cross-fitted by item): ``post`` the items' posterior (items × K),
@@ -111,7 +118,9 @@ def latent_class_loo(
     return np.clip((q_minus * theta[scored]).sum(axis=1), FLOOR, 1.0)
 
 
-def population_loo(resp: Responses, item: np.ndarray, n: int, scored: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, float]:
+def population_loo(
+    resp: Responses, item: np.ndarray, n: int, scored: np.ndarray, v: np.ndarray
+) -> tuple[np.ndarray, float]:
     """``p_pop(y_r | others)`` of the responses ``scored`` at the concentration ``α`` of :data:`ALPHAS` that
     maximises their weighted (``v``) leave-one-out log score, and that ``α``."""
     K = resp.n_classes
@@ -172,7 +181,7 @@ def stack_models(resp: Responses, item: np.ndarray, n: int, prior: np.ndarray, p
     raw, pooled = confusion_counts(resp, post[item], post.shape[1])
     p_lc, best, shrink = np.zeros(int(scored.sum())), -np.inf, float(SHRINKS[0])
     for s in SHRINKS:  # a grid of strengths, not responses
-        p = latent_class_loo(resp, item, n, prior, post, raw + s * pooled[None], scored)
+        p = latent_class_loo(resp, item, n, prior=prior, post=post, counts=raw + s * pooled[None], scored=scored)
         score = float(v @ np.log(p))
         if score > best:
             p_lc, best, shrink = p, score, float(s)
