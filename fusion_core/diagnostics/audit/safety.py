@@ -96,7 +96,8 @@ class AccuracyRange:
     model's when fitted) and
     ``latent_weight`` the stacking weight that mixed it with the population figure into ``estimate`` (module
     docstring, 3e; None when not stacked); ``abstention`` the model in which responding depends on the class
-    (:mod:`.abstention`; fitted when most responses come from one-label annotators, else None)."""
+    (:mod:`.abstention`; fitted when most responses come from one-label annotators, else None);
+    ``estimate_low``–``estimate_high`` the stacked estimate's own interval (NaN when not stacked)."""
 
     estimate: float
     low: float
@@ -113,6 +114,8 @@ class AccuracyRange:
     latent_estimate: float | None = None
     latent_weight: float | None = None
     abstention: AbstentionFit | None = None
+    estimate_low: float = float("nan")
+    estimate_high: float = float("nan")
 
     @property
     def reference_low(self) -> float:
@@ -210,6 +213,9 @@ class LabelSafety:
             "accuracy_errors_shared_item_by_item": acc.shared_confusion,
             "accuracy_latent_class_estimate": acc.latent_estimate,
             "accuracy_latent_class_weight": acc.latent_weight,
+            "accuracy_estimate_interval": [acc.estimate_low, acc.estimate_high]
+            if acc.identifiable and np.isfinite(acc.estimate_low)
+            else None,
             "accuracy_abstention_model": acc.abstention.summary() if acc.abstention is not None else None,
         }
 
@@ -331,15 +337,18 @@ def accuracy_range(
     latent_low = float(np.clip(min(figures), 0, 1))
     if pop is not None and joins:
         figures += [pop.low, pop.high]
-    stacked, weight = estimate, None
+    stacked, weight, ends = estimate, None, (float("nan"), float("nan"))
     stack = difficulty.stacking if difficulty is not None else None
     if pop is not None and stack is not None:  # module docstring, 3e
         weight = stack.weight
         stacked = weight * estimate + (1 - weight) * pop.accuracy
         sd_pop = (pop.high - pop.low) / (2 * z)
+        mine = []
         for w in np.clip([weight - z * stack.weight_sd, weight + z * stack.weight_sd], 0.0, 1.0):
             mid, half = w * estimate + (1 - w) * pop.accuracy, z * (w * sd_latent + (1 - w) * sd_pop)
-            figures += [mid - half, mid + half]
+            mine += [mid - half, mid + half]
+        figures += mine
+        ends = (float(np.clip(min(mine), 0, 1)), float(np.clip(max(mine), 0, 1)))
     low, high = float(np.clip(min(figures), 0, 1)), float(np.clip(max(figures), 0, 1))
     return replace(
         acc,
@@ -351,6 +360,8 @@ def accuracy_range(
         latent_estimate=estimate,
         latent_weight=weight,
         abstention=abstention,
+        estimate_low=ends[0],
+        estimate_high=ends[1],
     )
 
 

@@ -145,6 +145,11 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
                 f" — annotators seem to share mistakes item by item: {d.unanimous:,} items are unanimous where "
                 f"independent errors give about {d.unanimous_expected:,.0f}"
             )
+    if acc.latent_weight is not None and acc.latent_weight < 0.995 and acc.population is not None:
+        checks += (
+            f"; the two views weighed by how well each predicts responses left out of their item (the model "
+            f"{_pct(acc.latent_weight)}) give the estimate"
+        )
     if acc.pinned:
         return (
             f"About {_pct(acc.estimate)} of the {n_items:,} labels are right (range {_pct(acc.low)} to "
