@@ -103,10 +103,24 @@ def latent_class_loo(
     taken without the item's own expected counts (cross-fitted by item): ``post`` the items' posterior (items × K),
     ``prior`` the class prior, ``counts`` the annotators' shrunk confusion counts (annotators × K × K,
     unnormalised), ``item`` the responses' item codes (0 … ``n`` − 1)."""
-    K = post.shape[1]
-    q = post[item]  # responses × K
     own = counts[resp.worker, :, resp.label]  # responses × K: C_w[c, y_r]
     total = counts.sum(axis=2)[resp.worker]  # responses × K: Σ_k C_w[c, k]
+    return _loo(own, total, post[item], item, n, prior=prior, scored=scored)
+
+
+def _loo(
+    own: np.ndarray,
+    total: np.ndarray,
+    q: np.ndarray,
+    item: np.ndarray,
+    n: int,
+    *,
+    prior: np.ndarray,
+    scored: np.ndarray,
+) -> np.ndarray:
+    """:func:`latent_class_loo` from each response's count ``own`` = C_w[c, y_r] and row total (responses × K)
+    and its item's posterior ``q`` (responses × K)."""
+    K = q.shape[1]
     theta = np.clip((own - q) / np.maximum(total - q, 1e-300), FLOOR, 1.0)  # Θ_w[c, y_r] without item i
     log_theta = np.log(theta)
     flat = (item[:, None] * K + np.arange(K)[None, :]).ravel()
@@ -139,21 +153,28 @@ def population_loo(
     return best_p, best_alpha
 
 
-def stacking_weight(a: np.ndarray, b: np.ndarray, v: np.ndarray, iterations: int = 60) -> float:
-    """``argmax_{w ∈ [0, 1]} Σ_r v_r log(w a_r + (1 − w) b_r)`` (concave; bisection on the monotone derivative)."""
+def stacking_weight(a: np.ndarray, b: np.ndarray, v: np.ndarray, iterations: int = 60, tol: float = 1e-10) -> float:
+    """``argmax_{w ∈ [0, 1]} Σ_r v_r log(w a_r + (1 − w) b_r)``: concave, so Newton steps on the monotone derivative,
+    kept inside a bracket that shrinks around the root (a bisection step whenever Newton leaves it)."""
+    d = a - b
 
-    def slope(w: float) -> float:
-        return float(v @ ((a - b) / np.maximum(w * a + (1.0 - w) * b, 1e-300)))
+    def slopes(w: float) -> tuple[float, float]:
+        x = d / np.maximum(w * a + (1.0 - w) * b, 1e-300)
+        return float(v @ x), float(v @ (x * x))
 
-    if slope(1.0) >= 0.0:
+    if slopes(1.0)[0] >= 0.0:
         return 1.0
-    if slope(0.0) <= 0.0:
+    if slopes(0.0)[0] <= 0.0:
         return 0.0
-    lo, hi = 0.0, 1.0
-    for _ in range(iterations):  # bisection steps, not responses
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if slope(mid) > 0.0 else (lo, mid)
-    return 0.5 * (lo + hi)
+    lo, hi, w = 0.0, 1.0, 0.5
+    for _ in range(iterations):  # Newton/bisection steps, not responses
+        g, h = slopes(w)
+        lo, hi = (w, hi) if g > 0.0 else (lo, w)
+        step = g / max(h, 1e-300)
+        if abs(step) < tol or hi - lo < tol:
+            break
+        w = w + step if lo < w + step < hi else 0.5 * (lo + hi)
+    return float(w)
 
 
 def weight_sd(a: np.ndarray, b: np.ndarray, v: np.ndarray, w: float, item: np.ndarray) -> float:
@@ -178,10 +199,12 @@ def stack_models(resp: Responses, item: np.ndarray, n: int, prior: np.ndarray, p
         return None
     v = response_weights(resp)[scored]
     v = v / v.sum()
-    raw, pooled = confusion_counts(resp, post[item], post.shape[1])
+    q = post[item]
+    raw, pooled = confusion_counts(resp, q, post.shape[1])
+    own, total, pooled_y = raw[resp.worker, :, resp.label], raw.sum(axis=2)[resp.worker], pooled[:, resp.label].T
     p_lc, best, shrink = np.zeros(int(scored.sum())), -np.inf, float(SHRINKS[0])
-    for s in SHRINKS:  # a grid of strengths, not responses
-        p = latent_class_loo(resp, item, n, prior=prior, post=post, counts=raw + s * pooled[None], scored=scored)
+    for s in SHRINKS:  # a grid of strengths, not responses (pooled rows sum to 1: each adds s to the row total)
+        p = _loo(own + s * pooled_y, total + s, q, item, n, prior=prior, scored=scored)
         score = float(v @ np.log(p))
         if score > best:
             p_lc, best, shrink = p, score, float(s)
