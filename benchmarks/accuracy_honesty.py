@@ -4,7 +4,9 @@ For each public dataset with gold (``../shared/datasets``) and for simulated cro
 assumptions (heavy correlated annotators, cartels, item difficulty, hard items with shared mistakes, labelling functions) or keep them
 (Dawid–Skene crowds, dense and sparse: the range must not balloon there), fits the recommended method, computes the
 audit's accuracy range (``fusion_core.diagnostics.audit.safety``) and compares it with the accuracy measured on the
-truth: does the range (widened by 1 pt) cover it, how far is the estimate, and the model's own figure, above it,
+truth: does the range (widened by 1 pt) cover it, how far is the estimate (the latent-class and population models stacked,
+``fusion_core.diagnostics.audit.stacking``), the latent-class estimate before stacking and the model's own figure
+above it,
 does the audit say the accuracy cannot be estimated from the responses (``flagged``: the difficulty check of
 ``fusion_core.diagnostics.audit.difficulty`` fires, or most responses come from one-label annotators) and what the
 difficulty check costs.
@@ -58,6 +60,7 @@ def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
     labels = resp.classes.take(codes).astype(str)
     true_acc = float((labels[known] == gold[known].astype(str).str.replace(r"\.0$", "", regex=True)).mean())
     a = s.accuracy
+    lat = a.latent_estimate if a.latent_estimate is not None else a.estimate  # before stacking
     # the same figures over the items with gold (module docstring, "Same items")
     j = np.arange(len(codes))
     own = np.asarray(fit.posterior)[j, codes]
@@ -71,6 +74,13 @@ def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
     low_g, high_g = no_pop.low + shift, no_pop.high + shift
     if a.population_in_range:
         low_g, high_g = min(low_g, pop_lo), max(high_g, pop_hi)
+    if a.latent_weight is not None and np.isfinite(a.estimate_low) and np.isfinite(pop_g):
+        # the stacked estimate's interval, moved as its two parts move on the gold items
+        move = a.latent_weight * shift + (1 - a.latent_weight) * (pop_g - (a.population or 0.0))
+        low_g, high_g = min(low_g, a.estimate_low + move), max(high_g, a.estimate_high + move)
+    est_g = a.estimate + shift
+    if a.latent_weight is not None and np.isfinite(pop_g) and a.population is not None:
+        est_g = a.latent_weight * (lat + shift) + (1 - a.latent_weight) * pop_g
     d = a.difficulty
     return {
         "gold": true_acc,
@@ -88,16 +98,20 @@ def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
         "over": a.estimate - true_acc,
         # the estimate if it were the middle of the held-out and population figures where the latter joins the
         # range (a candidate central figure, measured and not kept: docs/AUDIT.md)
-        "mid_over": (a.estimate + a.population) / 2 - true_acc
+        "mid_over": (lat + a.population) / 2 - true_acc
         if a.population_in_range and a.population is not None
-        else a.estimate - true_acc,
+        else lat - true_acc,
+        "latent": lat,
+        "latent_over": lat - true_acc,
+        "w": a.latent_weight if a.latent_weight is not None else np.nan,
+        "abstention": a.abstention.accuracy if a.abstention is not None else np.nan,
         "model_over": a.model - true_acc,
-        "estimate_g": a.estimate + shift,
+        "estimate_g": est_g,
         "low_g": low_g,
         "high_g": high_g,
         "population_g": pop_g,
         "covered_g": bool(low_g - 0.01 <= true_acc <= high_g + 0.01),
-        "over_g": a.estimate + shift - true_acc,
+        "over_g": est_g - true_acc,
         "pinned": a.pinned,
         "flagged": not a.identifiable,
         "two_type": d.accuracy if d else np.nan,
@@ -173,7 +187,8 @@ def main() -> None:
             rows.append({"dataset": name, **one(answers, truth)})
             print(rows[-1], flush=True)
         df = pd.DataFrame(rows).set_index("dataset")
-        cols = ["gold", "estimate", "low", "high", "model", "heldout", "two_type", "at_chance", "population"]
+        cols = ["gold", "estimate", "low", "high", "latent", "w", "model", "heldout", "two_type", "at_chance"]
+        cols += ["population", "abstention"]
         cols += ["unanimous_z", "pop_in", "flagged", "covered", "covered_no_pop", "over", "model_over"]
         same = ["gold", "estimate_g", "low_g", "high_g", "population_g", "covered_g", "over_g"]
         with pd.option_context(*[x for kv in fmt.items() for x in kv]):
@@ -188,7 +203,9 @@ def main() -> None:
             f"pt; cannot be estimated on {', '.join(df.index[df.flagged]) or 'none'} (covered there "
             f"{int(df.covered[df.flagged].sum())}/{int(df.flagged.sum())}, elsewhere "
             f"{int(df.covered[~df.flagged].sum())}/{int((~df.flagged).sum())}); population figure in the range on "
-            f"{', '.join(df.index[df.pop_in]) or 'none'}; check CPU {df.check_cpu_s.sum():.1f} s in all (max "
+            f"{', '.join(df.index[df.pop_in]) or 'none'}; |estimate − gold| {100 * df.over.abs().mean():.1f} pt; the "
+            f"latent-class estimate before stacking {100 * df.latent_over.mean():+.1f} pt (|·| "
+            f"{100 * df.latent_over.abs().mean():.1f}); check CPU {df.check_cpu_s.sum():.1f} s in all (max "
             f"{df.check_cpu_s.max():.1f} s, {df.check_cpu_s.idxmax()}); load {os.getloadavg()[0]:.1f}"
         )
         print(
@@ -209,7 +226,9 @@ def main() -> None:
                 rows.append(one(sim.responses, sim.truth))
             df = pd.DataFrame(rows)
             print(
-                f"{kind}: covered {int(df.covered.sum())}/{len(df)} (target ≥ 85 %); estimate − truth "
+                f"{kind}: covered {int(df.covered.sum())}/{len(df)} (target ≥ 85 %); stacking weight {df.w.mean():.2f} "
+                f"(min {df.w.min():.2f}); latent-class estimate − truth {100 * df.latent_over.mean():+.1f} pt (|·| "
+                f"{100 * df.latent_over.abs().mean():.1f}); estimate − truth "
                 f"{100 * df.over.mean():+.1f} pt (|·| {100 * df.over.abs().mean():.1f}; middle of held-out and population "
                 f"{100 * df.mid_over.mean():+.1f}, |·| {100 * df.mid_over.abs().mean():.1f}), model − truth {100 * df.model_over.mean():+.1f} pt; mean range "
                 f"width {100 * (df.high - df.low).mean():.1f} pt (max {100 * (df.high - df.low).max():.1f}; without the "

@@ -200,7 +200,8 @@ def test_shared_errors_are_seen_and_the_population_end_covers_the_truth():
     assert acc.population is not None and acc.low == pytest.approx(min(acc.low, acc.population))
     assert acc.low - 0.01 <= true_acc <= acc.high + 0.01
     # verdicts re-scale skills by the latent-truth figures only: the population figure is not among them
-    figures = [acc.model, acc.estimate, *(f for _, f in acc.by_model), d.accuracy, d.at_chance]
+    # (the estimate stacks the latent-class and population models, so its latent-class part is the one counted)
+    figures = [acc.model, acc.latent_estimate, *(f for _, f in acc.by_model), d.accuracy, d.at_chance]
     assert acc.reference_low > acc.low and acc.reference_low <= min(figures) + 1e-12
     text = accuracy_words(acc, 600)
     assert "one more annotator's" in text and f"{100 * acc.population:.0f}%" in text

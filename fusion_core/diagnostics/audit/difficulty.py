@@ -41,6 +41,7 @@ import numpy as np
 from scipy import stats
 
 from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.audit.stacking import Stacking, confusion_counts, stack_models
 from fusion_core.methods.auto.folds import id_hashes
 from fusion_core.methods.em import EMSettings, EStep
 from fusion_core.methods.em.squarem import run_squarem_lockstep
@@ -88,6 +89,7 @@ class DifficultyCheck:
     unanimous: int = 0
     unanimous_expected: float = float("nan")
     unanimous_sd: float = float("nan")
+    stacking: Stacking | None = None
 
     @property
     def unanimous_z(self) -> float:
@@ -125,6 +127,7 @@ class DifficultyCheck:
             "unanimous_items_expected_if_equally_hard": self.unanimous_expected,
             "unanimous_items_sd_if_equally_hard": self.unanimous_sd,
             "errors_shared_item_by_item": self.overdispersed,
+            "stacking": self.stacking.summary() if self.stacking is not None else None,
         }
 
 
@@ -137,13 +140,14 @@ def _item_sum(item: np.ndarray, x: np.ndarray, n: int) -> np.ndarray:
 
 def _confusions(resp: Responses, w_resp: np.ndarray, K: int) -> np.ndarray:
     """Θ_w[c, k] from per-response class weights ``w_resp`` (responses × K), shrunk towards the pooled rows."""
-    W = resp.n_workers
-    flat = ((resp.worker * K)[:, None] * K + np.arange(K)[None, :] * K + resp.label[:, None]).ravel()
-    counts = np.bincount(flat, weights=w_resp.ravel(), minlength=W * K * K).reshape(W, K, K)
-    pooled = counts.sum(axis=0) + 1e-2
-    pooled /= pooled.sum(axis=1, keepdims=True)
-    conf = counts + SHRINK * pooled[None]
+    conf = _confusion_counts(resp, w_resp, K)
     return conf / conf.sum(axis=2, keepdims=True)
+
+
+def _confusion_counts(resp: Responses, w_resp: np.ndarray, K: int) -> np.ndarray:
+    """The counts behind :func:`_confusions`: expected responses plus :data:`SHRINK` pooled pseudo-responses."""
+    counts, pooled = confusion_counts(resp, w_resp, K)
+    return counts + SHRINK * pooled[None]
 
 
 def _unpack(theta: np.ndarray, W: int, K: int) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -238,7 +242,7 @@ def _unanimous(
     return observed, float(p.sum()), float(np.sqrt((p * (1.0 - p)).sum()))
 
 
-def _items_read(resp: Responses) -> np.ndarray:
+def items_read(resp: Responses) -> np.ndarray:
     """Items the check reads: all that have responses, or beyond :data:`MAX_RESPONSES` responses those of smallest
     id hash that hold that many (boolean per item)."""
     per_item = resp.responses_per_item
@@ -256,7 +260,7 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
     q = np.clip(np.asarray(posterior, float), 0.0, 1.0)
     q = q / np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
     label = np.asarray(label, dtype=np.int64)
-    read = _items_read(resp)
+    read = items_read(resp)
     if not read.all():
         resp = resp.subset(read[resp.item])
     idx = np.flatnonzero(read)
@@ -268,6 +272,8 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
     )
     prior1, conf1, _, _ = _unpack(theta, resp.n_workers, K)
     unanimous, expected, spread = _unanimous(resp, item, n, prior1, conf1)
+    q1 = post1[:, :, 0]
+    stacked = stack_models(resp, item, n, prior1, q1)
     post1 = np.concatenate([post1, np.zeros_like(post1)], axis=2)  # items × K × (easy, hard)
     theta2, post2, tr2, it, conv = _em(_Model(resp, K, True, item, n), _pack(prior1, conf1, 0.2, 0.5))
     if tr2[-1] <= tr1[-1]:  # the two-type optimum found is no better: the one-type fit is the two-type MLE
@@ -291,4 +297,5 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
         unanimous=unanimous,
         unanimous_expected=expected,
         unanimous_sd=spread,
+        stacking=stacked,
     )

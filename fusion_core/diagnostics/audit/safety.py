@@ -27,7 +27,16 @@
    as the model's own does).  No response-based check can tell the two
    apart; the figure joins the range when the crowd shows errors shared item by item (the difficulty check's
    ``overdispersed``: more unanimous items than equally hard items allow) or when the accuracy cannot be
-   estimated (then every plausible model counts).  It never moves the estimate.
+   estimated (then every plausible model counts).  (e) *Stacking the two* (:mod:`.stacking`): the latent-class and
+   population models are weighed by how well each predicts responses left out of their item (Yao et al. 2018),
+   and the estimate is ``ŵ × (latent-class estimate) + (1 − ŵ) × (population figure)``: the chance that a known
+   answer drawn from the stacked model agrees with the label.  A well-specified crowd keeps ``ŵ ≈ 1`` (its estimate
+   and range do not move); the estimate's interval (``ŵ`` ± its standard error, each figure with its sampling
+   interval) joins the range.  The verdicts' reference (``reference_low``) leaves it out, as it leaves out the
+   population figure.  (f) *One-label annotators* (:mod:`.abstention`): when most responses come from them, the
+   model in which *whether* an annotator responds depends on the class (data programming's label model) gives one
+   more plausible figure, with its interval, and stands for the latent-class estimate; the accuracy still counts as
+   not estimable (the model rests on firing being independent given the class, which the responses cannot check).
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import pandas as pd
 from scipy import stats
 
 from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.audit.abstention import AbstentionFit, abstention_accuracy
 from fusion_core.diagnostics.audit.difficulty import DifficultyCheck, difficulty_mixture
 from fusion_core.diagnostics.audit.items import label_quality
 from fusion_core.methods.results import FitResult
@@ -81,7 +91,13 @@ class AccuracyRange:
     :data:`ONE_LABEL_MIN` responses); ``identifiable`` unless that check finds items of differing difficulty or
     that share exceeds :data:`ONE_LABEL_SHARE`; ``pinned`` when identifiable and the range is at most
     :data:`PINNED_WIDTH` wide; ``population`` the population figure (:func:`population_accuracy`; None without
-    items of two or more responses), ``population_in_range`` whether it joined the range (module docstring, 3d)."""
+    items of two or more responses), ``population_in_range`` whether it joined the range (module docstring, 3d);
+    ``latent_estimate`` the latent-class models' estimate (the held-out figure, or the model's own; the abstention
+    model's when fitted) and
+    ``latent_weight`` the stacking weight that mixed it with the population figure into ``estimate`` (module
+    docstring, 3e; None when not stacked); ``abstention`` the model in which responding depends on the class
+    (:mod:`.abstention`; fitted when most responses come from one-label annotators, else None);
+    ``estimate_low``–``estimate_high`` the stacked estimate's own interval (NaN when not stacked)."""
 
     estimate: float
     low: float
@@ -95,6 +111,11 @@ class AccuracyRange:
     population: float | None = None
     population_in_range: bool = False
     latent_low: float | None = None
+    latent_estimate: float | None = None
+    latent_weight: float | None = None
+    abstention: AbstentionFit | None = None
+    estimate_low: float = float("nan")
+    estimate_high: float = float("nan")
 
     @property
     def reference_low(self) -> float:
@@ -190,6 +211,12 @@ class LabelSafety:
             "accuracy_population": acc.population,
             "accuracy_population_in_range": acc.population_in_range,
             "accuracy_errors_shared_item_by_item": acc.shared_confusion,
+            "accuracy_latent_class_estimate": acc.latent_estimate,
+            "accuracy_latent_class_weight": acc.latent_weight,
+            "accuracy_estimate_interval": [acc.estimate_low, acc.estimate_high]
+            if acc.identifiable and np.isfinite(acc.estimate_low)
+            else None,
+            "accuracy_abstention_model": acc.abstention.summary() if acc.abstention is not None else None,
         }
 
 
@@ -263,12 +290,14 @@ def accuracy_range(
     one_label: float = 0.0,
     *,
     population: np.ndarray | None = None,
+    abstention: AbstentionFit | None = None,
 ) -> AccuracyRange:
     """The honest accuracy range (module docstring, 3); ``difficulty`` the difficulty check of the labels,
     ``one_label`` the share of responses from one-label annotators (:func:`one_label_share`), ``population`` the
     per-item shares of the population figure (:func:`population_shares`): their mean, with its sampling interval
     (Poisson-binomial, as the model's own figure), joins the range when the difficulty check finds errors shared
-    item by item or the accuracy cannot be estimated."""
+    item by item or the accuracy cannot be estimated; ``abstention`` (:mod:`.abstention`) joins the latent-truth
+    figures with its interval."""
     idx = np.arange(len(label))
     own = label_quality(fit.posterior, label, level)  # the model's own figure and its interval
     z = float(stats.norm.ppf(0.5 + level / 2))
@@ -276,7 +305,7 @@ def accuracy_range(
     figures = [own.low, own.high]
     by_model: list[tuple[str, float]] = []
     sel = fit.selection
-    heldout = None
+    heldout, sd = None, 0.0
     if sel is not None:
         for name, post in zip(sel.alternatives, sel.alternative_posteriors):
             v = float(np.clip(post[idx, label], 0.0, 1.0).mean())
@@ -290,8 +319,12 @@ def accuracy_range(
             sd = float(np.sqrt(max(a * (1 - a), 1e-12) / m)) / disc
             figures += [heldout - z * sd, heldout + z * sd]
     estimate = heldout if heldout is not None else model
+    sd_latent = sd if heldout is not None else (own.high - own.low) / (2 * z)
     if difficulty is not None:
         figures += [difficulty.accuracy, difficulty.at_chance]
+    if abstention is not None:  # the model that reads one-label annotators' skill: the latent-class estimate
+        figures += [abstention.low, abstention.high]
+        estimate, sd_latent = abstention.accuracy, (abstention.high - abstention.low) / (2 * z)
     pop = (
         label_quality(population[:, None], np.zeros(len(population), dtype=np.int64), level)
         if population is not None
@@ -304,8 +337,32 @@ def accuracy_range(
     latent_low = float(np.clip(min(figures), 0, 1))
     if pop is not None and joins:
         figures += [pop.low, pop.high]
+    stacked, weight, ends = estimate, None, (float("nan"), float("nan"))
+    stack = difficulty.stacking if difficulty is not None else None
+    if pop is not None and stack is not None:  # module docstring, 3e
+        weight = stack.weight
+        stacked = weight * estimate + (1 - weight) * pop.accuracy
+        sd_pop = (pop.high - pop.low) / (2 * z)
+        mine = []
+        for w in np.clip([weight - z * stack.weight_sd, weight + z * stack.weight_sd], 0.0, 1.0):
+            mid, half = w * estimate + (1 - w) * pop.accuracy, z * (w * sd_latent + (1 - w) * sd_pop)
+            mine += [mid - half, mid + half]
+        figures += mine
+        ends = (float(np.clip(min(mine), 0, 1)), float(np.clip(max(mine), 0, 1)))
     low, high = float(np.clip(min(figures), 0, 1)), float(np.clip(max(figures), 0, 1))
-    return replace(acc, low=low, high=high, population_in_range=bool(joins), latent_low=latent_low)
+    return replace(
+        acc,
+        estimate=float(stacked),
+        low=low,
+        high=high,
+        population_in_range=bool(joins),
+        latent_low=latent_low,
+        latent_estimate=estimate,
+        latent_weight=weight,
+        abstention=abstention,
+        estimate_low=ends[0],
+        estimate_high=ends[1],
+    )
 
 
 def label_safety(
@@ -323,6 +380,8 @@ def label_safety(
         else np.zeros((0, len(label)), dtype=np.int64)
     )
     depends = (alt != label[None, :]).any(axis=0) if len(alt) else np.zeros(len(label), dtype=bool)
+    one_label = one_label_share(resp)
+    post = np.asarray(fit.posterior)
     return LabelSafety(
         items=pd.Index(resp.items),
         classes=pd.Index(resp.classes),
@@ -337,8 +396,9 @@ def label_safety(
             fit,
             label,
             level,
-            difficulty_mixture(resp, np.asarray(fit.posterior), label),
-            one_label_share(resp),
+            difficulty_mixture(resp, post, label),
+            one_label,
             population=population_shares(resp, label),
+            abstention=abstention_accuracy(resp, post, label, level) if one_label > ONE_LABEL_SHARE else None,
         ),
     )

@@ -145,6 +145,11 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
                 f" — annotators seem to share mistakes item by item: {d.unanimous:,} items are unanimous where "
                 f"independent errors give about {d.unanimous_expected:,.0f}"
             )
+    if acc.latent_weight is not None and acc.latent_weight < 0.995 and acc.population is not None:
+        checks += (
+            f"; weighing the model ({_pct(acc.latent_weight)}) against the one-more-annotator view by how well "
+            f"each predicts responses left out of their item gives {_pct(acc.estimate)}"
+        )
     if acc.pinned:
         return (
             f"About {_pct(acc.estimate)} of the {n_items:,} labels are right (range {_pct(acc.low)} to "
@@ -155,8 +160,14 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
             f"How many of the {n_items:,} labels are right cannot be estimated from the responses: "
             f"{_pct(acc.one_label_share)} of them come from annotators who always give the same label (like rules "
             "that vote one class and abstain otherwise), and agreement cannot tell how often such annotators are "
-            f"right. The checks span {_pct(acc.low)} to {_pct(acc.high)} ({checks}), but none of them can see it. "
-            "Give known answers for a sample of items to measure it."
+            f"right. The checks span {_pct(acc.low)} to {_pct(acc.high)} ({checks}), but none of them can see it"
+            + (
+                f"; if how often an annotator responds depends on the item's class (and annotators respond "
+                f"independently), about {_pct(acc.abstention.accuracy)}"
+                if acc.abstention is not None
+                else ""
+            )
+            + ". Give known answers for a sample of items to measure it."
         )
     d = acc.difficulty
     if d is not None and d.flagged:
