@@ -94,7 +94,7 @@ def test_shared_errors_move_the_estimate_towards_the_truth():
     assert abs(acc.estimate - true_acc) < 0.5 * (acc.latent_estimate - true_acc)
     assert acc.low <= acc.estimate <= acc.high
     assert acc.reference_low >= min(acc.model, acc.latent_estimate) - 0.1  # verdicts' reference: latent figures only
-    assert f"weighing the model ({100 * acc.latent_weight:.0f}%)" in accuracy_words(acc, 600)
+    assert f"(the model gets {100 * acc.latent_weight:.0f}% of the weight)" in accuracy_words(acc, 600)
 
 
 def test_the_abstention_model_reads_labelling_functions():

@@ -147,8 +147,8 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
             )
     if acc.latent_weight is not None and acc.latent_weight < 0.995 and acc.population is not None:
         checks += (
-            f"; weighing the model ({_pct(acc.latent_weight)}) against the one-more-annotator view by how well "
-            f"each predicts responses left out of their item gives {_pct(acc.estimate)}"
+            f"; weighing the two views by how well each predicts responses left out of their item (the model gets "
+            f"{_pct(acc.latent_weight)} of the weight) gives {_pct(acc.estimate)}"
         )
     if acc.pinned:
         return (
