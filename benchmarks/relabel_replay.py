@@ -45,7 +45,7 @@ from _common import ROOT, load, make_parser
 
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, review_items
 from fusion_core.diagnostics.plan import plan_relabel, predictive_model
-from fusion_core.diagnostics.predictive import planning_confusion
+from fusion_core.diagnostics.predictive import EVIDENCE_Z, planning_confusion
 from fusion_core.diagnostics.refit_gain import RefitGain, refit_gain
 from fusion_core.diagnostics.voi import expected_accuracy, extend, gain_variance, initial_gains
 from fusion_core.methods import create
@@ -181,7 +181,7 @@ def replay(
                 post, own, prior, it, wk, _, _ = predictive_model(est.responses_, res)
                 ok = wk >= 0
                 z = (
-                    (plan_kw or {}).get("evidence_z", 0.0)
+                    (plan_kw or {}).get("evidence_z", EVIDENCE_Z)
                     if (plan_kw or {}).get("prior_count", "auto") == "auto"
                     else 0.0
                 )
@@ -653,13 +653,19 @@ def main() -> None:
         "--evidence-z",
         type=float,
         default=None,
-        help="the plan's evidence_z (default 0: every annotator chosen by their own predictive matrix; 1.96: only annotators told apart from the crowd)",
+        help="the plan's evidence_z (default: the plan's, 1.96 — an annotator chosen by their own predictive matrix only when told apart from the crowd; 0: every annotator by their own)",
     )
     ap.add_argument(
         "--near-tie",
         type=float,
         default=None,
         help="the plan's NEAR_TIE (relative step within which scores are a near tie; 0: exact scores, as before)",
+    )
+    ap.add_argument(
+        "--bonferroni",
+        action="store_true",
+        help="an annotator is told apart as better only at the one-sided level divided by the number of annotators "
+        "(the fourth session's rule; default: at the level itself)",
     )
     ap.add_argument("--sim-replays", type=int, default=1, help="replays per simulated crowd (different starts)")
     ap.add_argument(
@@ -674,6 +680,10 @@ def main() -> None:
         import fusion_core.diagnostics.plan as plan_module
 
         plan_module.NEAR_TIE = args.near_tie
+    if args.bonferroni:
+        import fusion_core.diagnostics.predictive as predictive_module
+
+        predictive_module.BONFERRONI = True
     sets: list[tuple[str, list[dict[str, Curve]]]] = []
     t0 = time.perf_counter()
 

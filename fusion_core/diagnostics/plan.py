@@ -39,6 +39,7 @@ import pandas as pd
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.plan_result import RelabelPlan
 from fusion_core.diagnostics.predictive import (
+    EVIDENCE_Z,
     ShrunkFit,
     model_confusion,
     planning_confusion,
@@ -138,7 +139,7 @@ def plan_relabel(
     lookahead: bool = True,
     prior_count: float | str = "auto",
     interval: str = "refit",
-    evidence_z: float = 0.0,
+    evidence_z: float = EVIDENCE_Z,
     population_weight: float = POPULATION_WEIGHT,
 ) -> RelabelPlan:
     """Plan up to ``budget`` extra labels (module docstring).
@@ -155,11 +156,11 @@ def plan_relabel(
     one refit of the fit's method on simulated responses, when the fit took ≤ :data:`MAX_REFIT_SECONDS`),
     "simulated" (without that refit: cheaper, narrower),
     "model" (the planned items' outcomes only: too narrow on real crowds).
-    ``evidence_z`` (e.g. :data:`.predictive.EVIDENCE_Z`; 0, the default: every annotator by their own predictive
-    matrix): annotators are chosen by their own matrix only when their agreement differs from the crowd's by this
-    many standard errors (:func:`.predictive.planning_confusion`); the others are asked as alike, the load spread
-    (only with ``prior_count`` "auto").  Off by default: in the replays it lost to the held-out shrinkage alone
-    wherever annotators really differ (docs/PLAN.md).
+    ``evidence_z`` (:data:`.predictive.EVIDENCE_Z`; 0: every annotator by their own predictive matrix): annotators
+    are chosen by their own matrix only when their agreement differs from the crowd's by this many standard errors
+    (:func:`.predictive.planning_confusion`, each annotator at that level); the others are asked as alike, the load
+    spread (only with ``prior_count`` "auto") — agreement ranks conformity, not accuracy, where the crowd shares
+    its errors item by item, and the responses cannot tell at two or three per item (docs/PLAN.md).
     ``population_weight``: the items are valued under a mixture of the model's belief and, with this weight, the
     *population* belief (the truth one more draw from the item's responses: :func:`.voi.population_decided`).  Off
     by default: it lost to the model alone on the shared-confusion crowds it was built for (docs/PLAN.md)."""
