@@ -43,6 +43,10 @@ EM_TOL = 1e-6
 #: z at which an annotator's agreement is told apart from the crowd's as worse (:func:`distinct_annotators`;
 #: as better: the same one-sided level divided by the number of annotators)
 EVIDENCE_Z = 1.96
+#: "better" at the one-sided level divided by the number of annotators (Bonferroni) — or, False (the plan's
+#: choice, docs/PLAN.md), at the level itself: the plan caps anyone's share of the budget, so the few alike annotators
+#: called better by chance cost little, while a family-wise bar pools the real differences too
+BONFERRONI = False
 
 
 def item_log_joint(
@@ -204,13 +208,14 @@ def distinct_annotators(
     *,
     n_items: int,
     z: float = EVIDENCE_Z,
+    bonferroni: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Which annotators the responses tell apart from the crowd: per annotator the z statistic of their mean
     leave-one-out agreement with the truth (:func:`loo_right`) against the crowd's mean, with the crowd's
     per-response variance (``z_w = (m_w − m) / (s / √n_w)``), and whether they are told apart: *worse* at
-    ``z_w ≤ −z`` (1.96: a 95 % interval that excludes the crowd's), *better* only at ``z_w ≥ z_W``, the same
-    one-sided level divided by the number of annotators tested (Bonferroni: in a crowd of alike annotators the
-    chance that anyone is called better is at most that level).  Preferring an annotator concentrates the load on
+    ``z_w ≤ −z`` (1.96: a 95 % interval that excludes the crowd's), *better* at ``z_w ≥ z`` or, with
+    ``bonferroni`` (None: :data:`BONFERRONI`), only at ``z_W``, the same one-sided level divided by the number of annotators tested (then in a
+    crowd of alike annotators the chance that anyone is called better is at most that level).  Preferring an annotator concentrates the load on
     them, and the best-looking of many alike annotators is best by chance (the winner's curse); avoiding one
     costs little.  With ~15 responses only a gross difference (a spammer) is told apart."""
     n_workers = confusion.shape[0]
@@ -220,7 +225,9 @@ def distinct_annotators(
         return np.zeros(n_workers), np.zeros(n_workers, bool)
     mean = np.bincount(worker, weights=right, minlength=n_workers) / np.maximum(n, 1)
     stat = np.where(n > 0, (mean - right.mean()) * np.sqrt(n) / max(float(right.std()), 1e-12), 0.0)
-    level = NormalDist().cdf(-z) / max(1, int((n > 0).sum()))
+    level = NormalDist().cdf(-z) / (
+        max(1, int((n > 0).sum())) if (BONFERRONI if bonferroni is None else bonferroni) else 1
+    )
     z_better = NormalDist().inv_cdf(1 - level)
     return np.asarray(stat), (stat <= -z) | (stat >= z_better)
 
