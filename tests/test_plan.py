@@ -19,7 +19,6 @@ from fusion_core.diagnostics.predictive import (
     predictive_model,
 )
 from fusion_core.diagnostics.voi import (
-    PopulationJoint,
     candidate_gain,
     decided_accuracy,
     expected_accuracy,
@@ -27,7 +26,6 @@ from fusion_core.diagnostics.voi import (
     gain_variance,
     initial_gains,
     pair_gain,
-    population_decided,
 )
 from fusion_core.methods import create
 from fusion_core.methods.results import FitResult
@@ -68,7 +66,7 @@ def test_voi_hand_computed_two_classes_one_annotator() -> None:
     assert initial_gains(q, GAMMA[None])[0, 0] == pytest.approx(0.26)
     fit = _fit(q, GAMMA[None].repeat(2, 0), ["t1"], ["a", "b"])
     responses = pd.DataFrame({"task": ["t1"], "worker": ["b"], "label": ["0"]})
-    plan = plan_relabel(responses, fit, 5, max_per_item=1, prior_count=0, population_weight=0)
+    plan = plan_relabel(responses, fit, 5, max_per_item=1, prior_count=0)
     assert list(plan.assignment_annotator) == ["a"]  # b already labelled t1
     assert plan.expected_gain[0] == pytest.approx(0.26)
     assert plan.accuracy_after - plan.accuracy_before == pytest.approx(0.26)
@@ -77,48 +75,12 @@ def test_voi_hand_computed_two_classes_one_annotator() -> None:
     assert pair_gain(q[0], GAMMA, GAMMA) == pytest.approx(joint.max(axis=0).sum() - 0.6)
 
 
-def test_population_belief_is_the_polya_urn() -> None:
-    # the joint of the truth and two new labels under Dirichlet(β) is E[p_k p_l1 p_l2] (Dirichlet moments: rising
-    # factorials); the decided accuracy picks the same cells as an enumeration of the decider's argmax
-    beta = np.array([1.5, 0.5, 2.0])
-    pj = PopulationJoint(beta).extended().extended()
-    b, tot = beta, beta.sum()
-    for kk in range(3):
-        for l1 in range(3):
-            for l2 in range(3):
-                m = np.bincount([kk, l1, l2], minlength=3)
-                num = np.prod([np.prod(b[j] + np.arange(m[j])) for j in range(3)])
-                assert pj.joint[kk, l1 * 3 + l2] == pytest.approx(num / (tot * (tot + 1) * (tot + 2)))
-    dec = np.array([[0.5, 0.3, 0.2]])
-    dconf = np.array([[[0.8, 0.1, 0.1], [0.2, 0.7, 0.1], [0.1, 0.1, 0.8]]])
-    u = extend(extend(dec[0][:, None], dconf[0]), dconf[0])
-    want = pj.joint[np.argmax(u, axis=0), np.arange(9)].sum()
-    assert population_decided(beta[None], dec, dconf, repeat=2)[0, 0] == pytest.approx(want)
-
-
-def test_population_weight_values_items_by_their_votes() -> None:
-    # t has votes 0 and 1; β = (1, 1) + 1 × the label shares (½, ½); the fit's label follows c's response
-    # (q = (0.6, 0.4), Γ as GAMMA), so the population gain is Σ_l β_l (β_l + 1) / (B (B + 1)) − β_0 / B
-    # = 2 × 1.5 × 2.5 / 12 − 0.5 = 0.125 (two responses: 0.125 as well, halved: one is planned)
-    fit = _fit(np.array([[0.6, 0.4]]), np.stack([GAMMA] * 3), ["t"], ["a", "b", "c"])
-    responses = pd.DataFrame({"task": ["t", "t"], "worker": ["a", "b"], "label": ["0", "1"]})
-    plan = plan_relabel(responses, fit, 3, max_per_item=1, prior_count=0, population_weight=1, interval="model")
-    assert list(plan.assignment_annotator) == ["c"]
-    assert plan.accuracy_before == pytest.approx(0.5)
-    assert plan.expected_gain[0] == pytest.approx(0.125)
-    half = plan_relabel(responses, fit, 3, max_per_item=1, prior_count=0, population_weight=0.5, interval="model")
-    model = plan_relabel(responses, fit, 3, max_per_item=1, prior_count=0, population_weight=0, interval="model")
-    assert half.expected_gain[0] == pytest.approx((model.expected_gain[0] + 0.125) / 2)
-
-
 def test_two_labels_are_planned_where_one_alone_is_worth_nothing() -> None:
     # q = 0.8 with 0.8-accurate annotators: one dissent only brings a tie, so one response is worth 0, two are not
     sym = np.array([[0.8, 0.2], [0.2, 0.8]])
     fit = _fit(np.array([[0.8, 0.2]]), np.stack([sym] * 3), ["t"], ["a", "b", "c"])
     assert initial_gains(fit.posterior, sym[None])[0, 0] == pytest.approx(0.0, abs=1e-12)
-    plan = plan_relabel(
-        pd.DataFrame({"task": ["t"], "worker": ["a"], "label": ["0"]}), fit, 2, prior_count=0, population_weight=0
-    )
+    plan = plan_relabel(pd.DataFrame({"task": ["t"], "worker": ["a"], "label": ["0"]}), fit, 2, prior_count=0)
     assert plan.n_labels == 2 and set(plan.assignment_annotator) == {"b", "c"}
     assert plan.expected_gain[0] == pytest.approx(pair_gain(fit.posterior[0], sym, sym))
 
@@ -151,7 +113,7 @@ def test_gain_interval_covers_the_realised_gain_when_the_model_is_right() -> Non
     items, workers = [f"t{i}" for i in range(n)], [f"w{j}" for j in range(m)]
     fit = _fit(q, conf, items, workers)
     none = pd.DataFrame({"task": items[:1], "worker": workers[:1], "label": ["0"]})
-    plan = plan_relabel(none, fit, 120, prior_count=0, max_share=0.3, interval="model", population_weight=0)
+    plan = plan_relabel(none, fit, 120, prior_count=0, max_share=0.3, interval="model")
     lo, hi = plan.model_interval()
     assert lo < plan.accuracy_after - plan.accuracy_before < hi and plan.gain_sd > 0
     it = pd.Index(items).get_indexer(plan.assignment_task)
@@ -213,9 +175,7 @@ def test_gain_counts_from_the_label_the_user_has() -> None:
     responses = pd.DataFrame(
         {"task": ["t", "t", *others], "worker": ["a", "b", *["c"] * 40], "label": ["1", "1", *["0"] * 40]}
     )
-    plan = plan_relabel(
-        responses, fit, 1, items=["t"], max_per_item=1, prior_count=1.0, interval="model", population_weight=0
-    )
+    plan = plan_relabel(responses, fit, 1, items=["t"], max_per_item=1, prior_count=1.0, interval="model")
     ab = (0.5 * GAMMA + 1) / (0.5 + 2)  # one response each, π = 0.5 per class
     c = (20 * GAMMA + 1) / (20 + 2)
     q = np.array([0.5, 0.5]) * ab[:, 1] ** 2
@@ -330,9 +290,7 @@ def test_plan_spreads_the_load_over_annotators_it_cannot_tell_apart(monkeypatch)
     est = create("ds").fit(sim.responses)
     with monkeypatch.context() as m:  # family-wise: nobody is called better by chance
         m.setattr(predictive, "BONFERRONI", True)
-        spread = plan_relabel(
-            est.responses_, est.result_, 60, max_share=1.0, evidence_z=EVIDENCE_Z, population_weight=0
-        )
+        spread = plan_relabel(est.responses_, est.result_, 60, max_share=1.0, evidence_z=EVIDENCE_Z)
     load = spread.assignments()["annotator"].value_counts().reindex(sim.workers, fill_value=0)
     asked = load[load > 0]  # an annotator told apart as worse (a 5 % chance each) is not asked
     assert len(asked) >= 25 and asked.max() - asked.min() <= 1 and any("not told apart" in n for n in spread.notes)
@@ -340,7 +298,7 @@ def test_plan_spreads_the_load_over_annotators_it_cannot_tell_apart(monkeypatch)
     assert trusting.assignments()["annotator"].value_counts().max() >= 20
     # the default (each annotator at their own level): one called better by chance would take everything, but the
     # share cap (10 % of the budget) bounds what they get; the others still share the rest evenly
-    default = plan_relabel(est.responses_, est.result_, 60, population_weight=0)
+    default = plan_relabel(est.responses_, est.result_, 60)
     load = default.assignments()["annotator"].value_counts()
     assert load.max() <= 6 and len(load) >= 15
 

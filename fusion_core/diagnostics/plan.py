@@ -49,16 +49,12 @@ from fusion_core.diagnostics.predictive import (
 from fusion_core.diagnostics.refit_gain import RefitGain, refit_gain
 from fusion_core.diagnostics.voi import (
     CHUNK_ELEMENTS,
-    PopulationJoint,
     candidate_score,
     decided_accuracy,
     expected_accuracy,
     extend,
     gain_variance,
     initial_gains,
-    mixed_score,
-    population_counts,
-    population_decided,
 )
 from fusion_core.errors import UserInputError
 from fusion_core.methods.results import FitResult
@@ -78,11 +74,6 @@ NEAR_TIE = 0.0
 #: the gain is counted from the label the user has (the fit's), not from the plan model's argmax, and an item's
 #: first responses are scored by the label the fit will give after them (:func:`.voi.decided_accuracy`; docs/PLAN.md)
 FROM_FIT_LABEL = True
-#: weight of the *population* belief in the plan's value of an item (``population_weight``; docs/PLAN.md): the truth
-#: as one more draw from the item's own responses, the annotators exchangeable — the audit's population figure
-POPULATION_WEIGHT = 0.0
-#: the population belief's prior: this many pseudo-responses, spread by the crowd's label shares, per item
-POPULATION_PRIOR = 1.0
 
 
 def _per_worker(
@@ -140,7 +131,6 @@ def plan_relabel(
     prior_count: float | str = "auto",
     interval: str = "refit",
     evidence_z: float = EVIDENCE_Z,
-    population_weight: float = POPULATION_WEIGHT,
 ) -> RelabelPlan:
     """Plan up to ``budget`` extra labels (module docstring).
 
@@ -160,10 +150,7 @@ def plan_relabel(
     are chosen by their own matrix only when their agreement differs from the crowd's by this many standard errors
     (:func:`.predictive.planning_confusion`, each annotator at that level); the others are asked as alike, the load
     spread (only with ``prior_count`` "auto") — agreement ranks conformity, not accuracy, where the crowd shares
-    its errors item by item, and the responses cannot tell at two or three per item (docs/PLAN.md).
-    ``population_weight``: the items are valued under a mixture of the model's belief and, with this weight, the
-    *population* belief (the truth one more draw from the item's responses: :func:`.voi.population_decided`).  Off
-    by default: it lost to the model alone on the shared-confusion crowds it was built for (docs/PLAN.md)."""
+    its errors item by item, and the responses cannot tell at two or three per item (docs/PLAN.md)."""
     if interval not in ("refit", "simulated", "model"):
         raise UserInputError(f"interval must be 'refit', 'simulated' or 'model'; got {interval!r}.")
     if not (isinstance(budget, int | float) and math.isfinite(budget) and budget >= 0):
@@ -176,11 +163,10 @@ def plan_relabel(
         or max_candidates < 1
         or not (prior_count == "auto" or (isinstance(prior_count, int | float) and prior_count >= 0))
         or not evidence_z >= 0
-        or not 0 <= population_weight <= 1
     ):
         raise UserInputError(
             "max_share must be in (0, 1], max_per_item and max_candidates at least 1, prior_count 'auto' or ≥ 0, "
-            "evidence_z ≥ 0, population_weight in [0, 1]."
+            "evidence_z ≥ 0."
         )
     resp = as_responses(responses, classes=list(fit.classes), min_workers=1)
     fitted = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
@@ -243,33 +229,16 @@ def plan_relabel(
                 g = np.maximum(g, initial_gains(post[rows], cconf[js], repeat=2) / 2)
             return g
         fconf = fit_conf_all[cand[js]]
-        now = model_now[rows][:, None]
-
-        def gain(rep: int) -> np.ndarray:
-            g = decided_accuracy(post[rows], fitted[rows], cconf[js], fconf, repeat=rep) - now
-            if w_pop > 0:
-                pg = population_decided(beta[rows], fitted[rows], fconf, repeat=rep) - pop_now[rows][:, None]
-                g = (1 - w_pop) * g + w_pop * pg
-            return g
-
-        g = gain(1)
+        now = conf_now[rows][:, None]
+        g = decided_accuracy(post[rows], fitted[rows], cconf[js], fconf) - now
         if repeat == 2:
-            g = np.maximum(g, gain(2) / 2)
+            g = np.maximum(g, (decided_accuracy(post[rows], fitted[rows], cconf[js], fconf, repeat=2) - now) / 2)
         return g
 
     # the probability, under the plan's model, that the label the user has (the fit's) is right; it is below the
     # model's own confidence where the two disagree (an item's first responses are scored by the label the fit
     # will then give: first_scores)
-    model_now = post[np.arange(n), fit.label_codes] if FROM_FIT_LABEL else post.max(axis=1)
-    w_pop = float(population_weight)
-    beta = population_counts(item_of, resp.label, n, k, POPULATION_PRIOR)
-    pop_now = beta[np.arange(n), fit.label_codes] / beta.sum(axis=1)
-    conf_now = (1 - w_pop) * model_now + w_pop * pop_now
-    if w_pop > 0:
-        notes.append(
-            f"items valued with weight {w_pop:g} on the population belief (the truth as one more draw from the "
-            "item's responses) and the rest on the model."
-        )
+    conf_now = post[np.arange(n), fit.label_codes] if FROM_FIT_LABEL else post.max(axis=1)
     before = float(conf_now.mean()) if n else float("nan")
     open_mask = np.ones(n, bool)
     if items is not None:
@@ -306,14 +275,6 @@ def plan_relabel(
         score = np.where(allowed, alike_mean(g, allowed, pooled) / ccost[None, :], -np.inf)
 
     joints: dict[int, np.ndarray] = {}
-    pjoints: dict[int, PopulationJoint] = {}
-
-    def mixed(r: int) -> np.ndarray:  # item r's joint table under the plan's belief (model and population)
-        joint = joints.get(r, post[elig[r]][:, None])
-        if w_pop <= 0:
-            return joint
-        pop = pjoints[r].joint if r in pjoints else (beta[elig[r]] / beta[elig[r]].sum())[:, None]
-        return (1 - w_pop) * joint + w_pop * pop
 
     planned: dict[int, list[int]] = {}
     heap: list[tuple[float, float, int, int, int, int, float]] = []
@@ -351,14 +312,12 @@ def plan_relabel(
         if not can_add(m):
             return
         joint = joints.get(r, post[elig[r]][:, None])
-        if target is not None and (expected_accuracy(mixed(r)) if m else float(conf_now[elig[r]])) >= target:
+        if target is not None and (expected_accuracy(joint) if m else float(conf_now[elig[r]])) >= target:
             return
         avail = np.flatnonzero(allowed[r] & (ccap >= 1) & (ccost <= budget - spent + 1e-12))
         if len(avail) == 0:
             return
-        if m and w_pop > 0:
-            s = mixed_score(joint, cconf[avail], can_look(m), pjoints[r], w_pop)
-        elif m:
+        if m:
             s = candidate_score(joint, cconf[avail], can_look(m))
         else:
             s = first_scores(elig[r : r + 1], avail, 2 if can_look(0) else 1)[0]
@@ -387,11 +346,9 @@ def plan_relabel(
             if len(alike):
                 j = int(alike[np.argmin(load[alike])])
         joint = joints.get(r, post[elig[r]][:, None])
-        old = expected_accuracy(mixed(r)) if r in joints else float(conf_now[elig[r]])
-        joints[r] = extend(joint, cconf[j])
-        if w_pop > 0:
-            pjoints[r] = pjoints.get(r, PopulationJoint(beta[elig[r]])).extended()
-        gains.append(expected_accuracy(mixed(r)) - old)
+        new = extend(joint, cconf[j])
+        gains.append(expected_accuracy(new) - (expected_accuracy(joint) if r in joints else float(conf_now[elig[r]])))
+        joints[r] = new
         planned.setdefault(r, []).append(j)
         allowed[r, j] = False
         ccap[j] -= 1
@@ -403,20 +360,22 @@ def plan_relabel(
     if c and budget - spent < ccost.min() - 1e-12:
         stop = "budget spent"
     elif (
-        target is not None and len(planned) == len(elig) and all(expected_accuracy(mixed(r)) >= target for r in planned)
+        target is not None
+        and len(planned) == len(elig)
+        and all(expected_accuracy(joints[r]) >= target for r in planned)
     ):
         stop = "every item meets the target"
     else:
         stop = "no label is expected to help (or no annotator can give one)"
 
-    rows = sorted(planned, key=lambda r: -(expected_accuracy(mixed(r)) - conf_now[elig[r]]))
-    item_gain = np.array([expected_accuracy(mixed(r)) - conf_now[elig[r]] for r in rows])
+    rows = sorted(planned, key=lambda r: -(expected_accuracy(joints[r]) - conf_now[elig[r]]))
+    item_gain = np.array([expected_accuracy(joints[r]) - conf_now[elig[r]] for r in rows])
     codes = elig[np.asarray(rows, dtype=np.int64)]
     classes = pd.Index(fit.classes)
     cw = workers[cand] if c else workers[:0]
     cw_ids = cw.tolist()  # one conversion (a pandas take per item costs ~0.2 ms)
     after = before + float(item_gain.sum()) / n if n else before
-    sd = math.sqrt(sum(gain_variance(mixed(r)) for r in rows)) / n if n else 0.0
+    sd = math.sqrt(sum(gain_variance(joints[r]) for r in rows)) / n if n else 0.0
     asked_tasks = pd.Index(fit.items).take(elig[np.asarray(order_r, dtype=np.int64)])
     asked = cw.take(np.asarray(order_j, dtype=np.int64))
     refit = _refit_interval(resp, fit, asked_tasks, asked, prior_count=prior_count, interval=interval, shrunk=shrunk)

@@ -125,101 +125,6 @@ def decided_accuracy(
     return out
 
 
-def population_counts(item: np.ndarray, label: np.ndarray, n_items: int, k: int, prior_count: float) -> np.ndarray:
-    """The population belief's Dirichlet parameters per item (items × K): its vote counts plus ``prior_count``
-    pseudo-responses spread by the crowd's label shares."""
-    shares = np.bincount(label, minlength=k) / max(1, len(label))
-    return np.asarray(np.bincount(item * k + label, minlength=n_items * k).reshape(n_items, k) + prior_count * shares)
-
-
-def population_decided(
-    beta: np.ndarray, decider: np.ndarray, decider_confusions: np.ndarray, repeat: int = 1
-) -> np.ndarray:
-    """:func:`decided_accuracy` under the *population* belief: an item's truth is one more draw from its own
-    response distribution ``p_i ~ Dirichlet(β_i)`` (``β_i`` = its vote counts plus a prior), and so is every new
-    response, whoever gives it (annotators are exchangeable draws).  The joint of ``repeat`` new labels and the
-    truth is the Pólya urn's, ``P(l, k) = β_l (β_k + [k = l]) / (B (B + 1))`` (``B = Σ β``; two labels: one factor
-    more); the label is the decider's (the fit's posterior ``decider`` and each candidate's ``decider_confusions``),
-    and the expected accuracy ``Σ_o P(o, a(o))``.  Items × candidates, chunked as :func:`initial_gains`."""
-    n, k = beta.shape
-    c = len(decider_confusions)
-    out = np.empty((n, c))
-    eye = np.eye(k)
-    step = max(1, CHUNK_ELEMENTS // max(1, 2 * c * k ** (1 + repeat)))
-    for a in range(0, n, step):
-        b, d = beta[a : a + step], decider[a : a + step]
-        tot = b.sum(axis=1)[:, None, None]
-        # J[i, k, l]: truth k, new label l
-        pj = b[:, None, :] * (b[:, :, None] + eye[None]) / (tot * (tot + 1))
-        u = d[:, None, :, None] * decider_confusions[None, :, :, :]  # I × C × K × L
-        if repeat == 2:  # J[i, k, l1, l2]
-            pj = (
-                b[:, None, :, None]
-                * (b[:, None, None, :] + eye[None, None])
-                * (b[:, :, None, None] + eye[None, :, :, None] + eye[None, :, None, :])
-                / ((tot * (tot + 1))[..., None] * (tot + 2)[..., None])
-            )
-            u = u[..., None] * decider_confusions[None, :, :, None, :]
-        pick = np.argmax(u.reshape(len(b), c, k, -1), axis=2)  # I × C × O
-        flat = pj.reshape(len(b), 1, k, -1)
-        out[a : a + step] = np.take_along_axis(
-            np.broadcast_to(flat, (len(b), c, k, flat.shape[-1])), pick[:, :, None, :], axis=2
-        )[:, :, 0, :].sum(axis=2)
-    return out
-
-
-class PopulationJoint:
-    """One item's joint table (K × outcomes, the outcomes ordered as :func:`extend`'s) of its truth and the planned
-    responses under the population belief (:func:`population_decided`), with each outcome's label counts so the
-    Pólya urn can be extended one response at a time."""
-
-    def __init__(self, beta: np.ndarray) -> None:
-        self.beta = np.asarray(beta, float)
-        k = len(self.beta)
-        self.joint = (self.beta / self.beta.sum())[:, None]
-        self.counts = np.zeros((1, k))
-
-    def step(self) -> np.ndarray:
-        """``R[k, o, l]``: the probability of the next label ``l`` given truth ``k`` and outcome ``o`` (K × O × K)."""
-        k = len(self.beta)
-        m = self.counts[0].sum() if len(self.counts) else 0.0
-        num = self.beta[None, None, :] + np.eye(k)[:, None, :] + self.counts[None, :, :]
-        return np.asarray(num / (self.beta.sum() + 1 + m))
-
-    def table(self) -> np.ndarray:
-        """The joint after one more response of any annotator: K × O × K (truth, outcome, new label)."""
-        return self.joint[:, :, None] * self.step()
-
-    def extended(self) -> PopulationJoint:
-        k = len(self.beta)
-        new = PopulationJoint.__new__(PopulationJoint)
-        new.beta = self.beta
-        new.joint = self.table().reshape(k, -1)
-        new.counts = (self.counts[:, None, :] + np.eye(k)[None, :, :]).reshape(-1, k)
-        return new
-
-
-def mixed_score(
-    joint: np.ndarray, confusions: np.ndarray, lookahead: bool, pop: PopulationJoint, weight: float
-) -> np.ndarray:
-    """:func:`candidate_score` under the mixture ``(1 − weight)`` × the model's belief + ``weight`` × the population
-    belief (:class:`PopulationJoint`; the label after each outcome is the mixture's argmax)."""
-    mix = (1 - weight) * joint + weight * pop.joint
-    now = expected_accuracy(mix)
-    c, k = len(confusions), joint.shape[0]
-    tp = pop.table()  # K × O × L
-    t = (1 - weight) * joint[None, :, :, None] * confusions[:, :, None, :] + weight * tp[None]
-    g = t.reshape(c, k, -1).max(axis=1).sum(axis=1) - now
-    if lookahead:
-        ext = pop.extended()
-        tp2 = ext.table().reshape(k, tp.shape[1], k, k)  # K × O × L1 × L2
-        t2 = (1 - weight) * (joint[None, :, :, None] * confusions[:, :, None, :])[..., None] * confusions[
-            :, :, None, None, :
-        ] + weight * tp2[None]
-        g = np.maximum(g, (t2.reshape(c, k, -1).max(axis=1).sum(axis=1) - now) / 2)
-    return np.asarray(g)
-
-
 def pair_gain(posterior_row: np.ndarray, first: np.ndarray, second: np.ndarray) -> float:
     """Expected gain of two responses, from annotators with confusions ``first`` and ``second``."""
     joint = extend(extend(posterior_row[:, None], first), second)
@@ -228,7 +133,6 @@ def pair_gain(posterior_row: np.ndarray, first: np.ndarray, second: np.ndarray) 
 
 __all__ = [
     "CHUNK_ELEMENTS",
-    "PopulationJoint",
     "candidate_gain",
     "candidate_score",
     "decided_accuracy",
@@ -236,8 +140,5 @@ __all__ = [
     "extend",
     "gain_variance",
     "initial_gains",
-    "mixed_score",
     "pair_gain",
-    "population_counts",
-    "population_decided",
 ]
