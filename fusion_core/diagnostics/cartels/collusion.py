@@ -98,6 +98,7 @@ class GroupEvidence:
     wrong_p: float
     dependent: bool
     why: str
+    unsupported: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -266,7 +267,37 @@ def _copies(
 def group_evidence(
     resp: Responses, members: list[str], settings: CollusionSettings, rng: np.random.Generator
 ) -> GroupEvidence:
-    """The two tests of the module docstring on one proposed group (ids as written)."""
+    """The tests of the module docstring on one proposed group (ids as written): while the group passes (2a, 2b)
+    and some members lack their own evidence (3), those members go back to the rest of the crowd and the smaller
+    group is tested again, against a reference that now includes them."""
+    current = list(members)
+    unsupported: list[str] = []
+    while True:
+        ev, own = _evidence(resp, current, settings, rng)
+        drop = [w for w in ev.members if w not in own] if ev.dependent else []
+        if not drop:
+            return replace(ev, proposed=tuple(members), unsupported=tuple(unsupported))
+        unsupported += drop
+        if len(own) < 2:
+            why = (
+                "the group agrees beyond its members' skills on answers the rest rejects, but fewer than two "
+                "members do so on their own evidence"
+            )
+            return replace(
+                ev,
+                proposed=tuple(members),
+                members=tuple(w for w in ev.members if w in own),
+                unsupported=tuple(unsupported),
+                dependent=False,
+                why=why,
+            )
+        current = [w for w in current if w not in drop]
+
+
+def _evidence(
+    resp: Responses, members: list[str], settings: CollusionSettings, rng: np.random.Generator
+) -> tuple[GroupEvidence, set[str]]:
+    """One pass of the tests on ``members``: the group's evidence and the kept members with their own (3)."""
     K = resp.n_classes
     codes = resp.workers.get_indexer(pd.Index(members, dtype=object))
     if (codes < 0).any():  # ids as written: fall back to string comparison
@@ -295,7 +326,9 @@ def group_evidence(
     who, item, lab, qi = who[ok], item[ok], lab[ok], qi[ok]
     kept = tuple(str(x) for x in names[~near])
 
-    def _result(dependent: bool, why: str, **kw: Any) -> GroupEvidence:
+    own_names: set[str] = set()
+
+    def _result(dependent: bool, why: str, **kw: Any) -> tuple[GroupEvidence, set[str]]:
         base: dict[str, Any] = {
             "n_pairs": 0,
             "agreement": np.nan,
@@ -312,7 +345,7 @@ def group_evidence(
             "wrong_p": np.nan,
         }
         base.update(kw)
-        return GroupEvidence(tuple(members), kept, near_names, dependent=dependent, why=why, **base)
+        return GroupEvidence(tuple(members), kept, near_names, dependent=dependent, why=why, **base), own_names
 
     if len(kept) < 2:
         return _result(False, "fewer than two members are above chance: near-chance annotators are spammers")
@@ -333,9 +366,14 @@ def group_evidence(
 
     wrong_k = np.arange(K)[:, None, None] != rest_lab[None, :, None]
 
-    def stats(L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per column of L: agreeing pairs, pairs agreeing on a label the rest rejects, and items where the group's
-        (strict) majority equals the rest's label."""
+    m = len(codes)
+    W = sp.csr_matrix((np.ones(len(inv)), (who, np.arange(len(inv)))), shape=(m, len(inv)))
+    rest_r = rest_lab[inv]
+
+    def stats(L: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per column of L: agreeing pairs, pairs agreeing on a label the rest rejects, items where the group's
+        (strict) majority equals the rest's label; and per member (rows): its agreeing partners, and those on a
+        label the rest rejects."""
         counts = np.stack([np.asarray(A @ np.equal(L, k).astype(np.float64)) for k in range(K)])  # K × items × R
         pairs = counts * (counts - 1) / 2
         agree = pairs.sum(axis=(0, 1))
@@ -343,9 +381,11 @@ def group_evidence(
         top = counts.max(axis=0)
         strict = (counts == top[None]).sum(axis=0) == 1
         right = (strict & (counts.argmax(axis=0) == rest_lab[:, None])).sum(axis=0)
-        return agree, wrong, right
+        part = counts[L, inv[:, None], np.arange(L.shape[1])[None, :]] - 1.0  # responses × R
+        return agree, wrong, right, W @ part, W @ (part * (L != rest_r[:, None]))
 
-    obs_agree, obs_wrong, obs_right = (float(x[0]) for x in stats(lab[:, None]))
+    o_agree, o_wrong, o_right, o_m_agree, o_m_wrong = stats(lab[:, None])
+    obs_agree, obs_wrong, obs_right = float(o_agree[0]), float(o_wrong[0]), float(o_right[0])
     counts0 = np.stack([np.asarray(A @ (lab == k).astype(np.float64)) for k in range(K)])
     top0 = counts0.max(axis=0)
     n_maj = int(((counts0 == top0[None]).sum(axis=0) == 1).sum())
@@ -354,7 +394,7 @@ def group_evidence(
     S = np.stack([np.asarray(A @ P[:, k, :]) for k in range(K)], axis=1)  # items × K × K
     Q = np.stack([np.asarray(A @ P[:, k, :] ** 2) for k in range(K)], axis=1)
     predicted = float((q_it * ((S**2 - Q) / 2).sum(axis=2)).sum())
-    null_agree, null_wrong, null_right = [], [], []
+    null_agree, null_wrong, null_right, null_m_agree, null_m_wrong = [], [], [], [], []
     cdf = np.cumsum(P, axis=2)
     qcdf = np.cumsum(q_it, axis=1)
     for start in range(0, settings.n_null, 100):
@@ -365,11 +405,23 @@ def group_evidence(
         c = cdf[np.arange(len(inv))[:, None], t_r]  # responses × R × K
         u = rng.random((len(inv), R))
         L = np.minimum((u[:, :, None] > c).sum(axis=2), K - 1)
-        a_r, w_r, r_r = stats(L)
+        a_r, w_r, r_r, ma_r, mw_r = stats(L)
         null_agree.append(a_r)
         null_wrong.append(w_r)
         null_right.append(r_r)
+        null_m_agree.append(ma_r)
+        null_m_wrong.append(mw_r)
     na, nw, nr = np.concatenate(null_agree), np.concatenate(null_wrong), np.concatenate(null_right)
+    # each member's own evidence: its agreeing partners (all, and on labels the rest rejects) against the null's
+    nma, nmw = np.concatenate(null_m_agree, axis=1), np.concatenate(null_m_wrong, axis=1)
+    m_pairs = np.maximum(W @ (n_per[inv] - 1.0), 1.0)
+    m_agree_p = (1 + (nma >= o_m_agree).sum(axis=1)) / (nma.shape[1] + 1)
+    m_wrong_p = (1 + (nmw >= o_m_wrong).sum(axis=1)) / (nmw.shape[1] + 1)
+    m_agree_x = (o_m_agree[:, 0] - nma.mean(axis=1)) / m_pairs
+    m_wrong_x = (o_m_wrong[:, 0] - nmw.mean(axis=1)) / m_pairs
+    own = (m_agree_p < settings.alpha) & (m_agree_x >= settings.min_excess)
+    own &= (m_wrong_p < settings.alpha) & (m_wrong_x >= settings.min_excess)
+    own_names = {str(x) for x in names[own]}
     excess_p = float((1 + (na >= obs_agree).sum()) / (len(na) + 1))
     wrong_p = float((1 + (nw >= obs_wrong).sum()) / (len(nw) + 1))
     right_p = float((1 + (nr >= obs_right).sum()) / (len(nr) + 1))
