@@ -17,7 +17,18 @@ crowd decides (max_k q_ik ≥ ``decided``):
 3. (b) the excess is on answers the rest of the crowd rejects: member pairs agreeing on a label other than the
    rest's are more than the same null predicts (p < ``alpha``, excess ≥ ``min_excess``).  Skilled annotators who agree beyond
    independence because they are right together (e.g. on hard items) add agreeing pairs on the rest's answer only;
-   a cartel following its own target adds them on the target's wrong answers.
+   a cartel following its own target adds them on the target's wrong answers;
+4. membership is each member's own evidence, not linkage: a member's agreeing partners among the other proposed
+   members must exceed the same null's prediction by at least ``min_excess`` of its partners, with p < ``alpha``
+   against the replicates and p < ``alpha`` / (number of annotators) with a normal tail (the replicates' mean and
+   spread, continuity-corrected): the detector chose the members among all annotators on that same agreement, so
+   an honest annotator it linked to a group is the luckiest of many; and its partners agreeing on labels the rest
+   rejects must exceed the null's (p < ``alpha``).  When the group passes 2 and 3 but some members lack their own
+   evidence, the group of those with it is tested again (2, 3) against the same reference, once (dropping members
+   and testing again until none drops let one weak true member take the others with it).  A group's pairs are
+   dominated by its most active members: in a sparse crowd where two heavy annotators share errors, the group test
+   passes on their pairs alone and, before this step, carried the honest annotators the detector had linked to
+   them (``benchmarks/collusion_calibration.py --shapes heavy``).
 
 The group table also shows how often the group's majority equals the rest's label on the decided items (Wilson
 interval) next to what the members' skills predict.
@@ -78,7 +89,8 @@ class GroupEvidence:
     bootstrap p-value; ``right``, ``right_low``, ``right_high``: share of decided items where the group's majority
     equals the rest's label, with a Wilson interval; ``right_predicted``: the null's mean; ``right_p``: the null's
     chance of a share at least as high; ``wrong``/``wrong_predicted``/``wrong_p``: share of member pairs agreeing on
-    a label the rest rejects, its prediction and p-value."""
+    a label the rest rejects, its prediction and p-value; ``unsupported``: proposed members above chance without
+    their own evidence (step 4 of the module docstring), returned to the rest of the crowd."""
 
     proposed: tuple[str, ...]
     members: tuple[str, ...]
@@ -166,6 +178,7 @@ class CollusionCheck:
                 "kind": e.kind,
                 "members": ", ".join(e.members),
                 "near chance (not members)": ", ".join(e.near_chance),
+                "no own evidence (not members)": ", ".join(e.unsupported),
                 "member pairs compared": e.n_pairs,
                 "agreement observed": e.agreement,
                 "agreement predicted by skill": e.predicted,
@@ -264,51 +277,62 @@ def _copies(
     return (excess > zc * np.sqrt(np.maximum(var, 1e-12))) & (excess >= settings.min_excess * np.maximum(n_p, 1.0))
 
 
+def _tail(obs: np.ndarray, null: np.ndarray) -> np.ndarray:
+    """One-sided p-value of counts ``obs`` (per row) against the null's replicates (columns): normal with the
+    replicates' mean and spread (at least ½) and a continuity correction."""
+    mu = null.mean(axis=1)
+    sd = np.maximum(null.std(axis=1), 0.5)
+    return np.asarray(norm.sf((obs - 0.5 - mu) / sd))
+
+
 def group_evidence(
     resp: Responses, members: list[str], settings: CollusionSettings, rng: np.random.Generator
 ) -> GroupEvidence:
-    """The tests of the module docstring on one proposed group (ids as written): while the group passes (2a, 2b)
-    and some members lack their own evidence (3), those members go back to the rest of the crowd and the smaller
-    group is tested again, against a reference that now includes them."""
-    current = list(members)
-    unsupported: list[str] = []
-    while True:
-        ev, own = _evidence(resp, current, settings, rng)
-        drop = [w for w in ev.members if w not in own] if ev.dependent else []
-        if not drop:
-            return replace(ev, proposed=tuple(members), unsupported=tuple(unsupported))
-        unsupported += drop
-        if len(own) < 2:
-            why = (
-                "the group agrees beyond its members' skills on answers the rest rejects, but fewer than two "
-                "members do so on their own evidence"
-            )
-            return replace(
-                ev,
-                proposed=tuple(members),
-                members=tuple(w for w in ev.members if w in own),
-                unsupported=tuple(unsupported),
-                dependent=False,
-                why=why,
-            )
-        current = [w for w in current if w not in drop]
-
-
-def _evidence(
-    resp: Responses, members: list[str], settings: CollusionSettings, rng: np.random.Generator
-) -> tuple[GroupEvidence, set[str]]:
-    """One pass of the tests on ``members``: the group's evidence and the kept members with their own (3)."""
-    K = resp.n_classes
-    codes = resp.workers.get_indexer(pd.Index(members, dtype=object))
-    if (codes < 0).any():  # ids as written: fall back to string comparison
-        codes = np.flatnonzero(np.isin(resp.workers.astype(str), members))
-    in_g = np.isin(resp.worker, codes)
-    rest = resp.subset(~in_g)
+    """The tests of the module docstring on one proposed group (ids as written): when the group passes (2, 3) but
+    some members lack their own evidence (4), the group of those with it is tested again (2, 3), against the same
+    reference (the crowd without the whole proposal)."""
+    codes = _codes(resp, members)
+    rest = resp.subset(~np.isin(resp.worker, codes))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         q = np.asarray(create(settings.method).fit(rest).probas_, dtype=float)
     has = np.bincount(rest.item, minlength=resp.n_items) > 0
     decided = has & (q.max(axis=1) >= settings.decided)
+    ev, own = _evidence(resp, list(members), settings, rng, q=q, decided=decided)
+    drop = tuple(w for w in ev.members if w not in own) if ev.dependent else ()
+    if not drop:
+        return ev
+    if len(own) < 2:
+        why = (
+            "the group agrees beyond its members' skills on answers the rest rejects, but fewer than two members do "
+            "so on their own evidence"
+        )
+        return replace(ev, members=tuple(w for w in ev.members if w in own), unsupported=drop, dependent=False, why=why)
+    again, _ = _evidence(resp, [w for w in members if w in own], settings, rng, q=q, decided=decided)
+    return replace(again, proposed=tuple(members), near_chance=ev.near_chance, unsupported=drop)
+
+
+def _codes(resp: Responses, members: list[str]) -> np.ndarray:
+    codes = resp.workers.get_indexer(pd.Index(members, dtype=object))
+    if (codes < 0).any():  # ids as written: fall back to string comparison
+        codes = np.flatnonzero(np.isin(resp.workers.astype(str), members))
+    return np.asarray(codes)
+
+
+def _evidence(
+    resp: Responses,
+    members: list[str],
+    settings: CollusionSettings,
+    rng: np.random.Generator,
+    *,
+    q: np.ndarray,
+    decided: np.ndarray,
+) -> tuple[GroupEvidence, set[str]]:
+    """One pass of the tests on ``members`` against the reference posterior ``q`` (items ``decided``): the group's
+    evidence and the kept members with their own (4)."""
+    K = resp.n_classes
+    codes = _codes(resp, members)
+    in_g = np.isin(resp.worker, codes)
     keep = in_g & decided[resp.item]
     local = np.full(resp.n_workers, -1)
     local[codes] = np.arange(len(codes))
@@ -382,7 +406,7 @@ def _evidence(
         strict = (counts == top[None]).sum(axis=0) == 1
         right = (strict & (counts.argmax(axis=0) == rest_lab[:, None])).sum(axis=0)
         part = counts[L, inv[:, None], np.arange(L.shape[1])[None, :]] - 1.0  # responses × R
-        return agree, wrong, right, W @ part, W @ (part * (L != rest_r[:, None]))
+        return agree, wrong, right, W @ part, W @ (part * (rest_r[:, None] != L))
 
     o_agree, o_wrong, o_right, o_m_agree, o_m_wrong = stats(lab[:, None])
     obs_agree, obs_wrong, obs_right = float(o_agree[0]), float(o_wrong[0]), float(o_right[0])
@@ -418,9 +442,9 @@ def _evidence(
     m_agree_p = (1 + (nma >= o_m_agree).sum(axis=1)) / (nma.shape[1] + 1)
     m_wrong_p = (1 + (nmw >= o_m_wrong).sum(axis=1)) / (nmw.shape[1] + 1)
     m_agree_x = (o_m_agree[:, 0] - nma.mean(axis=1)) / m_pairs
-    m_wrong_x = (o_m_wrong[:, 0] - nmw.mean(axis=1)) / m_pairs
-    own = (m_agree_p < settings.alpha) & (m_agree_x >= settings.min_excess)
-    own &= (m_wrong_p < settings.alpha) & (m_wrong_x >= settings.min_excess)
+    level = settings.alpha / max(resp.n_workers, 1)
+    own = (m_agree_p < settings.alpha) & (_tail(o_m_agree[:, 0], nma) < level) & (m_agree_x >= settings.min_excess)
+    own &= m_wrong_p < settings.alpha
     own_names = {str(x) for x in names[own]}
     excess_p = float((1 + (na >= obs_agree).sum()) / (len(na) + 1))
     wrong_p = float((1 + (nw >= obs_wrong).sum()) / (len(nw) + 1))
