@@ -19,6 +19,7 @@ import time
 import warnings
 
 import numpy as np
+import pandas as pd
 from _common import make_parser
 
 from fusion_core.data.responses import as_responses
@@ -26,7 +27,44 @@ from fusion_core.diagnostics.audit.runner import _cartel
 from fusion_core.diagnostics.cartels.collusion import DEFAULTS, check_collusion, group_evidence
 from fusion_core.diagnostics.cartels.words import POSSIBLE_COLLUSION
 from fusion_core.simulate.dawid_skene import dawid_skene
+from fusion_core.simulate.heavy import HEAVY_VARIANTS
 from fusion_core.simulate.spectral import cartel, independent
+
+HEAVY = ("heavy", "heavy-honest", "heavy-cartel")
+"""The heavy-annotator shapes (:mod:`fusion_core.simulate.heavy`: ~2,000 binary items × ~5 responses, prior 78/22,
+~60 % of annotators with < 10 responses, 5 heavy annotators giving ~70 % of the responses): two of the heavy
+annotators biased with shared errors (dependent by construction: neither honest nor planted in the counts), none
+biased, and none biased plus a planted cartel (:func:`plant_cartel`)."""
+
+
+def plant_cartel(sim: object, seed: int, size: int = 8, cover: float = 0.1) -> tuple[pd.DataFrame, set[str]]:
+    """The crowd's responses plus ``size`` cartel members (``c0`` …), each labelling a share ``cover`` of the items:
+    a shared target 70 % right, each member faithful to it with probability U(0.8, 0.95) and otherwise an honest
+    annotator of accuracy U(0.7, 0.9)."""
+    rng = np.random.default_rng(10_000 + seed)
+    truth = sim.truth  # type: ignore[attr-defined]
+    t = truth.to_numpy().astype(int)
+    target = np.where(rng.random(len(t)) < 0.7, t, 1 - t)
+    frames = [sim.responses]  # type: ignore[attr-defined]
+    for c in range(size):
+        seen = np.flatnonzero(rng.random(len(t)) < cover)
+        own = np.where(rng.random(len(seen)) < rng.uniform(0.7, 0.9), t[seen], 1 - t[seen])
+        lab = np.where(rng.random(len(seen)) < rng.uniform(0.8, 0.95), target[seen], own)
+        frames.append(pd.DataFrame({"task": truth.index[seen], "worker": f"c{c}", "label": lab}))
+    return pd.concat(frames, ignore_index=True), {f"c{c}" for c in range(size)}
+
+
+def heavy_crowds(seed: int) -> dict[str, tuple[pd.DataFrame, set[str], set[str]]]:
+    """name → (responses, planted members, members dependent by construction) for :data:`HEAVY`."""
+    shared = HEAVY_VARIANTS["heavy"](seed)
+    role = shared.role
+    honest = HEAVY_VARIANTS["heavy-honest"](seed)
+    planted, members = plant_cartel(honest, seed)
+    return {
+        "heavy": (shared.responses, set(), {str(w) for w in role.index[role == "heavy biased"]}),
+        "heavy-honest": (honest.responses, set(), set()),
+        "heavy-cartel": (planted, members, set()),
+    }
 
 
 def crowds(seed: int) -> dict[str, tuple[object, set[str]]]:
@@ -50,7 +88,8 @@ def crowds(seed: int) -> dict[str, tuple[object, set[str]]]:
     }
 
 
-def run_seed(seed: int, audit: bool = True) -> dict[str, float]:
+def run_seed(seed: int, audit: bool = True, shapes: tuple[str, ...] = ("spectral",)) -> dict[str, float]:
+    """Counts over the seed's crowds of ``shapes`` ("spectral": :func:`crowds`; "heavy": :func:`heavy_crowds`)."""
     out = {
         "honest": 0.0,
         "accused": 0.0,
@@ -60,9 +99,16 @@ def run_seed(seed: int, audit: bool = True) -> dict[str, float]:
         "hit": 0.0,
         "agree": 1.0,
         "worded": 0.0,
+        "built": 0.0,
+        "built_called": 0.0,
     }
-    for name, (sim, true) in crowds(seed).items():
-        resp = as_responses(sim.responses)  # type: ignore[attr-defined]
+    todo: list[tuple[str, object, set[str], set[str]]] = []
+    if "spectral" in shapes:
+        todo += [(name, sim, true, set()) for name, (sim, true) in crowds(seed).items()]
+    if "heavy" in shapes:
+        todo += [(name, answers, true, built) for name, (answers, true, built) in heavy_crowds(seed).items()]
+    for name, sim, true, built in todo:
+        resp = as_responses(sim if isinstance(sim, pd.DataFrame) else sim.responses)  # type: ignore[attr-defined]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             check = check_collusion(resp, random_state=seed)
@@ -71,8 +117,10 @@ def run_seed(seed: int, audit: bool = True) -> dict[str, float]:
                 out["agree"] *= float(set(audit_groups) == set(check.groups))
         accused = check.members
         workers = {str(w) for w in resp.workers}
-        out["honest"] += len(workers - true)
-        out["accused"] += len(accused - true)
+        out["honest"] += len(workers - true - built)
+        out["accused"] += len(accused - true - built)
+        out["built"] += len(built)
+        out["built_called"] += len(accused & built)
         if name == "honest":  # the groups real crowds wrongly accused: the best and the worst annotators
             acc = sim.balanced_accuracy.sort_values()  # type: ignore[attr-defined]
             rng = np.random.default_rng(seed)
@@ -162,6 +210,9 @@ def main() -> None:
     ap.add_argument("--verbose", action="store_true", help="a line per seed (to add up interrupted runs)")
     ap.add_argument("--timing", type=int, default=0, help="only time the audit's check on this many responses")
     ap.add_argument("--real", nargs="*", help="only check these public binary crowds (in /work/shared/datasets)")
+    ap.add_argument(
+        "--shapes", nargs="*", default=["spectral"], choices=["spectral", "heavy"], help="crowd shapes (module doc)"
+    )
     args = ap.parse_args()
     if args.real:
         real(args.real)
@@ -172,13 +223,14 @@ def main() -> None:
     tot: dict[str, float] = {}
     t0 = time.perf_counter()
     for s in range(args.first, args.first + args.seeds):
-        r = run_seed(s, audit=not args.no_audit)
+        r = run_seed(s, audit=not args.no_audit, shapes=tuple(args.shapes))
         for k, v in r.items():
             tot[k] = tot.get(k, 0.0) + v
         if args.verbose or r["accused"] or r["found"] < r["planted"] or r["agree"] < 1:
             print(
                 f"seed {s}: accused {r['accused']:.0f} of {r['honest']:.0f} honest, members hit {r['hit']:.0f}/{r['members']:.0f}, planted found {r['found']:.0f}/{r['planted']:.0f}, "
-                f"pages agree {bool(r['agree'])}",
+                f"pages agree {bool(r['agree'])}, dependent by construction called {r['built_called']:.0f}/"
+                f"{r['built']:.0f}",
                 flush=True,
             )
     n = args.seeds
@@ -196,6 +248,11 @@ def main() -> None:
         f"{tot['hit'] / tot['members']:.1%}; found planted groups worded '{POSSIBLE_COLLUSION}': "
         f"{tot['worded']:.0f}/{tot['found']:.0f}"
     )
+    if tot["built"]:
+        print(
+            f"heavy annotators biased with shared errors (dependent by construction) called dependent: "
+            f"{tot['built_called']:.0f}/{tot['built']:.0f}"
+        )
     if not args.no_audit:
         print(f"audit and Cartels page name the same groups: {tot['agree']:.0f}/{n} seeds")
 

@@ -19,7 +19,8 @@ st.title("Cartels")
 st.caption(
     "The members of a dependent group (copies or collusion) agree with each other more than their estimated "
     "accuracies explain, on answers the rest of the crowd rejects. The spectral detector proposes groups; each is kept only when both "
-    "hold (near-chance annotators are spammers, not members). Near-identical answers suggest one source (near-"
+    "hold, and each member only on its own agreement with the others (near-chance annotators are spammers, not "
+    "members). Near-identical answers suggest one source (near-"
     "duplicate annotators); otherwise the group is a possible collusion. The Audit summary runs the same check with "
     "the same defaults."
 )

@@ -23,6 +23,7 @@ from fusion_core.diagnostics.cartels.words import (
     group_kind,
     groups_headline,
 )
+from fusion_core.simulate.heavy import HEAVY_VARIANTS
 from fusion_core.simulate.spectral import cartel, independent
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -67,6 +68,23 @@ def test_skilled_and_near_chance_groups_are_not_dependent():
     assert best.right > 0.9 and abs(best.agreement - best.predicted) < DEFAULTS.min_excess
     # whose skill interval includes chance is set aside as a spammer (true balanced accuracies 0.55–0.58 here)
     assert len(worst.near_chance) >= 1 and not set(worst.near_chance) & set(best.members + best.near_chance)
+
+
+def test_members_need_their_own_evidence_not_linkage_to_heavy_annotators():
+    """Sparse crowd, 5 heavy annotators give ~70 % of the responses, two of them biased with shared errors: the
+    detector's proposal on this seed links the honest heavy annotator h0 and four honest light ones to the biased
+    pair.  The group's pairs are mostly the biased pair's, so the group passes; each honest one's own agreement with
+    the others is what its skill predicts, so only the biased pair stays."""
+    sim = HEAVY_VARIANTS["heavy"](1)
+    role = sim.role
+    proposal = ["h0", "h3", "h4", "w1", "w24", "w30", "w45"]  # the detector's proposal on this seed
+    assert set(role[proposal][role[proposal] == "heavy biased"].index) == {"h3", "h4"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = group_evidence(as_responses(sim.responses), proposal, DEFAULTS, np.random.default_rng(0))
+    assert ev.dependent and set(ev.members) == {"h3", "h4"}
+    assert ev.proposed == tuple(proposal) and set(ev.unsupported) | set(ev.near_chance) == set(proposal) - {"h3", "h4"}
+    assert ev.wrong - ev.wrong_predicted >= DEFAULTS.min_excess and ev.wrong_p < DEFAULTS.alpha
 
 
 def _copies(seed: int, n: int = 600, honest: int = 25, n_copies: int = 5, flip: float = 0.01) -> pd.DataFrame:
@@ -129,4 +147,17 @@ def test_calibration_many_seeds():
             tot[k] = tot.get(k, 0.0) + v
     assert tot["accused"] <= 0.01 * tot["honest"]
     assert tot["found"] >= 0.95 * tot["planted"]
+    assert tot["agree"] == n
+
+
+@pytest.mark.slow
+def test_calibration_heavy_shapes_many_seeds():
+    """The heavy-annotator shapes (biased heavy annotators with shared errors, none, a planted cartel): ≤ 1 % of
+    honest annotators put in a dependent group, the audit and the Cartels page's call name the same groups."""
+    tot: dict[str, float] = {}
+    n = 20
+    for seed in range(100, 100 + n):
+        for k, v in run_seed(seed, shapes=("heavy",)).items():
+            tot[k] = tot.get(k, 0.0) + v
+    assert tot["accused"] <= 0.01 * tot["honest"]
     assert tot["agree"] == n

@@ -54,7 +54,8 @@ TERMS = {
     "better than guessing.",
     ADVERSARIAL: "Skill above chance clearly below 0: gives wrong labels more often than guessing would.",
     DEPENDENT: "A member of a group whose members agree with each other more than their accuracy explains, on "
-    "answers the rest of the crowd rejects: their answers are not independent. The check cannot tell copies of one "
+    "answers the rest of the crowd rejects, each on its own evidence (not merely linked to the group): their answers "
+    "are not independent. The check cannot tell copies of one "
     f"source from collusion; it names the group '{NEAR_DUPLICATE}' when the members' answers are near-identical "
     f"(at least {NEAR_IDENTICAL:.0%} of pairs agree) and '{POSSIBLE_COLLUSION}' otherwise.",
     NEAR_DUPLICATE: "A dependent group whose members give near-identical answers: most likely one source seen "

@@ -17,7 +17,18 @@ crowd decides (max_k q_ik ≥ ``decided``):
 3. (b) the excess is on answers the rest of the crowd rejects: member pairs agreeing on a label other than the
    rest's are more than the same null predicts (p < ``alpha``, excess ≥ ``min_excess``).  Skilled annotators who agree beyond
    independence because they are right together (e.g. on hard items) add agreeing pairs on the rest's answer only;
-   a cartel following its own target adds them on the target's wrong answers.
+   a cartel following its own target adds them on the target's wrong answers;
+4. membership is each member's own evidence, not linkage: a member's agreeing partners among the other proposed
+   members must exceed the same null's prediction by at least ``min_excess`` of its partners, with p < ``alpha``
+   against the replicates and p < ``alpha`` / (number of annotators) with a normal tail (the replicates' mean and
+   spread, continuity-corrected): the detector chose the members among all annotators on that same agreement, so
+   an honest annotator it linked to a group is the luckiest of many; and its partners agreeing on labels the rest
+   rejects must exceed the null's (p < ``alpha``).  When the group passes 2 and 3 but some members lack their own
+   evidence, the group of those with it is tested again (2, 3) against the same reference, once (dropping members
+   and testing again until none drops let one weak true member take the others with it).  A group's pairs are
+   dominated by its most active members: in a sparse crowd where two heavy annotators share errors, the group test
+   passes on their pairs alone and, before this step, carried the honest annotators the detector had linked to
+   them (``benchmarks/collusion_calibration.py --shapes heavy``).
 
 The group table also shows how often the group's majority equals the rest's label on the decided items (Wilson
 interval) next to what the members' skills predict.
@@ -78,7 +89,8 @@ class GroupEvidence:
     bootstrap p-value; ``right``, ``right_low``, ``right_high``: share of decided items where the group's majority
     equals the rest's label, with a Wilson interval; ``right_predicted``: the null's mean; ``right_p``: the null's
     chance of a share at least as high; ``wrong``/``wrong_predicted``/``wrong_p``: share of member pairs agreeing on
-    a label the rest rejects, its prediction and p-value."""
+    a label the rest rejects, its prediction and p-value; ``unsupported``: proposed members above chance without
+    their own evidence (step 4 of the module docstring), returned to the rest of the crowd."""
 
     proposed: tuple[str, ...]
     members: tuple[str, ...]
@@ -98,6 +110,7 @@ class GroupEvidence:
     wrong_p: float
     dependent: bool
     why: str
+    unsupported: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -165,6 +178,7 @@ class CollusionCheck:
                 "kind": e.kind,
                 "members": ", ".join(e.members),
                 "near chance (not members)": ", ".join(e.near_chance),
+                "no own evidence (not members)": ", ".join(e.unsupported),
                 "member pairs compared": e.n_pairs,
                 "agreement observed": e.agreement,
                 "agreement predicted by skill": e.predicted,
@@ -263,21 +277,62 @@ def _copies(
     return (excess > zc * np.sqrt(np.maximum(var, 1e-12))) & (excess >= settings.min_excess * np.maximum(n_p, 1.0))
 
 
+def _tail(obs: np.ndarray, null: np.ndarray) -> np.ndarray:
+    """One-sided p-value of counts ``obs`` (per row) against the null's replicates (columns): normal with the
+    replicates' mean and spread (at least ½) and a continuity correction."""
+    mu = null.mean(axis=1)
+    sd = np.maximum(null.std(axis=1), 0.5)
+    return np.asarray(norm.sf((obs - 0.5 - mu) / sd))
+
+
 def group_evidence(
     resp: Responses, members: list[str], settings: CollusionSettings, rng: np.random.Generator
 ) -> GroupEvidence:
-    """The two tests of the module docstring on one proposed group (ids as written)."""
-    K = resp.n_classes
-    codes = resp.workers.get_indexer(pd.Index(members, dtype=object))
-    if (codes < 0).any():  # ids as written: fall back to string comparison
-        codes = np.flatnonzero(np.isin(resp.workers.astype(str), members))
-    in_g = np.isin(resp.worker, codes)
-    rest = resp.subset(~in_g)
+    """The tests of the module docstring on one proposed group (ids as written): when the group passes (2, 3) but
+    some members lack their own evidence (4), the group of those with it is tested again (2, 3), against the same
+    reference (the crowd without the whole proposal)."""
+    codes = _codes(resp, members)
+    rest = resp.subset(~np.isin(resp.worker, codes))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         q = np.asarray(create(settings.method).fit(rest).probas_, dtype=float)
     has = np.bincount(rest.item, minlength=resp.n_items) > 0
     decided = has & (q.max(axis=1) >= settings.decided)
+    ev, own = _evidence(resp, list(members), settings, rng, q=q, decided=decided)
+    drop = tuple(w for w in ev.members if w not in own) if ev.dependent else ()
+    if not drop:
+        return ev
+    if len(own) < 2:
+        why = (
+            "the group agrees beyond its members' skills on answers the rest rejects, but fewer than two members do "
+            "so on their own evidence"
+        )
+        return replace(ev, members=tuple(w for w in ev.members if w in own), unsupported=drop, dependent=False, why=why)
+    again, _ = _evidence(resp, [w for w in members if w in own], settings, rng, q=q, decided=decided)
+    return replace(again, proposed=tuple(members), near_chance=ev.near_chance, unsupported=drop)
+
+
+def _codes(resp: Responses, members: list[str]) -> np.ndarray:
+    codes = resp.workers.get_indexer(pd.Index(members, dtype=object))
+    if (codes < 0).any():  # ids as written: fall back to string comparison
+        codes = np.flatnonzero(np.isin(resp.workers.astype(str), members))
+    return np.asarray(codes)
+
+
+def _evidence(
+    resp: Responses,
+    members: list[str],
+    settings: CollusionSettings,
+    rng: np.random.Generator,
+    *,
+    q: np.ndarray,
+    decided: np.ndarray,
+) -> tuple[GroupEvidence, set[str]]:
+    """One pass of the tests on ``members`` against the reference posterior ``q`` (items ``decided``): the group's
+    evidence and the kept members with their own (4)."""
+    K = resp.n_classes
+    codes = _codes(resp, members)
+    in_g = np.isin(resp.worker, codes)
     keep = in_g & decided[resp.item]
     local = np.full(resp.n_workers, -1)
     local[codes] = np.arange(len(codes))
@@ -295,7 +350,9 @@ def group_evidence(
     who, item, lab, qi = who[ok], item[ok], lab[ok], qi[ok]
     kept = tuple(str(x) for x in names[~near])
 
-    def _result(dependent: bool, why: str, **kw: Any) -> GroupEvidence:
+    own_names: set[str] = set()
+
+    def _result(dependent: bool, why: str, **kw: Any) -> tuple[GroupEvidence, set[str]]:
         base: dict[str, Any] = {
             "n_pairs": 0,
             "agreement": np.nan,
@@ -312,7 +369,7 @@ def group_evidence(
             "wrong_p": np.nan,
         }
         base.update(kw)
-        return GroupEvidence(tuple(members), kept, near_names, dependent=dependent, why=why, **base)
+        return GroupEvidence(tuple(members), kept, near_names, dependent=dependent, why=why, **base), own_names
 
     if len(kept) < 2:
         return _result(False, "fewer than two members are above chance: near-chance annotators are spammers")
@@ -333,9 +390,14 @@ def group_evidence(
 
     wrong_k = np.arange(K)[:, None, None] != rest_lab[None, :, None]
 
-    def stats(L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per column of L: agreeing pairs, pairs agreeing on a label the rest rejects, and items where the group's
-        (strict) majority equals the rest's label."""
+    m = len(codes)
+    W = sp.csr_matrix((np.ones(len(inv)), (who, np.arange(len(inv)))), shape=(m, len(inv)))
+    rest_r = rest_lab[inv]
+
+    def stats(L: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per column of L: agreeing pairs, pairs agreeing on a label the rest rejects, items where the group's
+        (strict) majority equals the rest's label; and per member (rows): its agreeing partners, and those on a
+        label the rest rejects."""
         counts = np.stack([np.asarray(A @ np.equal(L, k).astype(np.float64)) for k in range(K)])  # K × items × R
         pairs = counts * (counts - 1) / 2
         agree = pairs.sum(axis=(0, 1))
@@ -343,9 +405,11 @@ def group_evidence(
         top = counts.max(axis=0)
         strict = (counts == top[None]).sum(axis=0) == 1
         right = (strict & (counts.argmax(axis=0) == rest_lab[:, None])).sum(axis=0)
-        return agree, wrong, right
+        part = counts[L, inv[:, None], np.arange(L.shape[1])[None, :]] - 1.0  # responses × R
+        return agree, wrong, right, W @ part, W @ (part * (rest_r[:, None] != L))
 
-    obs_agree, obs_wrong, obs_right = (float(x[0]) for x in stats(lab[:, None]))
+    o_agree, o_wrong, o_right, o_m_agree, o_m_wrong = stats(lab[:, None])
+    obs_agree, obs_wrong, obs_right = float(o_agree[0]), float(o_wrong[0]), float(o_right[0])
     counts0 = np.stack([np.asarray(A @ (lab == k).astype(np.float64)) for k in range(K)])
     top0 = counts0.max(axis=0)
     n_maj = int(((counts0 == top0[None]).sum(axis=0) == 1).sum())
@@ -354,7 +418,7 @@ def group_evidence(
     S = np.stack([np.asarray(A @ P[:, k, :]) for k in range(K)], axis=1)  # items × K × K
     Q = np.stack([np.asarray(A @ P[:, k, :] ** 2) for k in range(K)], axis=1)
     predicted = float((q_it * ((S**2 - Q) / 2).sum(axis=2)).sum())
-    null_agree, null_wrong, null_right = [], [], []
+    null_agree, null_wrong, null_right, null_m_agree, null_m_wrong = [], [], [], [], []
     cdf = np.cumsum(P, axis=2)
     qcdf = np.cumsum(q_it, axis=1)
     for start in range(0, settings.n_null, 100):
@@ -365,11 +429,23 @@ def group_evidence(
         c = cdf[np.arange(len(inv))[:, None], t_r]  # responses × R × K
         u = rng.random((len(inv), R))
         L = np.minimum((u[:, :, None] > c).sum(axis=2), K - 1)
-        a_r, w_r, r_r = stats(L)
+        a_r, w_r, r_r, ma_r, mw_r = stats(L)
         null_agree.append(a_r)
         null_wrong.append(w_r)
         null_right.append(r_r)
+        null_m_agree.append(ma_r)
+        null_m_wrong.append(mw_r)
     na, nw, nr = np.concatenate(null_agree), np.concatenate(null_wrong), np.concatenate(null_right)
+    # each member's own evidence: its agreeing partners (all, and on labels the rest rejects) against the null's
+    nma, nmw = np.concatenate(null_m_agree, axis=1), np.concatenate(null_m_wrong, axis=1)
+    m_pairs = np.maximum(W @ (n_per[inv] - 1.0), 1.0)
+    m_agree_p = (1 + (nma >= o_m_agree).sum(axis=1)) / (nma.shape[1] + 1)
+    m_wrong_p = (1 + (nmw >= o_m_wrong).sum(axis=1)) / (nmw.shape[1] + 1)
+    m_agree_x = (o_m_agree[:, 0] - nma.mean(axis=1)) / m_pairs
+    level = settings.alpha / max(resp.n_workers, 1)
+    own = (m_agree_p < settings.alpha) & (_tail(o_m_agree[:, 0], nma) < level) & (m_agree_x >= settings.min_excess)
+    own &= m_wrong_p < settings.alpha
+    own_names = {str(x) for x in names[own]}
     excess_p = float((1 + (na >= obs_agree).sum()) / (len(na) + 1))
     wrong_p = float((1 + (nw >= obs_wrong).sum()) / (len(nw) + 1))
     right_p = float((1 + (nr >= obs_right).sum()) / (len(nr) + 1))
