@@ -181,7 +181,7 @@ def summary(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def simulated(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
+def simulated(seed: int, n_classes: int, **kw: object) -> tuple[pd.DataFrame, pd.Series]:
     """A sparse zipf-active crowd with honest (accuracy U(0.55, 0.95)), spamming and adversarial annotators."""
     sim = dawid_skene(
         n_items=4000,
@@ -193,26 +193,14 @@ def simulated(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
         adversarial=4,
         worker_activity="zipf",
         seed=seed,
+        **kw,  # type: ignore[arg-type]
     )
     return sim.responses, sim.truth
 
 
 def imbalanced(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
     """The zipf crowd of :func:`simulated` on imbalanced labels (80/20, or 70/20/10 on three)."""
-    prior = (0.8, 0.2) if n_classes == 2 else (0.7, 0.2, 0.1)
-    sim = dawid_skene(
-        n_items=4000,
-        n_workers=120,
-        n_classes=n_classes,
-        responses_per_item=5,
-        accuracy=(0.55, 0.95),
-        spammers=12,
-        adversarial=4,
-        class_prior=prior,
-        worker_activity="zipf",
-        seed=seed,
-    )
-    return sim.responses, sim.truth
+    return simulated(seed, n_classes, class_prior=(0.8, 0.2) if n_classes == 2 else (0.7, 0.2, 0.1))
 
 
 def sparse(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
