@@ -556,12 +556,25 @@ def confusable(
     probs[np.arange(len(item)), t] = p_right
     probs[np.arange(len(item)), t ^ 1] = (1 - p_right) * 0.85
     probs[np.isin(worker, spam)] = 1.0 / k
+    return _draw(rng, probs, item, worker, truth, is_hard)
+
+
+def _draw(
+    rng: np.random.Generator,
+    probs: np.ndarray,
+    item: np.ndarray,
+    worker: np.ndarray,
+    truth: np.ndarray,
+    hard: np.ndarray,
+) -> tuple[pd.DataFrame, pd.Series]:
+    """One reported label per response row from its class probabilities ``probs``, as the long format, and the
+    truth with ``attrs["hard"]`` (the ``hard`` items' ids)."""
     u = rng.random(len(item))[:, None]
-    reported = np.minimum((u > np.cumsum(probs, axis=1)).sum(axis=1), k - 1)
-    tasks = pd.Index([f"t{i}" for i in range(n_items)])
+    reported = np.minimum((u > np.cumsum(probs, axis=1)).sum(axis=1), probs.shape[1] - 1)
+    tasks = pd.Index([f"t{i}" for i in range(len(truth))])
     answers = pd.DataFrame({"task": tasks.take(item), "worker": [f"w{w}" for w in worker], "label": reported})
     out = pd.Series(truth, index=tasks)
-    out.attrs["hard"] = tasks[is_hard]
+    out.attrs["hard"] = tasks[hard]
     return answers, out
 
 
@@ -576,9 +589,9 @@ def shared_confusion(
     strength: tuple[float, float] = (0.5, 1.0),
 ):
     """A 4-class crowd whose errors are shared item by item, so that agreement misranks the annotators (the shape
-    of the face set, built from principles: no face figure is used).  Every annotator has an accuracy U(0.65,
-    0.85) on *plain* items (errors spread over the other classes).  An ``ambiguous`` share of the items carries a
-    *lure*, the true class's partner (0↔1, 2↔3), with an item strength λ_i ~ U(0.3, 0.9): annotator w reports the
+    of the face set, built from principles: no face figure is used).  Every annotator has an accuracy U(``accuracy``) on
+    *plain* items (errors spread over the other classes).  An ``ambiguous`` share of the items carries a
+    *lure*, the true class's partner (0↔1, 2↔3), with an item strength λ_i ~ U(``strength``): annotator w reports the
     lure with probability λ_i s_w and otherwise answers as on a plain item.  Most annotators follow the lure
     (susceptibility s_w ~ U(0.7, 1)); a ``careful`` share resists it (s_w ~ U(0, 0.3)) but is a little less
     accurate on plain items (accuracy − 0.05).  On a strongly lured item the crowd's majority is the lure, the
@@ -605,13 +618,7 @@ def shared_confusion(
     probs[:, :] = ((1 - p_lure) * (1 - acc[worker]) / (k - 1))[:, None]
     probs[np.arange(len(item)), t] = (1 - p_lure) * acc[worker]
     probs[np.arange(len(item)), t ^ 1] += p_lure
-    u = rng.random(len(item))[:, None]
-    reported = np.minimum((u > np.cumsum(probs, axis=1)).sum(axis=1), k - 1)
-    tasks = pd.Index([f"t{i}" for i in range(n_items)])
-    answers = pd.DataFrame({"task": tasks.take(item), "worker": [f"w{w}" for w in worker], "label": reported})
-    out = pd.Series(truth, index=tasks)
-    out.attrs["hard"] = tasks[lured]
-    return answers, out
+    return _draw(rng, probs, item, worker, truth, lured)
 
 
 def main() -> None:
