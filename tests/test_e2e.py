@@ -67,6 +67,22 @@ def _click_until(page, button, shown, attempts: int = 2) -> None:
                 raise
 
 
+def _upload_until(page, path, shown, attempts: int = 2) -> None:
+    """Attach ``path`` to the first file uploader until ``shown`` is visible: a file set while the page is still
+    rerunning after a navigation can land on an uploader that the rerun then replaces (seen on a loaded machine)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(attempts):
+        uploader = page.locator('[data-testid="stFileUploaderDropzoneInput"]').first
+        uploader.set_input_files(str(path))
+        try:
+            shown.first.wait_for(timeout=TIMEOUT_MS)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
 @pytest.mark.slow
 def test_upload_fit_and_explore(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
@@ -101,18 +117,15 @@ def test_upload_fit_and_explore(server, tmp_path):
 
             _goto_page(page, "Data")
             page.get_by_role("tab", name="Upload responses").click()
-            uploader = page.locator('[data-testid="stFileUploaderDropzoneInput"]').first
             # a label with HTML markup is refused with one clear message; the demo data stays loaded
-            uploader.set_input_files(str(csv))
-            expect(page.get_by_text(re.compile(r"Map the columns of\s*export"))).to_be_visible()
+            _upload_until(page, csv, page.get_by_text(re.compile(r"Map the columns of\s*export")))
             page.get_by_role("button", name="Use these columns").click()
             expect(page.locator('[data-testid="stAlertContentError"]')).to_have_count(1)
             expect(page.locator('[data-testid="stAlertContentError"]')).to_contain_text("HTML markup")
             assert page.locator("b", has_text="bird").count() == 0  # shown as text, never rendered
             page.screenshot(path=str(ARTIFACTS / "e2e-02-html-label-refused.png"), full_page=True)
 
-            uploader.set_input_files(str(good))
-            expect(page.get_by_text(re.compile(r"Map the columns of\s*clean"))).to_be_visible()
+            _upload_until(page, good, page.get_by_text(re.compile(r"Map the columns of\s*clean")))
             page.get_by_role("button", name="Use these columns").click()
             expect(page.get_by_text("Loaded 2,000 responses from the upload.")).to_be_visible()
             no_exception(page)
