@@ -182,18 +182,21 @@ def summary(rows: pd.DataFrame) -> str:
 
 
 def simulated(seed: int, n_classes: int, **kw: object) -> tuple[pd.DataFrame, pd.Series]:
-    """A sparse zipf-active crowd with honest (accuracy U(0.55, 0.95)), spamming and adversarial annotators."""
+    """A sparse zipf-active crowd with honest (accuracy U(0.55, 0.95)), spamming and adversarial annotators:
+    4,000 items × 5 responses by 120 annotators, 10 % spammers, 3 % adversaries (``kw`` overrides)."""
+    shape: dict[str, object] = {
+        "n_items": 4000,
+        "n_workers": 120,
+        "responses_per_item": 5,
+        "spammers": 12,
+        "adversarial": 4,
+    }
     sim = dawid_skene(
-        n_items=4000,
-        n_workers=120,
         n_classes=n_classes,
-        responses_per_item=5,
         accuracy=(0.55, 0.95),
-        spammers=12,
-        adversarial=4,
         worker_activity="zipf",
         seed=seed,
-        **kw,  # type: ignore[arg-type]
+        **{**shape, **kw},  # type: ignore[arg-type]
     )
     return sim.responses, sim.truth
 
@@ -206,18 +209,7 @@ def imbalanced(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
 def sparse(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:
     """400 zipf-active annotators on 3,000 items × 4 responses (most with 5–30 responses), 10 % spammers, 3 %
     adversaries."""
-    sim = dawid_skene(
-        n_items=3000,
-        n_workers=400,
-        n_classes=n_classes,
-        responses_per_item=4,
-        accuracy=(0.55, 0.95),
-        spammers=40,
-        adversarial=12,
-        worker_activity="zipf",
-        seed=seed,
-    )
-    return sim.responses, sim.truth
+    return simulated(seed, n_classes, n_items=3000, n_workers=400, responses_per_item=4, spammers=40, adversarial=12)
 
 
 def heavy(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series]:

@@ -52,35 +52,34 @@ def _pick_option(page, typed: str, option: re.Pattern[str], attempts: int = 3) -
             page.keyboard.press("Escape")
 
 
-def _click_until(page, button, shown, attempts: int = 2) -> None:
-    """Click ``button`` until ``shown`` is visible: a click that lands while a rerun is replacing the page can be
-    dropped on a loaded machine (the fit results are cached, so a second click refits nothing)."""
+def _until(act, shown, attempts: int = 2) -> None:
+    """Repeat ``act`` until ``shown`` is visible: an action that lands while a rerun is replacing the page can be
+    lost on a loaded machine."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     for attempt in range(attempts):
-        button.click()
+        act()
         try:
             shown.first.wait_for(timeout=TIMEOUT_MS)
             return
         except PlaywrightTimeout:
             if attempt == attempts - 1:
                 raise
+
+
+def _click_until(page, button, shown, attempts: int = 2) -> None:
+    """Click ``button`` until ``shown`` is visible (the fit results are cached, so a second click refits nothing)."""
+    _until(button.click, shown, attempts)
 
 
 def _upload_until(page, path, shown, attempts: int = 2) -> None:
     """Attach ``path`` to the first file uploader until ``shown`` is visible: a file set while the page is still
-    rerunning after a navigation can land on an uploader that the rerun then replaces (seen on a loaded machine)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    rerunning after a navigation can land on an uploader that the rerun then replaces."""
 
-    for attempt in range(attempts):
-        uploader = page.locator('[data-testid="stFileUploaderDropzoneInput"]').first
-        uploader.set_input_files(str(path))
-        try:
-            shown.first.wait_for(timeout=TIMEOUT_MS)
-            return
-        except PlaywrightTimeout:
-            if attempt == attempts - 1:
-                raise
+    def attach() -> None:
+        page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(path))
+
+    _until(attach, shown, attempts)
 
 
 @pytest.mark.slow
