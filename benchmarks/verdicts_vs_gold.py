@@ -11,10 +11,12 @@ skill above chance κ = (a − c)/(1 − c) with the interval mapped through the
 * ``few gold`` — fewer than 10 responses on gold items (left out of the summary).
 
 Prints, per crowd and pooled, the confusion table (rows: gold band, columns: verdict), the flag precision and
-recall ("bad" = near chance or worse than chance; "flagged" = near chance, worse than chance or in a dependent
-group — copies or collusion; gold cannot confirm dependence, so the precision of the accuracy flags alone is
-printed too), and the acceptance check of issue 26: annotators with gold accuracy above the crowd's median called
-near chance or in a dependent group; a second line gives the same figures on annotators with at least 50 gold responses (where the gold band
+recall ("bad" = near chance or worse than chance; "flagged" = every verdict of ``rules.FLAGS``: near chance, swaps
+labels, worse than chance or in a dependent group — copies or collusion; gold cannot confirm dependence, so the
+precision of the accuracy flags alone is printed too, "swaps labels" counted among them), and the acceptance check
+of issue 26: annotators with gold accuracy above the crowd's median called near chance or in a dependent group,
+and beside it those called "swaps labels" (a flag, counted in precision and recall, but not a claim of chance;
+the gold band measures accuracy as written, so a swapper is "near chance" by it); a second line gives the same figures on annotators with at least 50 gold responses (where the gold band
 is itself well determined) and the recall among bad annotators that got an accuracy verdict.  A third line splits
 the bad annotators: *bad by the gold estimate* (κ < 0.15, or the interval wholly below 0) and *bad only because
 the gold interval reaches 0* (estimate ≥ 0.15 on few gold responses: e.g. 16 of 16 right on 88/12 labels, whose
@@ -42,12 +44,11 @@ from _common import categorical_datasets, load, make_parser
 from scipy import stats
 
 from fusion_core.diagnostics.audit import run_audit
-from fusion_core.diagnostics.audit.rules import ADVERSARIAL, DEPENDENT, SPAMMER, TOO_FEW, VERDICTS
+from fusion_core.diagnostics.audit.rules import ADVERSARIAL, DEPENDENT, FLAGS, SPAMMER, SWAPS, TOO_FEW, VERDICTS
 from fusion_core.simulate import dawid_skene
 from fusion_core.simulate.heavy import HEAVY_VARIANTS
 
 BANDS = ("worse than chance", "near chance", "noisy", "reliable", "few gold")
-FLAGS = (SPAMMER, ADVERSARIAL, DEPENDENT)
 ENOUGH_GOLD = 50
 """Gold responses from which an annotator's gold band is itself well determined (the band's interval at 90 % on 50
 balanced binary responses is about ±0.23 in skill above chance), for the second summary line."""
@@ -135,7 +136,8 @@ def summary(rows: pd.DataFrame) -> str:
     bad = judged["band"].isin(["near chance", "worse than chance"])
     flagged = judged["verdict"].isin(FLAGS)
     wrong = judged[judged["above median"] & judged["verdict"].isin([SPAMMER, DEPENDENT])]
-    by_accuracy = judged["verdict"].isin([SPAMMER, ADVERSARIAL])
+    swapped = judged[judged["above median"] & (judged["verdict"] == SWAPS)]
+    by_accuracy = judged["verdict"].isin([SPAMMER, ADVERSARIAL, SWAPS])
     lines = [
         table.to_string(),
         f"flagged {int(flagged.sum())}, of them truly bad {int((flagged & bad).sum())} "
@@ -143,8 +145,10 @@ def summary(rows: pd.DataFrame) -> str:
         f"{(by_accuracy & bad).sum()}/{int(by_accuracy.sum())} = {(by_accuracy & bad).sum() / max(by_accuracy.sum(), 1):.2f}); "
         f"bad {int(bad.sum())}, flagged {int((flagged & bad).sum())} "
         f"(recall {(flagged & bad).sum() / max(bad.sum(), 1):.2f}); "
-        f"above the crowd's median gold accuracy yet called near chance or dependent: {len(wrong)}; "
-        f"dependent-group verdicts: {int((rows['verdict'] == DEPENDENT).sum())}",
+        f"above the crowd's median gold accuracy yet called near chance or dependent: {len(wrong)} (and called "
+        f"'{SWAPS}': {len(swapped)}{': ' + ', '.join(swapped.index) if len(swapped) else ''}); "
+        f"dependent-group verdicts: {int((rows['verdict'] == DEPENDENT).sum())}; "
+        f"'{SWAPS}' verdicts: {int((rows['verdict'] == SWAPS).sum())}",
     ]
     if len(wrong):
         at_chance = wrong["gold skill (own items)"] < 0.15

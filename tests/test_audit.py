@@ -26,6 +26,7 @@ from fusion_core.diagnostics.audit import (
     findings,
     run_audit,
 )
+from fusion_core.diagnostics.audit.evidence import leave_one_out
 from fusion_core.diagnostics.audit.items import ReviewRule, label_quality, review_items
 from fusion_core.diagnostics.cartels.words import QUESTION
 from fusion_core.diagnostics.krippendorff import krippendorff
@@ -149,6 +150,20 @@ def test_accuracy_evidence_leaves_the_annotator_out():
     v = (p * (x - m) ** 2).sum()
     assert ev.n_effective is not None
     assert ev.n_effective[list(ev.workers).index("a")] == pytest.approx(m * (1 - m) / v - 3, rel=0.02)
+
+
+def test_leave_one_out_without_a_confusion_uses_true_by_reported_counts():
+    # one annotator, two labels, without the fit's confusion: θ from its expected counts, rows true, columns
+    # reported, half a response of smoothing — true 0: reported 0 on 0.9 + 0.2, 1 on 0.3 → (1.6, 0.8)/2.4;
+    # true 1: reported 0 on 0.1 + 0.8, 1 on 0.7 → (1.4, 1.2)/2.6
+    q = np.array([[0.9, 0.1], [0.2, 0.8], [0.3, 0.7]])
+    label = np.array([0, 0, 1])
+    theta = np.array([[1.6 / 2.4, 0.8 / 2.4], [1.4 / 2.6, 1.2 / 2.6]])
+    q_rep, u = leave_one_out(q, np.zeros(3, dtype=np.int64), label, 1, None)
+    loo = q / theta[:, label].T
+    loo /= loo.sum(axis=1, keepdims=True)
+    assert q_rep == pytest.approx(loo[np.arange(3), label])
+    assert u == pytest.approx(1 - q_rep)  # two labels: a wrong annotator reports the other one
 
 
 def test_label_quality_and_review_hand_computed():

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from fusion_core.diagnostics.audit import VERDICTS, AuditResult
-from fusion_core.diagnostics.audit.rules import ADVERSARIAL, DEPENDENT, NOISY, RELIABLE, SPAMMER, TOO_FEW
+from fusion_core.diagnostics.audit.rules import ADVERSARIAL, DEPENDENT, NOISY, RELIABLE, SPAMMER, SWAPS, TOO_FEW
 from fusion_core.plots._common import base_layout, color_for, empty_figure, esc, esc_all
 from fusion_core.plots.cartels import loadings_scatter
 from fusion_core.plots.drift import crowd_over_time
@@ -19,6 +19,7 @@ VERDICT_COLORS = {
     ADVERSARIAL: "#9E1B32",
     DEPENDENT: "#7B4FA3",
     SPAMMER: "#F58518",
+    SWAPS: "#E4A11B",
     TOO_FEW: "#9D9D9D",
     NOISY: "#72B7B2",
     RELIABLE: "#2E8B57",

@@ -2,6 +2,8 @@
 the cartel check and decides a verdict per annotator from their accuracy with its uncertainty.
 
 * :mod:`.rules` — the verdicts and the thresholds of the rule (declared once, :class:`VerdictRule`);
+* :mod:`.patterns` — what an annotator's labels look like beside the crowd's (a swap of labels, one label
+  given almost always), for the verdicts and their reasons;
 * :mod:`.evidence` — each annotator's accuracy and skill above chance against the rest of the crowd's labels
   (leave-self-out posterior: interval and the probabilities the flags read);
 * :mod:`.items` — expected accuracy of the labels, items to look at again, changes against majority vote;
@@ -36,6 +38,7 @@ from fusion_core.diagnostics.audit.rules import (
     NOISY,
     RELIABLE,
     SPAMMER,
+    SWAPS,
     TOO_FEW,
     VERDICTS,
     VerdictRule,
@@ -56,6 +59,7 @@ __all__ = [
     "NOISY",
     "RELIABLE",
     "SPAMMER",
+    "SWAPS",
     "TOO_FEW",
     "VERDICTS",
     "AccuracyEvidence",

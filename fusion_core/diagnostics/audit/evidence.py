@@ -183,8 +183,12 @@ def leave_one_out(
     n, k = q.shape
     if confusion is None:
         counts = np.stack(
-            [np.bincount(worker * k + label, weights=q[:, t], minlength=n_workers * k) for t in range(k)], axis=1
-        ).reshape(n_workers, k, k)  # worker × true × reported
+            [
+                np.bincount(worker * k + label, weights=q[:, t], minlength=n_workers * k).reshape(n_workers, k)
+                for t in range(k)
+            ],
+            axis=1,
+        )  # worker × true × reported
         theta = (counts + 0.5) / (counts + 0.5).sum(axis=2, keepdims=True)
     else:
         theta = np.asarray(confusion, dtype=float)

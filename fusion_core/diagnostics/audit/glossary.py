@@ -11,6 +11,7 @@ from fusion_core.diagnostics.audit.rules import (
     NOISY,
     RELIABLE,
     SPAMMER,
+    SWAPS,
     TOO_FEW,
 )
 from fusion_core.diagnostics.cartels.words import NEAR_DUPLICATE, NEAR_IDENTICAL, POSSIBLE_COLLUSION
@@ -52,6 +53,10 @@ TERMS = {
     f"{_r.flag_probability:g}), measured against the labels the rest of the crowd gives, and still so with the "
     "plausible models averaged and those labels only as right as the low end of their honest range: answers barely "
     "better than guessing.",
+    SWAPS: "Would be near chance, but on three labels or more its labels are the rest of the crowd's with some "
+    "swapped (e.g. '2' written for the crowd's '1' and '1' for its '2'), and relabelled so its skill above chance is "
+    f"clearly above {_r.chance_band:g}: its answers depend on the items; the labels' meaning needs correcting "
+    "(a Dawid–Skene model reads them right), the annotator retraining on those labels.",
     ADVERSARIAL: "Skill above chance clearly below 0: gives wrong labels more often than guessing would.",
     DEPENDENT: "A member of a group whose members agree with each other more than their accuracy explains, on "
     "answers the rest of the crowd rejects, each on its own evidence (not merely linked to the group): their answers "

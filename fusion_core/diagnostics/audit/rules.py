@@ -27,6 +27,14 @@ against the most favourable plausible reference (:mod:`.reference`).  In order:
    comes from the responses, not from the uniform prior on the accuracy, which puts 0.575 of its mass below the
    band on balanced binary labels and 0.82 for an annotator whose chance accuracy is 0.79), against the most
    favourable plausible reference (the plausible models averaged, the labels' honest range at its low end);
+   — unless, on three labels or more, the annotator's labels are a permutation of the crowd's (:mod:`.patterns`:
+   they write '2' for the crowd's '1' and '1' for its '2') whose relabelled answers have their whole interval of
+   skill above the band: their labels depend on the items as much as a skilled annotator's, so the verdict is
+   **swaps labels**, a flag naming the labels they use for another class (a spammer's labels are independent of
+   the class, Raykar & Yu 2012; these are not; a "noisy" annotator with such a swap gets it named in the reason).
+   A near-chance reason names the label an annotator gives on at
+   least 80% of their responses (a fact the user can check; the verdict stays near chance: such labels barely
+   depend on the item);
 6. otherwise an interval narrower than ``max_width`` with the estimate above the band is **noisy**; anything else
    is **not enough responses to tell** (also a flag that holds only against the chosen model's labels).
 
@@ -48,10 +56,13 @@ NOISY = "noisy"
 SPAMMER = "near chance (spammer)"
 ADVERSARIAL = "worse than chance (adversarial)"
 TOO_FEW = "not enough responses to tell"
-VERDICTS = (ADVERSARIAL, DEPENDENT, SPAMMER, TOO_FEW, NOISY, RELIABLE)
+SWAPS = "swaps labels (systematic confusion)"
+VERDICTS = (ADVERSARIAL, DEPENDENT, SPAMMER, SWAPS, TOO_FEW, NOISY, RELIABLE)
 """All verdicts, worst first (the order tables and charts use)."""
 ACCEPTABLE = (RELIABLE, NOISY)
 """Verdicts that do not flag an annotator."""
+FLAGS = (ADVERSARIAL, DEPENDENT, SPAMMER, SWAPS)
+"""Verdicts that flag an annotator (the headline's "annotators flagged")."""
 
 SEVERITY = {v: i for i, v in enumerate(VERDICTS)}
 
@@ -86,7 +97,9 @@ class VerdictRule:
             f"below 0 with an estimate below −{self.chance_band:g} is 'worse than chance'; wholly above "
             f"{self.chance_band:g} is 'reliable' when the estimate reaches {self.reliable_skill:g}, 'noisy' "
             f"otherwise; a probability of at least {self.flag_probability:g} that the skill is below "
-            f"{self.chance_band:g} is 'near chance'; both flags must hold with the plausible models averaged and the "
+            f"{self.chance_band:g} is 'near chance' — or '{SWAPS}' when, on three labels or more, its labels are "
+            "the crowd's with some swapped and its answers relabelled so are clearly above that line; both flags must "
+            "hold with the plausible models averaged and the "
             f"labels only as right as the low end of their honest range; otherwise an interval narrower than {self.max_width:g} is 'noisy', and the rest 'not enough "
             "responses to tell'."
         )
@@ -112,6 +125,9 @@ def decide(
     robust_why: str = "",
     prior_near: np.ndarray | None = None,
     robust_prior_near: np.ndarray | None = None,
+    relabelled_low: np.ndarray | None = None,
+    swap_words: np.ndarray | None = None,
+    top_words: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Verdict and its reason (plain words) per annotator from the skill above chance, its interval, the number
     of responses on shared items and cartel membership (arrays of equal length).  ``n_effective`` (responses on
@@ -123,7 +139,10 @@ def decide(
     (:mod:`.reference`); a flag must hold on them too, else the annotator is "not enough responses to tell" for
     ``robust_why``.  ``prior_near``/``robust_prior_near``: the prior's own probability of a skill below the band;
     the near-chance flag needs the posterior probability to exceed it too (the responses, not the prior, must make
-    the flag more likely than not)."""
+    the flag more likely than not).  ``relabelled_low``/``swap_words``: the low end of the skill of the annotator's
+    answers relabelled by their swap and its words ('' where the labels are no swap; :mod:`.patterns`) — a
+    near-chance annotator whose relabelled interval is above the band "swaps labels"; ``top_words``: the label an
+    annotator gives most, named in a near-chance reason ('' for none)."""
     skill, low, high = (np.asarray(x, dtype=float) for x in (skill, low, high))
     n = np.asarray(n_responses, dtype=float)
     cartel = np.asarray(in_cartel, dtype=bool)
@@ -148,6 +167,21 @@ def decide(
     near = p_near >= np.maximum(rule.flag_probability, p0)
     near_robust = r_near >= np.maximum(rule.flag_probability, r_p0)
     weak = f"flagged only against the estimated labels: {robust_why or 'the reference is uncertain'}"
+    nothing = np.full(len(skill), "", dtype=object)
+    moved = nothing if swap_words is None else np.asarray(swap_words, dtype=object)
+    mostly = nothing if top_words is None else np.asarray(top_words, dtype=object)
+    r_low = np.full(len(skill), np.nan) if relabelled_low is None else np.asarray(relabelled_low, dtype=float)
+    with np.errstate(invalid="ignore"):
+        swaps = (moved != "") & (r_low >= band)
+    swap_reasons = np.array(
+        [
+            f"its labels follow the rest of the crowd's with a swap: it answers {m}; relabelled so, the {pct} "
+            f"interval of its skill above chance is above {band:g} (from {lo:.2f}; the relabelling chosen on half of "
+            f"its items and checked on the other half), while as written its skill is {s:.2f}"
+            for m, lo, s in zip(moved, np.nan_to_num(r_low), np.nan_to_num(skill))
+        ],
+        dtype=object,
+    )
     with np.errstate(invalid="ignore"):
         chance_words = [
             f"skill above chance is below {band:g} with probability {p:.2f} ({p_fav:.2f} with the plausible models "
@@ -155,6 +189,7 @@ def decide(
             "guessing"
             for p, p_fav in zip(np.nan_to_num(p_near), np.nan_to_num(r_near))
         ]
+        chance_words = [f"{m}; {w}" if m else w for m, w in zip(mostly, chance_words)]
     cases = [
         (cartel, DEPENDENT, "in a group that agrees beyond its members' accuracy on answers the rest rejects"),
         (
@@ -175,6 +210,7 @@ def decide(
             f"the {pct} interval is above {band:g} and the estimate reaches {rule.reliable_skill:g}",
         ),
         (low >= band, NOISY, f"the {pct} interval is above {band:g} but the estimate is below {rule.reliable_skill:g}"),
+        (near & near_robust & swaps, SWAPS, swap_reasons),
         (near & near_robust, SPAMMER, np.array(chance_words, dtype=object)),
         (adversarial | near, TOO_FEW, weak),
         (narrow & (skill >= band), NOISY, f"a precise estimate above {band:g} (interval crosses {band:g})"),
@@ -193,6 +229,8 @@ def decide(
         verdict[take] = word
         reason[take] = why[take] if isinstance(why, np.ndarray) else why
         decided |= take
+    named = (verdict == NOISY) & swaps  # a swap that leaves some labels right: noisy, and the reason names it
+    reason[named] = [f"{r}; it answers {m}" for r, m in zip(reason[named], moved[named])]
     if n_effective is not None:
         unsure = (verdict == TOO_FEW) & (n >= rule.min_responses) & (n_eff < n / 2)
         reason[unsure] = [

@@ -21,6 +21,7 @@ from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS, agreement_intervals
 from fusion_core.diagnostics.audit.evidence import accuracy_evidence
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, label_quality, review_items
+from fusion_core.diagnostics.audit.patterns import label_patterns
 from fusion_core.diagnostics.audit.ratings import check_label_type, rating_verdicts_for
 from fusion_core.diagnostics.audit.reference import reference_bounds
 from fusion_core.diagnostics.audit.result import (
@@ -313,6 +314,15 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
     safety = label_safety(resp, fit, codes, majority, rule.level)
     # flags must hold against the plausible references (alternatives averaged, the honest range's low end): .reference
     bounds = reference_bounds(resp, fit, evidence, safety.accuracy, rule.flag_probability)
+    # labels that are a swap of the crowd's carry information: "swaps labels", not "near chance" (.patterns)
+    patterns = label_patterns(
+        resp,
+        fit.posterior,
+        class_prior=fit.class_prior,
+        confusion=fit.confusion,
+        n_effective=evidence.n_effective,
+        level=rule.level,
+    )
     verdict, reason = decide(
         evidence.skill,
         evidence.skill_low,
@@ -329,6 +339,9 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
         robust_why=bounds.why(),
         prior_near=evidence.prior_near_chance,
         robust_prior_near=bounds.prior_near,
+        relabelled_low=patterns.relabelled_low,
+        swap_words=patterns.swap_words(),
+        top_words=patterns.top_words(),
     )
     gold = ds.gold if ds is not None else None
     quality = label_quality(fit.posterior, codes, rule.level, _gold_hits(gold, resp.items, resp.classes.take(codes)))

@@ -10,7 +10,7 @@ import numpy as np
 
 from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS
 from fusion_core.diagnostics.audit.result import AuditResult
-from fusion_core.diagnostics.audit.rules import ADVERSARIAL, DEPENDENT, NOISY, RELIABLE, SPAMMER, TOO_FEW
+from fusion_core.diagnostics.audit.rules import ADVERSARIAL, DEPENDENT, FLAGS, NOISY, RELIABLE, SPAMMER, SWAPS, TOO_FEW
 from fusion_core.diagnostics.audit.safety import AccuracyRange
 from fusion_core.diagnostics.cartels.words import BAD_QUESTION, QUESTION, groups_headline, n_groups
 from fusion_core.diagnostics.reliability import ReliabilityEstimate
@@ -77,7 +77,11 @@ def _bad(a: AuditResult) -> Finding:
     v = a.annotators
     table = v.frame()
     parts = []
-    for word, what in ((SPAMMER, "answer close to chance (spammers)"), (ADVERSARIAL, "are worse than chance")):
+    for word, what in (
+        (SPAMMER, "answer close to chance (spammers)"),
+        (SWAPS, "use some labels for another class (their labels need relabelling, not dropping)"),
+        (ADVERSARIAL, "are worse than chance"),
+    ):
         ids = [str(w) for w in table.index[table["verdict"].to_numpy() == word]]
         if ids:
             parts.append(f"{len(ids)} {what}: {_names(ids)}")
@@ -313,7 +317,7 @@ def flagged_tile(audit: AuditResult, *, categorical: bool = False) -> tuple[str,
         n = int((~verdict.isin(("reliable", "not enough ratings to tell"))).sum())
         return "annotators flagged (rating verdicts)", f"{n} of {len(verdict):,}"
     counts = audit.annotators.counts()
-    return "annotators flagged", f"{int(counts[[ADVERSARIAL, DEPENDENT, SPAMMER]].sum())} of {audit.n_workers:,}"
+    return "annotators flagged", f"{int(counts[list(FLAGS)].sum())} of {audit.n_workers:,}"
 
 
 def findings(audit: AuditResult, *, categorical: bool = False) -> list[Finding]:
