@@ -103,7 +103,7 @@ def test_decide_swaps_labels_on_hand_built_cases():
     assert set(verdict) <= set(VERDICTS)
     assert "it answers '1' where the rest says '2'" in reason[0] and "from 0.40" in reason[0]
     assert reason[2].startswith("gives '2' on 91% of its responses; skill above chance is below 0.15")
-    assert reason[3].endswith("; it answers '1' where the rest says '2'")
+    assert reason[3].endswith("; it mostly answers '1' where the rest says '2' (relabelled so, its skill is higher)")
 
 
 def _swap_crowd(seed: int, n_classes: int) -> tuple[pd.DataFrame, pd.Series, list[str]]:
@@ -148,3 +148,28 @@ def test_swappers_found_and_spammers_stay_near_chance_many_seeds():
     )
     assert np.mean(swapped) >= 0.85 and SPAMMER not in called
     assert not any(spammers_swapped) and not any(others)
+
+
+def test_top_label_named_only_when_over_used():
+    """A label given on ≥ 80% of responses is named only ≥ 10 points above the crowd's share of that class on the
+    same items: on 88/12 labels, 85% of the common one is no over-use."""
+    from fusion_core.diagnostics.audit.patterns import LabelPatterns
+
+    nan = np.full(3, np.nan)
+    p = LabelPatterns(
+        workers=pd.Index(["a", "b", "c"]),
+        classes=pd.Index(["no", "yes"]),
+        top_label=np.array([0, 0, 1]),
+        top_share=np.array([0.85, 0.95, 0.70]),
+        crowd_share=np.array([0.88, 0.50, 0.20]),
+        mapping=np.tile([0, 1], (3, 1)),
+        swap=np.zeros(3, dtype=bool),
+        relabelled_skill=nan,
+        relabelled_low=nan,
+        level=0.9,
+    )
+    assert list(p.top_words()) == [
+        "",
+        "gives 'no' on 95% of its responses (the rest of the crowd on 50% of the same items)",
+        "",
+    ]

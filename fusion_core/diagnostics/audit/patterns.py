@@ -37,7 +37,10 @@ from fusion_core.data.responses import Responses
 MIN_SHARE = 0.05
 """Labels an annotator uses on fewer than this share of their responses do not count against a one-to-one map."""
 MOSTLY_ONE = 0.8
-"""Share of an annotator's responses from which their most given label is named in the reason of a flag."""
+"""Share of an annotator's responses from which their most given label is named in the reason of a flag ..."""
+OVERUSE = 0.1
+"""... when it is also at least this much above the rest of the crowd's share of that class on the same items (on
+88/12 labels an annotator giving the common label on 85 % of their responses does not over-use it)."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +76,11 @@ class LabelPatterns:
         return out
 
     def top_words(self) -> np.ndarray:
-        """Per annotator who gives one label on at least :data:`MOSTLY_ONE` of their responses, that fact in plain
-        words ('' for the others)."""
+        """Per annotator who gives one label on at least :data:`MOSTLY_ONE` of their responses, and :data:`OVERUSE`
+        more often than the rest of the crowd labels their items so, that fact in plain words ('' for the others)."""
         out = np.full(len(self.workers), "", dtype=object)
-        for j in np.flatnonzero(np.nan_to_num(self.top_share) >= MOSTLY_ONE):
+        top, crowd = np.nan_to_num(self.top_share), np.nan_to_num(self.crowd_share)
+        for j in np.flatnonzero((top >= MOSTLY_ONE) & (top - crowd >= OVERUSE)):
             out[j] = (
                 f"gives '{self.classes[self.top_label[j]]}' on {100 * self.top_share[j]:.0f}% of its responses (the "
                 f"rest of the crowd on {100 * self.crowd_share[j]:.0f}% of the same items)"

@@ -32,9 +32,9 @@ against the most favourable plausible reference (:mod:`.reference`).  In order:
    skill above the band: their labels depend on the items as much as a skilled annotator's, so the verdict is
    **swaps labels**, a flag naming the labels they use for another class (a spammer's labels are independent of
    the class, Raykar & Yu 2012; these are not; a "noisy" annotator with such a swap gets it named in the reason).
-   A near-chance reason names the label an annotator gives on at
-   least 80% of their responses (a fact the user can check; the verdict stays near chance: such labels barely
-   depend on the item);
+   A near-chance reason names the label an annotator gives on at least 80% of their responses and 10 points more
+   often than the crowd (a fact the user can check; the verdict stays near chance: such labels barely depend on
+   the item);
 6. otherwise an interval narrower than ``max_width`` with the estimate above the band is **noisy**; anything else
    is **not enough responses to tell** (also a flag that holds only against the chosen model's labels).
 
@@ -229,8 +229,11 @@ def decide(
         verdict[take] = word
         reason[take] = why[take] if isinstance(why, np.ndarray) else why
         decided |= take
-    named = (verdict == NOISY) & swaps  # a swap that leaves some labels right: noisy, and the reason names it
-    reason[named] = [f"{r}; it answers {m}" for r, m in zip(reason[named], moved[named])]
+    with np.errstate(invalid="ignore"):  # a swap that leaves some labels right: noisy, the reason names it
+        named = (verdict == NOISY) & swaps & (r_low > low)
+    reason[named] = [
+        f"{r}; it mostly answers {m} (relabelled so, its skill is higher)" for r, m in zip(reason[named], moved[named])
+    ]
     if n_effective is not None:
         unsure = (verdict == TOO_FEW) & (n >= rule.min_responses) & (n_eff < n / 2)
         reason[unsure] = [
