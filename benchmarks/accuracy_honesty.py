@@ -42,7 +42,7 @@ from fusion_core.simulate.dawid_skene import dawid_skene
 from fusion_core.simulate.heavy import HEAVY_VARIANTS
 from fusion_core.simulate.peer import glad_crowd
 from fusion_core.simulate.spectral import cartel
-from fusion_core.simulate.weak import labelling_functions
+from fusion_core.simulate.weak import classifier_ensemble, labelling_functions
 
 
 def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
@@ -168,6 +168,8 @@ SIMS = {
     "hard-items-3class": lambda s: hard_items(s, k=3),
     "hard-items-3class-shared": lambda s: hard_items(s, shared=0.5, k=3),
     "labelling-functions": lambda s: labelling_functions(seed=s),
+    "classifier-ensemble": lambda s: classifier_ensemble(seed=s),
+    "classifier-ensemble-3class": lambda s: classifier_ensemble(n_classes=3, n_members=8, seed=s),
 }
 
 

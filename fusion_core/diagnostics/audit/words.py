@@ -145,6 +145,13 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
                 f" — annotators seem to share mistakes item by item: {d.unanimous:,} items are unanimous where "
                 f"independent errors give about {d.unanimous_expected:,.0f}"
             )
+    dep = acc.difficulty.dependence if acc.difficulty is not None else None
+    if dep is not None and dep.found:
+        checks += (
+            f"; {len(dep.annotators)} annotators agree in pairs more than independent annotators can (copies of one "
+            f"source, or tools built alike?): counting each such group about once, the labels are {_pct(dep.accuracy)}"
+            " right"
+        )
     if acc.latent_weight is not None and acc.latent_weight < 0.995 and acc.population is not None:
         checks += (
             f"; weighing the two views by how well each predicts responses left out of their item (the model gets "
