@@ -169,7 +169,7 @@ SIMS = {
     "hard-items-3class-shared": lambda s: hard_items(s, shared=0.5, k=3),
     "labelling-functions": lambda s: labelling_functions(seed=s),
     "classifier-ensemble": lambda s: classifier_ensemble(seed=s),
-    "classifier-ensemble-3class": lambda s: classifier_ensemble(n_classes=3, n_members=8, seed=s),
+    "classifier-ensemble-3class-majority": lambda s: classifier_ensemble(n_classes=3, n_members=8, seed=s),
 }
 
 

@@ -121,10 +121,11 @@ def response_pairs(item: np.ndarray, n: int, order_key: np.ndarray) -> tuple[np.
 
 
 def one_factor(
-    a: np.ndarray, b: np.ndarray, kappa: np.ndarray, n: np.ndarray, W: int, *, iterations: int = 100
+    a: np.ndarray, b: np.ndarray, kappa: np.ndarray, n: np.ndarray, W: int, *, iterations: int = 500
 ) -> np.ndarray:
-    """``v`` minimising ``Σ n_ab (κ_ab − v_a v_b)²`` over the pairs given (alternating least squares, one
-    closed-form update of every ``v_a`` per step; annotators without a pair keep 0)."""
+    """``v`` minimising ``Σ n_ab (κ_ab − v_a v_b)²`` over the pairs given (alternating least squares: every
+    ``v_a`` updated in closed form given the others, averaged with its previous value; annotators without a pair
+    keep 0)."""
     deg = np.bincount(a, weights=n, minlength=W) + np.bincount(b, weights=n, minlength=W)
     v = (np.bincount(a, weights=n * kappa, minlength=W) + np.bincount(b, weights=n * kappa, minlength=W)) / np.maximum(
         deg, 1e-12
@@ -135,7 +136,8 @@ def one_factor(
             b, weights=n * kappa * v[a], minlength=W
         )
         den = np.bincount(a, weights=n * v[b] ** 2, minlength=W) + np.bincount(b, weights=n * v[a] ** 2, minlength=W)
-        new = np.where(den > 1e-12, num / np.maximum(den, 1e-12), 0.0)
+        # the plain update maps a scale c of the solution to 1/c; the average of the two converges (Heron's rule)
+        new = 0.5 * (v + np.where(den > 1e-12, num / np.maximum(den, 1e-12), 0.0))
         if np.max(np.abs(new - v)) < 1e-8:
             return new
         v = new
