@@ -1,7 +1,8 @@
 """Is the audit's label-accuracy figure honest?  (issue 21, item 4; docs/AUDIT.md, "Never confidently wrong")
 
 For each public dataset with gold (``../shared/datasets``) and for simulated crowds that break the models'
-assumptions (heavy correlated annotators, cartels, item difficulty, hard items with shared mistakes, labelling functions) or keep them
+assumptions (heavy correlated annotators, cartels, item difficulty, hard items with shared mistakes, labelling functions,
+classifiers copying one source: ``fusion_core.simulate.weak.classifier_ensemble``) or keep them
 (Dawid–Skene crowds, dense and sparse: the range must not balloon there), fits the recommended method, computes the
 audit's accuracy range (``fusion_core.diagnostics.audit.safety``) and compares it with the accuracy measured on the
 truth: does the range (widened by 1 pt) cover it, how far is the estimate (the latent-class and population models stacked,

@@ -117,9 +117,9 @@ def test_classifiers_copying_one_source_are_counted_once():
     assert acc.low - 0.01 <= true_acc <= acc.high + 0.01
     assert acc.latent_estimate is not None and abs(acc.latent_estimate - true_acc) < 0.05
     assert acc.reference_low > dep.accuracy  # the verdicts' reference leaves it out
-    assert "counting each such group about once" in accuracy_words(acc, 600)
-    summary = s.summary()["accuracy_difficulty_check"]["dependent_annotators"]
-    assert summary["pairs_dependent"] == dep.pairs_dependent and summary["shift"] < -0.1
+    assert f"counting that shared part once, {100 * dep.accuracy:.0f}%" in accuracy_words(acc, 600)
+    summary = s.summary()["accuracy_difficulty_check"]["excess_agreement"]
+    assert summary["pairs_with_excess_agreement"] == dep.pairs_dependent and summary["shift"] < -0.1
 
 
 @pytest.mark.slow

@@ -1,23 +1,32 @@
 """Dependent annotators: how much of the crowd's agreement is evidence, and what the labels are worth if copies
-count once.
+count once (issue 21, item 4; docs/AUDIT.md, "Dependent annotators").
 
 Every latent-class figure of the accuracy range takes the annotators' errors to be independent given the class:
 that is what makes agreement evidence.  Annotators who copy one source, or classifiers trained on the same
 features, err together; ``k`` copies of one annotator then count ``k`` times, the posterior follows the source's
 mistakes with the confidence of ``k`` independent votes, and the model's figure overstates the labels' accuracy.
 
-**Excess agreement per pair.**  Under the one-type fit (:mod:`.difficulty`: class prior ``π``, confusion rows
-``Θ_w``, posterior ``q_i``) two annotators ``a``, ``b`` answering item ``i`` agree with probability
-``p_i = Σ_c q_{i,−ab}(c) Σ_k Θ_a[c, k] Θ_b[c, k]``, the item's posterior without their two responses
-(product form, ``q_i(c) / (Θ_a[c, y_a] Θ_b[c, y_b])`` renormalised) — the agreement the model predicts from the
-rest of the item and their skills.  Over the ``n_ab`` items they share, ``O_ab`` agreements are observed and
-``P_ab = Σ p_i`` predicted (Poisson-binomial variance ``V_ab = Σ p_i(1 − p_i)``); the pair's **excess**
-``ρ_ab = (O_ab − P_ab) / (n_ab − P_ab)`` is the share of the disagreements the model expects between them that do
-not happen (0 for independent annotators, 1 for copies), and ``z_ab = (O_ab − P_ab) / √V_ab``.  A pair is
-*dependent* when ``z_ab`` exceeds the one-sided Bonferroni bound over the pairs tested (α = :data:`ALPHA`), they
-share at least :data:`MIN_SHARED` items and ``ρ_ab ≥`` :data:`MIN_EXCESS`.  The parameters are fitted to the
-same responses, the dependent pair's own agreement included (a dominant group of copies pulls ``Θ`` towards
-itself), which makes the test conservative: it measures dependence the fit could not absorb.
+**Excess agreement per pair.**  Two annotators ``a``, ``b`` who share ``n_ab`` items agree on a share ``O_ab``
+of them; chance agreement at their own label shares is ``E_ab = Σ_k r_a[k] r_b[k]``, and ``κ_ab = (O_ab − E_ab) /
+(1 − E_ab)``.  If their errors are independent given the class and spread evenly, ``κ_ab = v_a v_b`` with ``v_a``
+the annotator's skill above chance (the agreement of two noisy copies of the truth factorises; Dawid & Skene
+1979's model with one coin per annotator): the pairs' agreements form a rank-one matrix.  ``v`` is fitted to the
+pairs by weighted least squares (:func:`one_factor`), and a pair's predicted agreement is ``P_ab = E_ab + (1 −
+E_ab) v_a v_b``; its **excess** ``ρ_ab = (O_ab − P_ab) / (1 − P_ab)`` is the share of the disagreements expected
+between them that do not happen (0 for independent annotators, 1 for copies), tested by the score statistic
+``z_ab = (O_ab − P_ab) / √(P_ab(1 − P_ab)/n_ab)``.  A pair has *excess agreement* when ``z_ab`` exceeds the
+one-sided Bonferroni bound over the pairs tested (α = :data:`ALPHA`), they share at least :data:`MIN_SHARED`
+items and ``ρ_ab ≥`` :data:`MIN_EXCESS`.
+
+Which side of a disagreement between a tight group and the rest is the dependent one, agreement alone cannot say
+(copies agree with each other as well as very good annotators do; the rest then looks like a group that shares the
+truth).  The fit encodes one reading: a group of copies agrees with each other far more than their agreement with
+everyone else implies.  It starts from medians (:func:`robust_factor`: each annotator's median ``κ`` with its
+partners), which a group cannot pull towards itself unless it is most of an annotator's partners; then, in turn,
+the pairs with excess agreement are linked into groups, the pairs inside a group leave the fit (their mutual
+agreement says nothing of their skill), and the fit and the test are repeated until the groups are stable
+(:data:`MAX_ROUNDS`).  When copies are most of the crowd, they define the factor and are not found (simulated:
+``benchmarks/accuracy_honesty.py``, family ``classifier-ensemble-3class-majority``).
 
 **The dependence-aware model.**  A response of annotator ``a`` on item ``i`` is weighted by
 ``1 / (1 + Σ_b ρ_ab)`` over the dependent partners ``b`` who answered ``i`` too — Kish's design effect
@@ -27,8 +36,10 @@ weights on the log-likelihood (a composite likelihood, Varin, Reid & Firth 2011,
 the confusion counts, from the one-type optimum, and the chosen labels' accuracy under it, ``Σ_i q^dep_i[label_i] /
 n`` with its Poisson-binomial interval, is one more plausible figure; ``shift`` = that figure − the one-type
 figure is what counting copies once takes from (or adds to) the latent-class estimate.  With no dependent pair
-nothing is fitted and nothing changes.  Cost: ``O(Σ_i n_i² K²)`` over the difficulty check's items (at most
-:data:`MAX_PAIRS` response pairs, whole items of smallest id hash) plus one weighted EM.
+nothing is fitted and nothing changes.  Errors that are not spread evenly (a shared bias towards one class)
+also read as excess agreement: the weights then discount annotators who share a bias, which is the same
+principle.  Cost: ``O(Σ_i n_i²)`` over the difficulty check's items (at most :data:`MAX_PAIRS` response pairs,
+whole items of smallest id hash), least squares over the pairs, plus one weighted EM.
 """
 
 from __future__ import annotations
@@ -85,11 +96,11 @@ class DependenceCheck:
         """Plain JSON values (for ``summary.json``)."""
         return {
             "pairs_tested": self.pairs_tested,
-            "pairs_dependent": self.pairs_dependent,
-            "dependent_annotators": list(self.annotators),
+            "pairs_with_excess_agreement": self.pairs_dependent,
+            "annotators_in_such_pairs": list(self.annotators),
             "strongest_pairs": [{"a": a, "b": b, "excess": r} for a, b, r in self.strongest],
             "response_weight_share": self.weight_share,
-            "accuracy_copies_counted_once": self.accuracy,
+            "accuracy_shared_agreement_counted_once": self.accuracy,
             "low": self.low,
             "high": self.high,
             "shift": self.shift,
@@ -200,7 +211,6 @@ def dependence_check(
     if n_tested == 0:
         return None
     bound = float(stats.norm.isf(ALPHA / n_tested))
-    se = np.sqrt(np.clip(observed * (1.0 - observed), 0.25 / shared, None) / shared) / (1.0 - chance)
     dependent = np.zeros(len(keys), dtype=bool)
     excess = np.zeros(len(keys))
     within = np.zeros(len(keys), dtype=bool)  # both ends in one group of dependent annotators
@@ -211,7 +221,8 @@ def dependence_check(
             v = one_factor(pa[fit], pb[fit], kappa[fit], shared[fit], W)
         predicted = chance + (1.0 - chance) * np.clip(v[pa] * v[pb], -1.0, 1.0)
         excess = (observed - predicted) / np.maximum(1.0 - predicted, 1e-9)
-        z = (kappa - v[pa] * v[pb]) / np.maximum(se, 1e-9)
+        # the score test: the agreement's binomial spread under the null, at the predicted agreement
+        z = (observed - predicted) / np.sqrt(np.maximum(predicted * (1.0 - predicted), 1e-6) / shared)
         dependent = tested & (z > bound) & (excess >= MIN_EXCESS)
         graph = sparse.coo_matrix((np.ones(int(dependent.sum())), (pa[dependent], pb[dependent])), shape=(W, W))
         _, group = csgraph.connected_components(graph, directed=False)

@@ -130,7 +130,7 @@ class DifficultyCheck:
             "unanimous_items_sd_if_equally_hard": self.unanimous_sd,
             "errors_shared_item_by_item": self.overdispersed,
             "stacking": self.stacking.summary() if self.stacking is not None else None,
-            "dependent_annotators": self.dependence.summary() if self.dependence is not None else None,
+            "excess_agreement": self.dependence.summary() if self.dependence is not None else None,
         }
 
 

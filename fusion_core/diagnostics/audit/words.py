@@ -148,9 +148,9 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
     dep = acc.difficulty.dependence if acc.difficulty is not None else None
     if dep is not None and dep.found:
         checks += (
-            f"; {len(dep.annotators)} annotators agree in pairs more than independent annotators can (copies of one "
-            f"source, or tools built alike?): counting each such group about once, the labels are {_pct(dep.accuracy)}"
-            " right"
+            f"; {len(dep.annotators)} annotators agree in pairs more than independent annotators of their skill "
+            f"would (copies of one source, shared tools or shared habits): counting that shared part once, "
+            f"{_pct(dep.accuracy)}"
         )
     if acc.latent_weight is not None and acc.latent_weight < 0.995 and acc.population is not None:
         checks += (
