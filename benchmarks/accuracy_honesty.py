@@ -1,7 +1,8 @@
 """Is the audit's label-accuracy figure honest?  (issue 21, item 4; docs/AUDIT.md, "Never confidently wrong")
 
 For each public dataset with gold (``../shared/datasets``) and for simulated crowds that break the models'
-assumptions (heavy correlated annotators, cartels, item difficulty, hard items with shared mistakes, labelling functions) or keep them
+assumptions (heavy correlated annotators, cartels, item difficulty, hard items with shared mistakes, labelling functions,
+classifiers copying one source: ``fusion_core.simulate.weak.classifier_ensemble``) or keep them
 (Dawid–Skene crowds, dense and sparse: the range must not balloon there), fits the recommended method, computes the
 audit's accuracy range (``fusion_core.diagnostics.audit.safety``) and compares it with the accuracy measured on the
 truth: does the range (widened by 1 pt) cover it, how far is the estimate (the latent-class and population models stacked,
@@ -42,7 +43,7 @@ from fusion_core.simulate.dawid_skene import dawid_skene
 from fusion_core.simulate.heavy import HEAVY_VARIANTS
 from fusion_core.simulate.peer import glad_crowd
 from fusion_core.simulate.spectral import cartel
-from fusion_core.simulate.weak import labelling_functions
+from fusion_core.simulate.weak import classifier_ensemble, labelling_functions
 
 
 def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
@@ -168,6 +169,8 @@ SIMS = {
     "hard-items-3class": lambda s: hard_items(s, k=3),
     "hard-items-3class-shared": lambda s: hard_items(s, shared=0.5, k=3),
     "labelling-functions": lambda s: labelling_functions(seed=s),
+    "classifier-ensemble": lambda s: classifier_ensemble(seed=s),
+    "classifier-ensemble-3class-majority": lambda s: classifier_ensemble(n_classes=3, n_members=8, seed=s),
 }
 
 

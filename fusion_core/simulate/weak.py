@@ -89,3 +89,76 @@ def labelling_functions(
         precision=pd.Series(precisions, index=workers, name="precision"),
         votes=pd.Series(votes, index=workers, name="votes"),
     )
+
+
+@dataclass
+class ClassifierEnsemble(Simulation):
+    """Independent annotators plus classifiers that share one source: :class:`Simulation` plus each annotator's
+    ``role`` (``independent`` / ``member``) and ``accuracy`` (members: the implied one, ``f s + (1 − f) a``), both
+    Series by worker, and the shared source's accuracy ``source_accuracy``."""
+
+    role: pd.Series
+    accuracy: pd.Series
+    source_accuracy: float
+
+
+def classifier_ensemble(
+    n_items: int = 1500,
+    n_independent: int = 6,
+    n_members: int = 6,
+    *,
+    n_classes: int = 2,
+    accuracy: tuple[float, float] = (0.65, 0.85),
+    source_accuracy: tuple[float, float] = (0.75, 0.85),
+    faithful: tuple[float, float] = (0.8, 0.95),
+    observed: float = 0.7,
+    seed: int | None = 0,
+) -> ClassifierEnsemble:
+    """Several classifiers trained on the same features (errors strongly correlated) beside independent annotators.
+
+    The truth is uniform over ``n_classes``.  Independent annotators (accuracy ~U(``accuracy``), errors spread
+    evenly) answer each item with probability ``observed``.  One shared source predicts every item, right with
+    probability ~U(``source_accuracy``); each of the ``n_members`` classifiers answers every item, repeating the
+    source's prediction with probability ~U(``faithful``) and otherwise drawing its own (accuracy ~U(``accuracy``)).
+    Members are each as good as ``f s + (1 − f) a``, but they err together: counted as independent votes they
+    outvote the independent annotators wherever the source is wrong.
+    """
+    if n_items < 10 or n_members < 2 or n_classes < 2:
+        raise UserInputError("classifier_ensemble needs at least 10 items, 2 members and 2 classes.")
+    rng = np.random.default_rng(seed)
+    K = n_classes
+    truth = rng.integers(0, K, n_items)
+
+    def draw(acc: np.ndarray) -> np.ndarray:
+        """Labels right with probability ``acc`` (per item), else another label uniformly."""
+        wrong = (truth + rng.integers(1, K, n_items)) % K
+        return np.where(rng.random(n_items) < acc, truth, wrong)
+
+    s = float(rng.uniform(*source_accuracy))
+    source = draw(np.full(n_items, s))
+    acc = rng.uniform(*accuracy, n_independent + n_members)
+    f = rng.uniform(*faithful, n_members)
+    names = [f"a{j}" for j in range(n_independent)] + [f"m{j}" for j in range(n_members)]
+    frames = []
+    for j, name in enumerate(names):  # a loop over annotators (tens), each drawing all items at once
+        own = draw(np.full(n_items, acc[j]))
+        if j < n_independent:
+            seen = np.flatnonzero(rng.random(n_items) < observed)
+            lab = own[seen]
+        else:
+            seen = np.arange(n_items)
+            lab = np.where(rng.random(n_items) < f[j - n_independent], source, own)
+        frames.append(pd.DataFrame({"task": seen, "worker": name, "label": lab}))
+    workers = pd.Index(names)
+    implied = np.concatenate([acc[:n_independent], f * s + (1 - f) * acc[n_independent:]])
+    return ClassifierEnsemble(
+        responses=pd.concat(frames, ignore_index=True),
+        truth=pd.Series(truth, index=pd.RangeIndex(n_items, name="task"), name="truth"),
+        confusion=None,
+        class_prior=np.full(K, 1.0 / K),
+        workers=workers,
+        classes=pd.Index(range(K)),
+        role=pd.Series(["independent"] * n_independent + ["member"] * n_members, index=workers, name="role"),
+        accuracy=pd.Series(implied, index=workers, name="accuracy"),
+        source_accuracy=s,
+    )

@@ -41,6 +41,7 @@ import numpy as np
 from scipy import stats
 
 from fusion_core.data.responses import Responses
+from fusion_core.diagnostics.audit.dependence import DependenceCheck, dependence_check
 from fusion_core.diagnostics.audit.stacking import Stacking, confusion_counts, stack_models
 from fusion_core.methods.auto.folds import id_hashes
 from fusion_core.methods.em import EMSettings, EStep
@@ -90,6 +91,7 @@ class DifficultyCheck:
     unanimous_expected: float = float("nan")
     unanimous_sd: float = float("nan")
     stacking: Stacking | None = None
+    dependence: DependenceCheck | None = None
 
     @property
     def unanimous_z(self) -> float:
@@ -128,6 +130,7 @@ class DifficultyCheck:
             "unanimous_items_sd_if_equally_hard": self.unanimous_sd,
             "errors_shared_item_by_item": self.overdispersed,
             "stacking": self.stacking.summary() if self.stacking is not None else None,
+            "excess_agreement": self.dependence.summary() if self.dependence is not None else None,
         }
 
 
@@ -166,8 +169,11 @@ class _Model:
     """E- and M-steps of the one-type (``two_types`` False: ``τ = 0``) or two-type model on ``resp``, whose
     responses belong to ``n`` items coded ``item`` (0 … n − 1)."""
 
-    def __init__(self, resp: Responses, K: int, two_types: bool, item: np.ndarray, n: int) -> None:
+    def __init__(
+        self, resp: Responses, K: int, two_types: bool, item: np.ndarray, n: int, *, weight: np.ndarray | None = None
+    ) -> None:
         self.resp, self.K, self.two_types, self.item, self.n = resp, K, two_types, item, n
+        self.weight = None if weight is None else np.asarray(weight, dtype=float)[:, None]  # per response
         rho = np.bincount(resp.label, minlength=K).astype(float) + 1.0
         self.rho_r = (rho / rho.sum())[resp.label][:, None]
 
@@ -177,7 +183,8 @@ class _Model:
         r, K, n = self.resp, self.K, self.n
         prior, conf, tau, lam = _unpack(theta, r.n_workers, K)
         th = np.clip(conf[r.worker, :, r.label], 1e-12, 1.0)  # responses × K: Θ_w[c, l_r]
-        logj = [np.log(prior) + _item_sum(self.item, np.log(th), n) + np.log1p(-tau)]
+        log_th = np.log(th) if self.weight is None else self.weight * np.log(th)  # weighted: :mod:`.dependence`
+        logj = [np.log(prior) + _item_sum(self.item, log_th, n) + np.log1p(-tau)]
         mix = th
         if self.two_types:
             mix = lam * th + (1.0 - lam) * self.rho_r
@@ -202,6 +209,8 @@ class _Model:
             w = w + informative
             tau = float(np.clip(post[:, :, 1].sum() / self.n, 1e-4, 1 - 1e-4))
             lam = float(np.clip(informative.sum() / max(h.sum(), 1e-12), 1e-3, 1 - 1e-3))
+        if self.weight is not None:
+            w = w * self.weight
         return _pack(prior / prior.sum(), _confusions(r, w, K), tau, lam)
 
     def flat(self, theta: np.ndarray) -> np.ndarray:
@@ -274,13 +283,28 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
     unanimous, expected, spread = _unanimous(resp, item, n, prior1, conf1)
     q1 = post1[:, :, 0]
     stacked = stack_models(resp, item, n, prior1, q1)
+    j, lab = np.arange(n), label[idx]
+
+    def refit(weight: np.ndarray) -> tuple[np.ndarray, int, bool]:
+        """The one-type model refitted with per-response weights, from its optimum (:mod:`.dependence`)."""
+        _, post, _, its, done = _em(_Model(resp, K, False, item, n, weight=weight), theta)
+        return post[:, :, 0], its, done
+
+    dependence = dependence_check(
+        resp,
+        item,
+        n,
+        label=lab,
+        order_key=id_hashes(resp.items)[idx],
+        one_type_accuracy=float(q1[j, lab].mean()),
+        refit=refit,
+    )
     post1 = np.concatenate([post1, np.zeros_like(post1)], axis=2)  # items × K × (easy, hard)
     theta2, post2, tr2, it, conv = _em(_Model(resp, K, True, item, n), _pack(prior1, conf1, 0.2, 0.5))
     if tr2[-1] <= tr1[-1]:  # the two-type optimum found is no better: the one-type fit is the two-type MLE
         theta2, post2, tr2 = _pack(prior1, conf1, 0.0, 1.0), post1, tr1
     prior2, _, tau, lam = _unpack(theta2, resp.n_workers, K)
     lr = 2.0 * (tr2[-1] - tr1[-1])
-    j, lab = np.arange(n), label[idx]
     right = post2[j, lab]  # P(class = label, type) per item read
     return DifficultyCheck(
         hard_share=tau,
@@ -298,4 +322,5 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
         unanimous_expected=expected,
         unanimous_sd=spread,
         stacking=stacked,
+        dependence=dependence,
     )

@@ -37,6 +37,11 @@
    model in which *whether* an annotator responds depends on the class (data programming's label model) gives one
    more plausible figure, with its interval, and stands for the latent-class estimate; the accuracy still counts as
    not estimable (the model rests on firing being independent given the class, which the responses cannot check).
+   (g) *Dependent annotators* (:mod:`.dependence`): when pairs of annotators agree more than a one-factor model of
+   independent errors allows (copies, classifiers trained on the same features), the one-type model refitted with
+   each response weighted by its design effect (copies count once) gives one more figure with its interval, and
+   its difference from the one-type figure moves the latent-class estimate (not the abstention model's).  Like
+   stacking, it stays out of ``reference_low``: verdicts see nothing new.
 """
 
 from __future__ import annotations
@@ -335,6 +340,12 @@ def accuracy_range(
     )
     joins = pop is not None and (acc.shared_confusion or not acc.identifiable)
     latent_low = float(np.clip(min(figures), 0, 1))
+    dep = difficulty.dependence if difficulty is not None else None
+    if dep is not None and dep.found:  # module docstring, 3g: copies counted once (after the verdicts' low end)
+        figures += [dep.low, dep.high]
+        if abstention is None:
+            estimate = float(np.clip(estimate + dep.shift, 0.0, 1.0))
+            figures += [estimate - z * sd_latent, estimate + z * sd_latent]
     if pop is not None and joins:
         figures += [pop.low, pop.high]
     stacked, weight, ends = estimate, None, (float("nan"), float("nan"))

@@ -149,6 +149,13 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
                 f" — annotators seem to share mistakes item by item: {d.unanimous:,} items are unanimous where "
                 f"independent errors give about {d.unanimous_expected:,.0f}"
             )
+    dep = acc.difficulty.dependence if acc.difficulty is not None else None
+    if dep is not None and dep.found:
+        checks += (
+            f"; {len(dep.annotators)} annotators agree in pairs more than independent annotators of their skill "
+            f"would (copies of one source, shared tools or shared habits): counting that shared part once, "
+            f"{_pct(dep.accuracy)}"
+        )
     if acc.latent_weight is not None and acc.latent_weight < 0.995 and acc.population is not None:
         checks += (
             f"; weighing the two views by how well each predicts responses left out of their item (the model gets "
