@@ -17,7 +17,8 @@ truly *near chance* when the reliability is at most 0.2, *flagged* when near cha
 
 Prints per crowd the gate (held-out gap of ``ordinal-ds`` over ``ordinal-em`` in nats per rating, its standard
 error, the model kept) and, pooled per shape, for each of latent / confusion / gated: near-chance calls (precision,
-recall against truly near chance) and flags (precision against truly flagged, recall).
+recall against truly near chance) and flags (precision against truly flagged, recall); ``leave-out`` is the
+confusion reading with each grader's own response divided out of the posterior (measured, not kept).
 
     python benchmarks/rating_support.py                         # 3 seeds per shape
     python benchmarks/rating_support.py --seeds 1 --shapes probit confusion
@@ -87,8 +88,9 @@ def truth(conf: np.ndarray, prior: np.ndarray, workers: pd.Index) -> pd.DataFram
     return pd.DataFrame({"chance": chance, "flagged": flagged}, index=workers.astype(str))
 
 
-def verdicts(answers: pd.DataFrame) -> tuple[pd.Series, pd.Series, object, float]:
-    """(latent verdicts, confusion verdicts, the gate's decision, seconds of the gate)."""
+def verdicts(answers: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series, object, float]:
+    """(latent verdicts, confusion verdicts, confusion verdicts with each grader's own response divided out of the
+    posterior, the gate's decision, seconds of the gate)."""
     resp = with_levels(as_responses(answers), "numeric")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -98,7 +100,8 @@ def verdicts(answers: pd.DataFrame) -> tuple[pd.Series, pd.Series, object, float
         latent = ordinal_verdicts(answers, levels="numeric").table["verdict"]
         fit = candidate("ordinal-ds").fit(resp).result_
         conf = confusion_verdicts(resp, *in_level_order(fit, resp)).table["verdict"]
-    return latent, conf, support, seconds
+        loo = confusion_verdicts(resp, *in_level_order(fit, resp), leave_out=True).table["verdict"]
+    return latent, conf, loo, support, seconds
 
 
 def score(rows: pd.DataFrame, col: str) -> str:
@@ -125,10 +128,11 @@ def main() -> None:
         print(f"== {shape}")
         for seed in range(args.seeds):
             answers, conf, prior, workers = crowd(shape, seed)
-            latent, confv, support, seconds = verdicts(answers)
+            latent, confv, loo, support, seconds = verdicts(answers)
             rows = truth(conf, prior, workers)
             rows["latent"] = latent.reindex(rows.index).fillna("not enough ratings to tell")
             rows["confusion"] = confv.reindex(rows.index).fillna("not enough ratings to tell")
+            rows["leave-out"] = loo.reindex(rows.index).fillna("not enough ratings to tell")
             rows["gated"] = rows["latent"] if support.supported else rows["confusion"]
             pooled.append(rows)
             kept = "ordinal-em" if support.supported else "ordinal-ds"
@@ -138,7 +142,7 @@ def main() -> None:
                 f"{int(rows['flagged'].sum())} of {len(rows)}"
             )
         rows = pd.concat(pooled)
-        for col in ("latent", "confusion", "gated"):
+        for col in ("latent", "confusion", "leave-out", "gated"):
             print(score(rows, col))
 
 
