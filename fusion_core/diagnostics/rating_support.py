@@ -15,7 +15,7 @@ not symmetric.  Keeping the latent scale where it does not hold misses whole kin
 look "noisy" to it, not near chance (near-chance recall 0.05–0.28 on the DS-style and scale-using shapes of
 ``benchmarks/rating_support.py``) — while handing an ordered-probit crowd to the confusion reading costs little
 (the same flags, near-chance recall 0.89 against 0.94).  At 2 standard errors the gate kept the latent scale on 3 of
-6 DS-style crowds of 7,500 ratings; at 0 on none, and on none of the ordered-probit ones the other way.
+6 DS-style crowds of 7,500 ratings; at 0 on none, and it kept it on every ``probit`` crowd (the model itself).
 
 **Confusion reading.**  Otherwise the verdicts come from confusion rows read on the scale: each grader's rows are
 the Dawid–Skene M-step (Dawid & Skene 1979, eq. 2.3) from the better-supported fit's posterior q,
