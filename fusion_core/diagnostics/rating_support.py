@@ -85,7 +85,8 @@ class ScaleSupport:
     def words(self) -> str:
         """One plain sentence: which model the verdicts come from and why."""
         if self.note:
-            return f"Verdicts from the latent scale ({LATENT}): {self.note}."
+            source = f"the latent scale ({LATENT})" if self.supported else f"the graders' confusion rows ({RIVAL})"
+            return f"Verdicts from {source}: {self.note}."
         how = (
             f"on {self.n_hidden:,} held-out ratings {RIVAL} predicts {self.gap:+.3f} nats per rating against "
             f"{LATENT} (standard error {self.se:.3f})"
@@ -125,7 +126,7 @@ def scale_support(resp: Responses, n_se: float = SUPPORT_SE) -> ScaleSupport:
     if bad:
         why = "; ".join(f"{s.name}: {s.error or 'its labelling collapsed'}" for s in bad)
         if not latent.usable and rival.usable:
-            return ScaleSupport(False, latent.score, rival.score, float("inf"), 0.0, int(masks[0].sum()))
+            return ScaleSupport(False, rival_score=rival.score, note=f"{LATENT} could not be scored ({why})")
         return ScaleSupport(True, note=f"no held-out comparison with {RIVAL} ({why})")
     return _decide(latent, rival, n_se, int(masks[0].sum()))
 
@@ -191,7 +192,7 @@ def confusion_verdicts(
 ) -> RatingVerdicts:
     """Rating verdicts from confusion rows read on the scale (module docstring): ``resp`` with classes in level
     order, the fit's ``posterior`` (items × levels), ``class_prior`` and ``confusion`` (workers × true × reported)
-    in the same order; ``leave_out``: divide each grader's own response out of the posterior first (measured and
+    in the same order.  The table's ``ratings`` are those on items someone else rated too.  ``leave_out``: divide each grader's own response out of the posterior first (measured and
     not the default, module docstring)."""
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)) or n_bootstrap < 20:
         raise UserInputError(f"the verdicts need at least 20 bootstrap replicates; got {n_bootstrap!r}.")
