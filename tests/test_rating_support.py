@@ -123,6 +123,23 @@ def test_the_audit_takes_the_confusion_reading_when_the_scale_is_not_supported(m
     assert kept is not None and kept.model == "ordinal-em" and "at least as well" in kept.basis
 
 
+def test_in_level_order_puts_a_fit_in_the_declared_order():
+    from types import SimpleNamespace
+
+    levels = ["poor", "fair", "good"]
+    answers = pd.DataFrame({"task": ["a", "a", "b"], "worker": ["x", "y", "x"], "label": ["good", "poor", "fair"]})
+    ordered = with_levels(as_responses(answers), levels)
+    fit_classes = pd.Index(["fair", "good", "poor"])  # a fit in sorted text order
+    post = np.array([[0.2, 0.7, 0.1], [0.6, 0.3, 0.1]])
+    conf = np.arange(2 * 9, dtype=float).reshape(2, 3, 3)
+    fit = SimpleNamespace(classes=fit_classes, posterior=post, class_prior=np.array([0.5, 0.3, 0.2]), confusion=conf)
+    q, prior, c = in_level_order(fit, ordered)
+    order = [2, 0, 1]  # poor, fair, good in the fit's columns
+    np.testing.assert_array_equal(q, post[:, order])
+    np.testing.assert_array_equal(prior, [0.2, 0.5, 0.3])
+    assert c[1, 0, 2] == conf[1, 2, 1]  # true poor, reported good
+
+
 # ------------------------------------------------------------------------------------------ simulator oracles
 def _flags(table: pd.DataFrame) -> pd.Series:
     return table["verdict"].str.contains("near chance", regex=False)
