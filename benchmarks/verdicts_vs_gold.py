@@ -31,6 +31,15 @@ annotators give most responses, two of them biased with shared errors on confusi
 
     python benchmarks/verdicts_vs_gold.py                      # public sets + simulated crowds
     python benchmarks/verdicts_vs_gold.py --sets rte temp --sim-seeds 1 --shapes zipf heavy
+
+``--label-type ordinal`` audits the public sets whose labels are all numbers with three or more values
+(``relevance``, ``adult``) as ordered levels and compares the *rating* verdicts, which lead for ordered levels
+(docs/RATINGS.md), with the same gold bands: near-chance calls (precision and recall against the gold bands near
+or worse than chance), every rating flag (lenient, harsh, noisy, near chance: precision against gold bad, and
+against gold bad or noisy, since a lenient, harsh or noisy call claims no chance), the annotators above the median
+gold accuracy called near chance, the mean fitted reliability per gold band, and the model the verdicts came from.
+
+    python benchmarks/verdicts_vs_gold.py --label-type ordinal --sets relevance adult --shapes
 """
 
 from __future__ import annotations
@@ -95,15 +104,24 @@ def gold_bands(answers: pd.DataFrame, truth: pd.Series, level: float = 0.9, min_
     return out
 
 
-def compare(answers: pd.DataFrame, truth: pd.Series, cartel_bootstrap: int) -> tuple[pd.DataFrame, float]:
+def compare(
+    answers: pd.DataFrame, truth: pd.Series, cartel_bootstrap: int, label_type: str = "nominal"
+) -> tuple[pd.DataFrame, float]:
     """One row per annotator: the audit's verdict (and its reason, ``why``) beside its gold band; and the audit's
-    seconds."""
+    seconds.  ``label_type="ordinal"``: the rating verdicts (with ``reliability`` and the ``model`` they came
+    from)."""
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        audit = run_audit(answers, cartel_bootstrap=cartel_bootstrap, random_state=0)
+        audit = run_audit(answers, cartel_bootstrap=cartel_bootstrap, random_state=0, label_type=label_type)
     seconds = time.perf_counter() - t0
-    verdicts = audit.annotators.frame()[["verdict", "why"]]
+    if audit.ratings is not None:
+        table = audit.ratings.table
+        verdicts = pd.DataFrame(
+            {"verdict": table["verdict"], "why": table["reason"], "reliability": table["reliability"]}
+        ).assign(model=audit.ratings.model)
+    else:
+        verdicts = audit.annotators.frame()[["verdict", "why"]]
     verdicts.index = verdicts.index.astype(str)
     rows = gold_bands(answers, truth).join(verdicts, how="inner")
     judged = rows["band"] != "few gold"
@@ -185,6 +203,34 @@ def summary(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def rating_summary(rows: pd.DataFrame) -> str:
+    """The rating verdicts of ``rows`` against the gold bands (module docstring, ``--label-type ordinal``)."""
+    table = pd.crosstab(rows["band"], rows["verdict"]).reindex(index=list(BANDS), fill_value=0)
+    table = table.loc[table.sum(axis=1) > 0]
+    judged = rows[rows["band"] != "few gold"]
+    bad = judged["band"].isin(["near chance", "worse than chance"])
+    weak = bad | (judged["band"] == "noisy")
+    chance = judged["verdict"] == "near chance"
+    flagged = ~judged["verdict"].isin(["reliable", "not enough ratings to tell"])
+    above = judged["above median"] & chance
+    rho = judged.groupby("band")["reliability"].mean()
+
+    def ratio(a: pd.Series, b: pd.Series) -> str:
+        return f"{int(a.sum())}/{int(b.sum())} = {a.sum() / max(b.sum(), 1):.2f}"
+
+    return "\n".join(
+        [
+            table.to_string(),
+            f"verdicts from {', '.join(sorted(set(judged['model'])))}; near chance: {int(chance.sum())} of "
+            f"{len(judged)}, precision {ratio(chance & bad, chance)}, recall {ratio(chance & bad, bad)}; every "
+            f"rating flag: {int(flagged.sum())}, precision against gold bad {ratio(flagged & bad, flagged)}, against "
+            f"gold bad or noisy {ratio(flagged & weak, flagged)}, recall of gold bad {ratio(flagged & bad, bad)}; "
+            f"above the crowd's median gold accuracy yet called near chance: {int(above.sum())}",
+            "mean fitted reliability by gold band: " + ", ".join(f"{b} {v:.2f}" for b, v in rho.items()),
+        ]
+    )
+
+
 def simulated(seed: int, n_classes: int, **kw: object) -> tuple[pd.DataFrame, pd.Series]:
     """A sparse zipf-active crowd with honest (accuracy U(0.55, 0.95)), spamming and adversarial annotators:
     4,000 items × 5 responses by 120 annotators, 10 % spammers, 3 % adversaries (``kw`` overrides)."""
@@ -238,8 +284,24 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=list(SHAPES), help="simulated shapes")
     ap.add_argument("--cartel-bootstrap", type=int, default=200, help="the audit's cartel-test replicates")
     ap.add_argument("--per-crowd", action="store_true", help="print each crowd's table, not only the pooled one")
+    ap.add_argument(
+        "--label-type",
+        default="nominal",
+        choices=("nominal", "ordinal"),
+        help="ordinal: audit the public sets with numeric labels (3 or more) as ordered levels; rating verdicts",
+    )
     args = ap.parse_args()
     sets = categorical_datasets() if args.sets is None else args.sets
+    if args.label_type == "ordinal":
+        for name in sets:
+            answers, truth = load(name)
+            if answers["label"].nunique() < 3 or not pd.api.types.is_numeric_dtype(answers["label"]):
+                print(f"-- {name}: labels are not 3 or more numbers; skipped")
+                continue
+            rows, seconds = compare(answers, truth, args.cartel_bootstrap, "ordinal")
+            print(f"== {name} as ordinal levels: {len(answers):,} responses, {len(rows)} annotators, {seconds:.1f} s")
+            print(rating_summary(rows))
+        return
     groups = [("public sets", [(name, lambda name=name: load(name)) for name in sets])]
     for shape in args.shapes:
         title, make = SHAPES[shape]

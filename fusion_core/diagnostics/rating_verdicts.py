@@ -98,7 +98,9 @@ class RatingVerdicts:
     ``table`` (index ``worker``, the user's ids): ``ratings``, ``bias``, ``bias_low``, ``bias_high``, ``noise``,
     ``noise_low``, ``noise_high`` (in ``unit``: levels, or the data's units), ``reliability``, ``verdict``,
     ``reason`` (one plain sentence).  ``scale_sd`` is τ in the same unit; numeric thresholds are multiples of it.
-    ``fit`` is the ``FitResult`` (ordinal) or the fitted :class:`NumericTruth` (numeric).
+    ``fit`` is the ``FitResult`` (ordinal) or the fitted :class:`NumericTruth` (numeric).  ``model``: the model the
+    bias and noise come from (``ordinal-em``, ``ordinal-ds`` read on the scale, ``numeric``); ``basis``: one plain
+    sentence saying why that model (:mod:`fusion_core.diagnostics.rating_support`), or "".
     """
 
     kind: str
@@ -110,6 +112,8 @@ class RatingVerdicts:
     n_bootstrap: int
     fit: Any
     notes: tuple[str, ...] = field(default=())
+    model: str = ""
+    basis: str = ""
 
     def counts(self) -> dict[str, int]:
         """Annotators per verdict, in table order of first appearance."""
@@ -135,14 +139,24 @@ def decide(
     rule: VerdictRule,
     scale_sd: float,
     unit: str,
+    reliability: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Verdict words and reasons per annotator (module docstring); ``valid`` is the share of bootstrap replicates
-    that saw each annotator; thresholds ``rule.bias``/``rule.noise`` are already in ``unit``."""
+    that saw each annotator; thresholds ``rule.bias``/``rule.noise`` are already in ``unit``.  ``reliability``:
+    (estimate, interval high end) when it is not τ²/(τ² + noise²) (confusion rows read on the scale,
+    :mod:`fusion_core.diagnostics.rating_support`); near chance then needs the estimate at most ``near_chance`` and
+    the high end at most the reliability at which the noise rule's margin puts it (0.5 with the defaults)."""
     blo, bhi = bias_ci
     nlo, nhi = noise_ci
     thin = (ratings < rule.min_ratings) | (valid < rule.min_valid) | ~np.isfinite(blo + bhi + nlo + nhi)
     chance_noise = scale_sd * np.sqrt(1.0 / rule.near_chance - 1.0)  # ρ ≤ near_chance ⇔ s ≥ τ √(1/ρ − 1)
     lo_f, hi_f = 1.0 - rule.margin, 1.0 + rule.margin  # how far across a threshold an interval may reach
+    if reliability is None:
+        at_chance = (noise >= chance_noise) & (nlo >= lo_f * chance_noise)
+    else:  # the same margin in reliability: noise ≥ lo_f · chance_noise ⇔ ρ ≤ 1 / (1 + lo_f² (1/ρ₀ − 1))
+        rho, rho_high = reliability
+        at_chance = (rho <= rule.near_chance) & (rho_high <= 1.0 / (1.0 + lo_f**2 * (1.0 / rule.near_chance - 1.0)))
+        thin = thin | ~np.isfinite(rho_high)
     verdict = np.empty(len(bias), dtype=object)
     reason = np.empty(len(bias), dtype=object)
     u = f" {unit}" if unit else ""
@@ -153,7 +167,14 @@ def decide(
             verdict[j] = "not enough ratings to tell"
             reason[j] = f"{int(ratings[j])} ratings; the verdicts need {rule.min_ratings} or more"
             continue
-        if noise[j] >= chance_noise and nlo[j] >= lo_f * chance_noise:
+        if at_chance[j] and reliability is not None:
+            verdict[j] = "near chance"
+            reason[j] = (
+                f"reliability {reliability[0][j]:.2f} (at most {reliability[1][j]:.2f}) ≤ {rule.near_chance:g}: the "
+                "ratings say little about the level"
+            )
+            continue
+        if at_chance[j]:
             verdict[j], reason[j] = "near chance", f"{s} ≥ {chance_noise:.2f}: reliability ≤ {rule.near_chance:g}"
             continue
         lenient = bias[j] >= rule.bias and blo[j] >= lo_f * rule.bias
@@ -197,7 +218,7 @@ def _check(n_bootstrap: int, level: float) -> None:
         raise UserInputError(f"level must be between 0 and 1 (e.g. 0.95); got {level!r}.")
 
 
-def _table(
+def verdict_table(
     workers: pd.Index,
     ratings: np.ndarray,
     bias: np.ndarray,
@@ -208,12 +229,22 @@ def _table(
     scale_sd: float,
     unit: str,
     level: float,
+    reliability: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
+    """The verdict table from point estimates and bootstrap replicates (replicates × annotators, NaN where a
+    replicate did not see the annotator) of bias and noise, and optionally of the reliability (estimate,
+    replicates; else τ²/(τ² + noise²))."""
     blo, bhi, valid = _percentiles(samples[0], level)
     nlo, nhi, _ = _percentiles(samples[1], level)
+    rel = scale_sd**2 / (scale_sd**2 + noise**2)
+    rel_ci = None
+    if reliability is not None:
+        rel = reliability[0]
+        rel_ci = (rel, _percentiles(reliability[1], level)[1])
     words, why = decide(
-        ratings, bias, (blo, bhi), noise, (nlo, nhi), valid=valid, rule=rule, scale_sd=scale_sd, unit=unit
-    )
+        ratings, bias, (blo, bhi), noise, (nlo, nhi), valid=valid, rule=rule, scale_sd=scale_sd, unit=unit,
+        reliability=rel_ci,
+    )  # fmt: skip
     return pd.DataFrame(
         {
             "ratings": ratings.astype(np.int64),
@@ -223,7 +254,7 @@ def _table(
             "noise": noise,
             "noise_low": nlo,
             "noise_high": nhi,
-            "reliability": scale_sd**2 / (scale_sd**2 + noise**2),
+            "reliability": rel,
             "verdict": words,
             "reason": why,
         },
@@ -373,11 +404,12 @@ def ordinal_verdicts(
     pos = np.asarray(fitted.positions, float)
     tau = float(np.sqrt(prior @ (pos - prior @ pos) ** 2))
     ratings = np.bincount(resp.worker, minlength=w)
-    table = _table(
+    table = verdict_table(
         resp.workers, ratings, fitted.bias, fitted.noise, (b_s, s_s),
         rule=rule, scale_sd=tau, unit="levels", level=level,
     )  # fmt: skip
-    return RatingVerdicts("ordinal", table, rule, "levels", tau, level, n_bootstrap, res, tuple(res.warnings))
+    notes = tuple(res.warnings)
+    return RatingVerdicts("ordinal", table, rule, "levels", tau, level, n_bootstrap, res, notes, model="ordinal-em")
 
 
 # ------------------------------------------------------------------------------------------ numeric
@@ -440,11 +472,13 @@ def numeric_verdicts(
         bias=rule.bias * tau, noise=rule.noise * tau, unit=f"(τ = {tau:.3g})", near_chance=rule.near_chance,
         margin=rule.margin, min_ratings=rule.min_ratings, min_valid=rule.min_valid,
     )  # fmt: skip
-    table = _table(
+    table = verdict_table(
         resp.workers, resp.responses_per_worker, fit.bias.to_numpy(), fit.noise.to_numpy(), (b_s, s_s),
         rule=scaled, scale_sd=tau, unit="", level=level,
     )  # fmt: skip
-    return RatingVerdicts("numeric", table, rule, "data units", tau, level, n_bootstrap, est, fit.warnings)
+    return RatingVerdicts(
+        "numeric", table, rule, "data units", tau, level, n_bootstrap, est, fit.warnings, model="numeric"
+    )
 
 
 __all__ = [
@@ -458,4 +492,5 @@ __all__ = [
     "numeric_verdicts",
     "ordinal_verdicts",
     "resample_numeric",
+    "verdict_table",
 ]

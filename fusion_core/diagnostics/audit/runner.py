@@ -350,7 +350,7 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
     if label_type != "nominal":
         clock.tell(f"Rating verdicts ({rating_bootstrap} bootstrap refits)", 0.5, weight)
         ratings = rating_verdicts_for(
-            resp, label_type, levels=levels, n_bootstrap=rating_bootstrap, random_state=random_state
+            resp, label_type, levels=levels, n_bootstrap=rating_bootstrap, random_state=random_state, fit=fit
         )
     pairwise = None
     if ds is not None and ds.pairwise is not None:

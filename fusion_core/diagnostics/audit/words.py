@@ -278,6 +278,7 @@ def _ratings(a: AuditResult) -> Finding:
         f"within the thresholds, {round(100 * v.level)}% bootstrap intervals, in {unit}); {few} gave too few "
         "ratings to tell. "
         + ("; ".join(parts) + "." if parts else "Nobody rates clearly too leniently, harshly or noisily.")
+        + (f" {v.basis}" if v.basis else "")
     )
     return Finding("Who rates too leniently, too harshly or too noisily?", text, "ratings")
 
