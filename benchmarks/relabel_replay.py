@@ -43,9 +43,11 @@ import numpy as np
 import pandas as pd
 from _common import ROOT, load, make_parser
 
+import fusion_core.diagnostics.plan as plan_module
+import fusion_core.diagnostics.predictive as predictive_module
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, review_items
-from fusion_core.diagnostics.plan import plan_relabel, predictive_model
-from fusion_core.diagnostics.predictive import EVIDENCE_Z, planning_confusion
+from fusion_core.diagnostics.plan import plan_relabel
+from fusion_core.diagnostics.predictive import EVIDENCE_Z, planning_model
 from fusion_core.diagnostics.refit_gain import RefitGain, refit_gain
 from fusion_core.diagnostics.voi import expected_accuracy, extend, gain_variance, initial_gains
 from fusion_core.methods import create
@@ -178,16 +180,13 @@ def replay(
             items_src, who = strategy.partition("/")[::2]
             info, fallback = pd.Series(dtype=float), 0.0
             if items_src == "plan" or who == "informative":
-                post, own, prior, it, wk, _, _ = predictive_model(est.responses_, res)
-                ok = wk >= 0
                 z = (
                     (plan_kw or {}).get("evidence_z", EVIDENCE_Z)
                     if (plan_kw or {}).get("prior_count", "auto") == "auto"
                     else 0.0
                 )
-                conf, _ = planning_confusion(
-                    it[ok], wk[ok], est.responses_.label[ok], own, prior, n_items=len(post), z=z
-                )
+                pm = planning_model(est.responses_, res, z=z)  # the plan's belief and matrices
+                post, own, conf = pm.posterior, pm.own, pm.confusion
                 info = pd.Series(
                     initial_gains(np.full((1, conf.shape[1]), 1 / conf.shape[1]), conf)[0], index=res.workers
                 )
@@ -674,6 +673,12 @@ def main() -> None:
         help="an annotator is told apart as better only at the one-sided level divided by the number of annotators "
         "(the fourth session's rule; default: at the level itself)",
     )
+    ap.add_argument(
+        "--own-belief",
+        action="store_true",
+        help="the plan's item belief counts every annotator's past responses by their own matrix (the fifth "
+        "session's plan; default: by the crowd's for annotators not told apart, POOLED_BELIEF)",
+    )
     ap.add_argument("--sim-replays", type=int, default=1, help="replays per simulated crowd (different starts)")
     ap.add_argument(
         "--dependence",
@@ -684,12 +689,10 @@ def main() -> None:
     ap.add_argument("--plot", action="store_true", help="write benchmarks/out/relabel_replay.html")
     args = ap.parse_args()
     if args.near_tie is not None:
-        import fusion_core.diagnostics.plan as plan_module
-
         plan_module.NEAR_TIE = args.near_tie
+    if args.own_belief:
+        predictive_module.POOLED_BELIEF = False
     if args.bonferroni:
-        import fusion_core.diagnostics.predictive as predictive_module
-
         predictive_module.BONFERRONI = True
     sets: list[tuple[str, list[dict[str, Curve]]]] = []
     t0 = time.perf_counter()
