@@ -111,6 +111,19 @@ def _bought_gain(
     return gain / len(post), float(np.sqrt(var)) / len(post)
 
 
+def replay_start(
+    answers: pd.DataFrame, truth: pd.Series, rng: np.random.Generator, per_item: int = 2
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """A replay's start: the responses of items with gold and ≥ 5 responses, a random key per response (the order
+    in which a strategy buys them) and the start mask, ``per_item`` responses of each item (the lowest keys)."""
+    answers = answers[answers["task"].isin(truth.index)].reset_index(drop=True)
+    per = answers.groupby("task")["task"].transform("size")
+    answers = answers[per >= 5].reset_index(drop=True)
+    key = rng.random(len(answers))
+    rank = pd.Series(key).groupby(answers["task"].to_numpy()).rank(method="first").to_numpy()
+    return answers, key, rank <= per_item
+
+
 def replay(
     answers: pd.DataFrame,
     truth: pd.Series,
@@ -128,12 +141,7 @@ def replay(
 ) -> dict[str, Curve]:
     """One replay of the three strategies from the same 2-response start."""
     rng = np.random.default_rng(seed)
-    answers = answers[answers["task"].isin(truth.index)].reset_index(drop=True)
-    per = answers.groupby("task")["task"].transform("size")
-    answers = answers[per >= 5].reset_index(drop=True)
-    key = rng.random(len(answers))
-    rank = pd.Series(key).groupby(answers["task"].to_numpy()).rank(method="first").to_numpy()
-    start = rank <= 2
+    answers, key, start = replay_start(answers, truth, rng)
     tasks = pd.Index(pd.unique(answers["task"]))
     n = len(tasks)
     budget = max(1, round(round_share * n))
