@@ -48,10 +48,12 @@ def signals(name: str, answers: pd.DataFrame, truth: pd.Series, seed: int) -> No
         fit_label = res.label_codes
         rows = np.arange(len(fit_label))
         right = fit_label == gold
+        default = predictive.POOLED_BELIEF
         predictive.POOLED_BELIEF = False
         own = predictive.planning_model(resp, res)
         predictive.POOLED_BELIEF = True
         pooled = predictive.planning_model(resp, res)
+        predictive.POOLED_BELIEF = default
         differ = own.posterior.argmax(axis=1) != fit_label
         votes = resp.vote_counts()
         ties = (votes == votes.max(axis=1, keepdims=True)).sum(axis=1) > 1

@@ -682,10 +682,10 @@ def main() -> None:
         "(the fourth session's rule; default: at the level itself)",
     )
     ap.add_argument(
-        "--own-belief",
+        "--pooled-belief",
         action="store_true",
-        help="the plan's item belief counts every annotator's past responses by their own matrix (the fifth "
-        "session's plan; default: by the crowd's for annotators not told apart, POOLED_BELIEF)",
+        help="the plan's item belief counts the past responses of annotators not told apart from the crowd by the "
+        "crowd's matrix (predictive.POOLED_BELIEF; default: every annotator's by their own)",
     )
     ap.add_argument("--sim-replays", type=int, default=1, help="replays per simulated crowd (different starts)")
     ap.add_argument(
@@ -698,8 +698,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.near_tie is not None:
         plan_module.NEAR_TIE = args.near_tie
-    if args.own_belief:
-        predictive_module.POOLED_BELIEF = False
+    if args.pooled_belief:
+        predictive_module.POOLED_BELIEF = True
     if args.bonferroni:
         predictive_module.BONFERRONI = True
     sets: list[tuple[str, list[dict[str, Curve]]]] = []

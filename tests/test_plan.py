@@ -284,10 +284,10 @@ def test_alike_annotators_are_not_told_apart_spammers_and_experts_are(seed: int)
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_past_responses_of_alike_annotators_are_weighed_alike(seed: int, monkeypatch) -> None:
-    # 20 annotators of one accuracy (0.7), 600 binary items × 2, three made experts (0.98): an item split between
-    # two annotators the responses do not tell apart is one tie in the plan's belief, whichever fitted rows look
-    # sharper (by their own shrunk matrices the ties spread); an expert told apart still breaks a tie their way
-    # (their shrunk row: ~0.6–0.67 for their label)
+    # POOLED_BELIEF (off by default: docs/PLAN.md, sixth session). 20 annotators of one accuracy (0.7), 600 binary
+    # items × 2, three made experts (0.98): an item split between two annotators the responses do not tell apart is
+    # one tie in the plan's belief, whichever fitted rows look sharper (by their own shrunk matrices the ties
+    # spread); an expert told apart still breaks a tie their way (their shrunk row: ~0.6–0.67 for their label)
     sim = dawid_skene(n_items=600, n_workers=20, n_classes=2, responses_per_item=2, accuracy=(0.7, 0.7), seed=seed)
     df = sim.responses[["task", "worker", "label"]].copy()
     on = df["worker"].isin(sim.workers[:3]).to_numpy()
@@ -296,6 +296,7 @@ def test_past_responses_of_alike_annotators_are_weighed_alike(seed: int, monkeyp
     df.loc[on, "label"] = sim.classes.take(np.where(right, truth[on], 1 - truth[on]))
     est = create("ds").fit(df)
     r = est.responses_
+    monkeypatch.setattr(predictive, "POOLED_BELIEF", True)
     pm = predictive.planning_model(r, est.result_)
     told = pm.distinct[pm.worker]
     tie = r.vote_counts().min(axis=1) == 1

@@ -180,8 +180,7 @@ def plan_relabel(
     if evidence_z > 0 and prior_count == "auto":
         notes.append(
             f"{int((~distinct).sum()):,} of {len(workers):,} annotators are not told apart from the crowd by their "
-            "responses: asked as alike (their values averaged, their past responses weighed alike), the least "
-            "loaded first."
+            "responses: asked as alike (their values averaged), the least loaded first."
         )
     seen = np.bincount(worker_of[seen_ok], minlength=len(workers))
 

@@ -47,9 +47,10 @@ EVIDENCE_Z = 1.96
 #: choice, docs/PLAN.md), at the level itself: the plan caps anyone's share of the budget, so the few alike annotators
 #: called better by chance cost little, while a family-wise bar pools the real differences too
 BONFERRONI = False
-#: the items' belief counts an annotator's past responses by their own matrix only when the responses tell them apart
-#: from the crowd, as their next response is valued (:func:`planning_model`; docs/PLAN.md, sixth session)
-POOLED_BELIEF = True
+#: True: the items' belief counts an annotator's past responses by their own matrix only when the responses tell
+#: them apart from the crowd, as their next response is valued (:func:`planning_model`).  Off: replayed, it helped
+#: the confusable and face crowds and cost the binary, sparse and bluebirds crowds more (docs/PLAN.md, sixth session)
+POOLED_BELIEF = False
 
 
 def item_log_joint(
