@@ -43,9 +43,11 @@ import numpy as np
 import pandas as pd
 from _common import ROOT, load, make_parser
 
+import fusion_core.diagnostics.plan as plan_module
+import fusion_core.diagnostics.predictive as predictive_module
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, review_items
-from fusion_core.diagnostics.plan import plan_relabel, predictive_model
-from fusion_core.diagnostics.predictive import EVIDENCE_Z, planning_confusion
+from fusion_core.diagnostics.plan import plan_relabel
+from fusion_core.diagnostics.predictive import EVIDENCE_Z, planning_model
 from fusion_core.diagnostics.refit_gain import RefitGain, refit_gain
 from fusion_core.diagnostics.voi import expected_accuracy, extend, gain_variance, initial_gains
 from fusion_core.methods import create
@@ -109,6 +111,19 @@ def _bought_gain(
     return gain / len(post), float(np.sqrt(var)) / len(post)
 
 
+def replay_start(
+    answers: pd.DataFrame, truth: pd.Series, rng: np.random.Generator, per_item: int = 2
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """A replay's start: the responses of items with gold and ≥ 5 responses, a random key per response (the order
+    in which a strategy buys them) and the start mask, ``per_item`` responses of each item (the lowest keys)."""
+    answers = answers[answers["task"].isin(truth.index)].reset_index(drop=True)
+    per = answers.groupby("task")["task"].transform("size")
+    answers = answers[per >= 5].reset_index(drop=True)
+    key = rng.random(len(answers))
+    rank = pd.Series(key).groupby(answers["task"].to_numpy()).rank(method="first").to_numpy()
+    return answers, key, rank <= per_item
+
+
 def replay(
     answers: pd.DataFrame,
     truth: pd.Series,
@@ -126,12 +141,7 @@ def replay(
 ) -> dict[str, Curve]:
     """One replay of the three strategies from the same 2-response start."""
     rng = np.random.default_rng(seed)
-    answers = answers[answers["task"].isin(truth.index)].reset_index(drop=True)
-    per = answers.groupby("task")["task"].transform("size")
-    answers = answers[per >= 5].reset_index(drop=True)
-    key = rng.random(len(answers))
-    rank = pd.Series(key).groupby(answers["task"].to_numpy()).rank(method="first").to_numpy()
-    start = rank <= 2
+    answers, key, start = replay_start(answers, truth, rng)
     tasks = pd.Index(pd.unique(answers["task"]))
     n = len(tasks)
     budget = max(1, round(round_share * n))
@@ -178,16 +188,13 @@ def replay(
             items_src, who = strategy.partition("/")[::2]
             info, fallback = pd.Series(dtype=float), 0.0
             if items_src == "plan" or who == "informative":
-                post, own, prior, it, wk, _, _ = predictive_model(est.responses_, res)
-                ok = wk >= 0
                 z = (
                     (plan_kw or {}).get("evidence_z", EVIDENCE_Z)
                     if (plan_kw or {}).get("prior_count", "auto") == "auto"
                     else 0.0
                 )
-                conf, _ = planning_confusion(
-                    it[ok], wk[ok], est.responses_.label[ok], own, prior, n_items=len(post), z=z
-                )
+                pm = planning_model(est.responses_, res, z=z)  # the plan's belief and matrices
+                post, own, conf = pm.posterior, pm.own, pm.confusion
                 info = pd.Series(
                     initial_gains(np.full((1, conf.shape[1]), 1 / conf.shape[1]), conf)[0], index=res.workers
                 )
@@ -674,6 +681,12 @@ def main() -> None:
         help="an annotator is told apart as better only at the one-sided level divided by the number of annotators "
         "(the fourth session's rule; default: at the level itself)",
     )
+    ap.add_argument(
+        "--pooled-belief",
+        action="store_true",
+        help="the plan's item belief counts the past responses of annotators not told apart from the crowd by the "
+        "crowd's matrix (predictive.POOLED_BELIEF; default: every annotator's by their own)",
+    )
     ap.add_argument("--sim-replays", type=int, default=1, help="replays per simulated crowd (different starts)")
     ap.add_argument(
         "--dependence",
@@ -684,12 +697,10 @@ def main() -> None:
     ap.add_argument("--plot", action="store_true", help="write benchmarks/out/relabel_replay.html")
     args = ap.parse_args()
     if args.near_tie is not None:
-        import fusion_core.diagnostics.plan as plan_module
-
         plan_module.NEAR_TIE = args.near_tie
+    if args.pooled_belief:
+        predictive_module.POOLED_BELIEF = True
     if args.bonferroni:
-        import fusion_core.diagnostics.predictive as predictive_module
-
         predictive_module.BONFERRONI = True
     sets: list[tuple[str, list[dict[str, Curve]]]] = []
     t0 = time.perf_counter()

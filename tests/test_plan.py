@@ -10,6 +10,7 @@ import pytest
 
 from fusion_core import UserInputError
 from fusion_core.data.export import csv_bytes, read_csv_export
+from fusion_core.diagnostics import predictive
 from fusion_core.diagnostics.plan import plan_relabel, predictive_confusion
 from fusion_core.diagnostics.predictive import (
     EVIDENCE_Z,
@@ -279,6 +280,34 @@ def test_alike_annotators_are_not_told_apart_spammers_and_experts_are(seed: int)
     stat, told = distinct_annotators(item, worker, label, center, np.full(3, 1 / 3), n_items=1000)
     assert told[experts].all() and (stat[experts] > 0).all()
     assert told[spam].all() and (stat[spam] < 0).all()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_past_responses_of_alike_annotators_are_weighed_alike(seed: int, monkeypatch) -> None:
+    # POOLED_BELIEF (off by default: docs/PLAN.md, sixth session). 20 annotators of one accuracy (0.7), 600 binary
+    # items × 2, three made experts (0.98): an item split between two annotators the responses do not tell apart is
+    # one tie in the plan's belief, whichever fitted rows look sharper (by their own shrunk matrices the ties
+    # spread); an expert told apart still breaks a tie their way (their shrunk row: ~0.6–0.67 for their label)
+    sim = dawid_skene(n_items=600, n_workers=20, n_classes=2, responses_per_item=2, accuracy=(0.7, 0.7), seed=seed)
+    df = sim.responses[["task", "worker", "label"]].copy()
+    on = df["worker"].isin(sim.workers[:3]).to_numpy()
+    truth = sim.classes.get_indexer(sim.truth.reindex(df["task"]).to_numpy())
+    right = np.random.default_rng(seed).random(on.sum()) < 0.98
+    df.loc[on, "label"] = sim.classes.take(np.where(right, truth[on], 1 - truth[on]))
+    est = create("ds").fit(df)
+    r = est.responses_
+    monkeypatch.setattr(predictive, "POOLED_BELIEF", True)
+    pm = predictive.planning_model(r, est.result_)
+    told = pm.distinct[pm.worker]
+    tie = r.vote_counts().min(axis=1) == 1
+    by_told = np.bincount(pm.item, weights=told, minlength=r.n_items)
+    alike = tie & (by_told == 0)
+    assert alike.sum() > 100 and np.ptp(pm.posterior[alike, 0]) < 1e-9
+    monkeypatch.setattr(predictive, "POOLED_BELIEF", False)
+    assert np.ptp(predictive.planning_model(r, est.result_).posterior[alike, 0]) > 0.01
+    expert_tie = tie & (by_told == 1) & np.isin(np.arange(r.n_items), pm.item[told & np.isin(pm.worker, [0, 1, 2])])
+    on_expert = told & expert_tie[pm.item]
+    assert on_expert.sum() >= 10 and (pm.posterior[pm.item[on_expert], r.label[on_expert]] > 0.55).all()
 
 
 def test_plan_spreads_the_load_over_annotators_it_cannot_tell_apart(monkeypatch) -> None:

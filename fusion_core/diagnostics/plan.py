@@ -42,7 +42,7 @@ from fusion_core.diagnostics.predictive import (
     EVIDENCE_Z,
     ShrunkFit,
     model_confusion,
-    planning_confusion,
+    planning_model,
     predictive_confusion,
     predictive_model,
 )
@@ -171,16 +171,13 @@ def plan_relabel(
     resp = as_responses(responses, classes=list(fit.classes), min_workers=1)
     fitted = np.clip(np.asarray(fit.posterior, float), 0.0, 1.0)
     n, k = fitted.shape
-    post, conf, prior, item_of, worker_of, note, shrunk = predictive_model(resp, fit, prior_count)
-    notes = [note] if note else []
+    pm = planning_model(resp, fit, prior_count, evidence_z)
+    post, own, conf, distinct = pm.posterior, pm.own, pm.confusion, pm.distinct
+    item_of, worker_of, shrunk = pm.item, pm.worker, pm.shrunk
+    notes = [pm.note] if pm.note else []
     workers = pd.Index(fit.workers)
     seen_ok = worker_of >= 0
-    z = evidence_z if prior_count == "auto" else 0.0  # a given prior_count: the annotators' matrices as given
-    own = conf
-    conf, distinct = planning_confusion(
-        item_of[seen_ok], worker_of[seen_ok], resp.label[seen_ok], conf, prior, n_items=n, z=z
-    )
-    if z > 0:
+    if evidence_z > 0 and prior_count == "auto":
         notes.append(
             f"{int((~distinct).sum()):,} of {len(workers):,} annotators are not told apart from the crowd by their "
             "responses: asked as alike (their values averaged), the least loaded first."

@@ -47,6 +47,10 @@ EVIDENCE_Z = 1.96
 #: choice, docs/PLAN.md), at the level itself: the plan caps anyone's share of the budget, so the few alike annotators
 #: called better by chance cost little, while a family-wise bar pools the real differences too
 BONFERRONI = False
+#: True: the items' belief counts an annotator's past responses by their own matrix only when the responses tell
+#: them apart from the crowd, as their next response is valued (:func:`planning_model`).  Off: replayed, it helped
+#: the confusable and face crowds and cost the binary, sparse and bluebirds crowds more (docs/PLAN.md, sixth session)
+POOLED_BELIEF = False
 
 
 def item_log_joint(
@@ -389,10 +393,49 @@ def predictive_model(
     return post, conf, prior, item_of, worker_of, note, None
 
 
+@dataclass(frozen=True)
+class PlanningModel:
+    """What the plan reasons with (:func:`planning_model`): the items' belief ``posterior`` (items × K), every
+    annotator's own predictive matrix ``own`` and the matrix the plan values them by, ``confusion`` (their own when
+    ``distinct``, the crowd's average otherwise), the class prior, every response's item and annotator code in the
+    fit, the note of :func:`predictive_model` and the shrunk model's fit."""
+
+    posterior: np.ndarray
+    own: np.ndarray
+    confusion: np.ndarray
+    distinct: np.ndarray
+    class_prior: np.ndarray
+    item: np.ndarray
+    worker: np.ndarray
+    note: str | None
+    shrunk: ShrunkFit | None
+
+
+def planning_model(
+    resp: Responses, fit: FitResult, prior_count: float | str = "auto", z: float = EVIDENCE_Z
+) -> PlanningModel:
+    """The plan's model (:func:`predictive_model`) with the annotators the responses do not tell apart from the
+    crowd at ``z`` (:func:`planning_confusion`; only with ``prior_count`` "auto") valued alike — and, with
+    :data:`POOLED_BELIEF`, their *past* responses weighed alike too: the items' belief is the posterior under the
+    same matrices (:func:`predictive_posterior`).  An item split between two such annotators is then a tie, as
+    their evidence says, not settled by the noise of their fitted rows (face at 2 responses per item: where the
+    shrunk model's own-matrix posterior and the fit break a tie differently neither is right more often)."""
+    post, own, prior, item_of, worker_of, note, shrunk = predictive_model(resp, fit, prior_count)
+    z = z if prior_count == "auto" else 0.0  # a given prior_count: the annotators' matrices as given
+    ok = worker_of >= 0
+    n = len(post)
+    conf, distinct = planning_confusion(item_of[ok], worker_of[ok], resp.label[ok], own, prior, n_items=n, z=z)
+    if POOLED_BELIEF and z > 0 and not distinct.all():
+        post = predictive_posterior(item_of, worker_of, resp.label, conf, prior, n_items=n)
+    return PlanningModel(post, own, conf, distinct, prior, item_of, worker_of, note, shrunk)
+
+
 __all__ = [
     "EVIDENCE_Z",
     "MAX_SCORED",
+    "POOLED_BELIEF",
     "STRENGTH_GRID",
+    "PlanningModel",
     "ShrunkFit",
     "community_em",
     "crowd_confusion",
@@ -402,6 +445,7 @@ __all__ = [
     "loo_right",
     "model_confusion",
     "planning_confusion",
+    "planning_model",
     "predictive_confusion",
     "predictive_model",
     "predictive_posterior",
