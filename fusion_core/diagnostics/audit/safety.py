@@ -42,6 +42,11 @@
    each response weighted by its design effect (copies count once) gives one more figure with its interval, and
    its difference from the one-type figure moves the latent-class estimate (not the abstention model's).  Like
    stacking, it stays out of ``reference_low``: verdicts see nothing new.
+   (h) *Graded labels* (:mod:`.latent_scale`): when the levels are ordered (``ranks``), the latent-scale model (each
+   item a continuous value discretised at the crowd's cut points) is stacked as a third model, the estimate is
+   ``Σ_m ŵ_m × figure_m`` over the latent-class, latent-scale and population figures (interval: the weights'
+   sandwich covariance by the delta method plus each figure's sampling interval), and its figure joins the range
+   when its weight's lower end (at the verdict level) is above 0.  It too stays out of ``reference_low``.
 """
 
 from __future__ import annotations
