@@ -2,7 +2,8 @@
 
 For each public dataset with gold (``../shared/datasets``) and for simulated crowds that break the models'
 assumptions (heavy correlated annotators, cartels, item difficulty, hard items with shared mistakes, labelling functions,
-classifiers copying one source: ``fusion_core.simulate.weak.classifier_ensemble``) or keep them
+classifiers copying one source: ``fusion_core.simulate.weak.classifier_ensemble``; graded labels: ordered-probit graders,
+``fusion_core.simulate.graded``, with item values spread over their level or near cut points) or keep them
 (Dawid–Skene crowds, dense and sparse: the range must not balloon there), fits the recommended method, computes the
 audit's accuracy range (``fusion_core.diagnostics.audit.safety``) and compares it with the accuracy measured on the
 truth: does the range (widened by 1 pt) cover it, how far is the estimate (the latent-class and population models stacked,
@@ -20,7 +21,10 @@ items exactly; the held-out, alternative-model and two-type figures are moved by
 figure (the held-out check corrects the model's figure by one shift; it has no per-item form).  Each figure keeps
 its sampling interval on the items it is taken over.
 
-    python benchmarks/accuracy_honesty.py [--seeds 10] [--skip-real] [--skip-sim] [--sims glad,ds]
+``--latent-scale auto`` (default) adds the latent-scale model of graded labels where the levels are ordered (three or
+more numbers; ``fusion_core.diagnostics.audit.latent_scale``), as the audit does; ``off`` is the code path without it.
+
+    python benchmarks/accuracy_honesty.py [--seeds 10] [--skip-real] [--skip-sim] [--sims glad,ds] [--latent-scale off]
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from fusion_core.simulate.peer import glad_crowd
 from fusion_core.simulate.spectral import cartel
 from fusion_core.simulate.weak import classifier_ensemble, labelling_functions
 
-LATENT_SCALE: list[str | None] = [None]
+LATENT_SCALE: list[str | None] = ["auto"]
 """``label_safety``'s ``ranks`` (``--latent-scale``: ``"auto"`` adds the latent-scale model of graded labels)."""
 
 
@@ -232,8 +236,9 @@ def main() -> None:
     ap.add_argument(
         "--latent-scale",
         choices=("off", "auto"),
-        default="off",
-        help="'auto': add the latent-scale model of graded labels where labels are ordered (label_safety ranks)",
+        default="auto",
+        help="'auto': add the latent-scale model of graded labels where labels are ordered (label_safety ranks), as "
+        "the audit does; 'off': without it",
     )
     args = ap.parse_args()
     LATENT_SCALE[0] = args.latent_scale
