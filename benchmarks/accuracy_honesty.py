@@ -2,7 +2,8 @@
 
 For each public dataset with gold (``../shared/datasets``) and for simulated crowds that break the models'
 assumptions (heavy correlated annotators, cartels, item difficulty, hard items with shared mistakes, labelling functions,
-classifiers copying one source: ``fusion_core.simulate.weak.classifier_ensemble``) or keep them
+classifiers copying one source: ``fusion_core.simulate.weak.classifier_ensemble``; graded labels: ordered-probit graders,
+``fusion_core.simulate.graded``, with item values spread over their level or near cut points) or keep them
 (Dawid–Skene crowds, dense and sparse: the range must not balloon there), fits the recommended method, computes the
 audit's accuracy range (``fusion_core.diagnostics.audit.safety``) and compares it with the accuracy measured on the
 truth: does the range (widened by 1 pt) cover it, how far is the estimate (the latent-class and population models stacked,
@@ -20,7 +21,10 @@ items exactly; the held-out, alternative-model and two-type figures are moved by
 figure (the held-out check corrects the model's figure by one shift; it has no per-item form).  Each figure keeps
 its sampling interval on the items it is taken over.
 
-    python benchmarks/accuracy_honesty.py [--seeds 10] [--skip-real] [--skip-sim] [--sims glad,ds]
+``--latent-scale auto`` (default) adds the latent-scale model of graded labels where the levels are ordered (three or
+more numbers; ``fusion_core.diagnostics.audit.latent_scale``), as the audit does; ``off`` is the code path without it.
+
+    python benchmarks/accuracy_honesty.py [--seeds 10] [--skip-real] [--skip-sim] [--sims glad,ds] [--latent-scale off]
 """
 
 from __future__ import annotations
@@ -37,13 +41,18 @@ from _common import categorical_datasets, load, make_parser
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit.difficulty import difficulty_mixture
 from fusion_core.diagnostics.audit.items import label_quality
+from fusion_core.diagnostics.audit.latent_scale import level_ranks
 from fusion_core.diagnostics.audit.safety import accuracy_range, label_safety, population_shares
 from fusion_core.methods import create
 from fusion_core.simulate.dawid_skene import dawid_skene
+from fusion_core.simulate.graded import confusion_graders, probit_graders
 from fusion_core.simulate.heavy import HEAVY_VARIANTS
 from fusion_core.simulate.peer import glad_crowd
 from fusion_core.simulate.spectral import cartel
 from fusion_core.simulate.weak import classifier_ensemble, labelling_functions
+
+LATENT_SCALE: list[str | None] = ["auto"]
+"""``label_safety``'s ``ranks`` (``--latent-scale``: ``"auto"`` adds the latent-scale model of graded labels)."""
 
 
 def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
@@ -51,7 +60,10 @@ def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
     fit = create("auto").fit(resp).result_
     majority = create("mv").fit(resp).result_.label_codes
     codes = np.asarray(fit.label_codes)
-    s = label_safety(resp, fit, codes, majority)
+    ranks = level_ranks(resp) if LATENT_SCALE[0] == "auto" else None
+    t0 = time.process_time()
+    s = label_safety(resp, fit, codes, majority, ranks=ranks)
+    safety_seconds = time.process_time() - t0
     t0 = time.process_time()
     difficulty_mixture(resp, np.asarray(fit.posterior), codes)
     seconds = time.process_time() - t0
@@ -120,6 +132,15 @@ def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
         "hard": d.hard_share if d else np.nan,
         "one_label": a.one_label_share,
         "check_cpu_s": seconds,
+        "safety_cpu_s": safety_seconds,
+        "w_scale": a.difficulty.stacking.weight_scale
+        if a.difficulty is not None
+        and a.difficulty.stacking is not None
+        and a.difficulty.stacking.weight_scale is not None
+        else np.nan,
+        "scale": a.difficulty.latent_scale.accuracy
+        if a.difficulty is not None and a.difficulty.latent_scale is not None
+        else np.nan,
         "width_before": before.high - before.low,
         "width_no_pop": no_pop.high - no_pop.low,
         "depends": int(s.depends.sum()),
@@ -153,6 +174,27 @@ def hard_items(seed: int, *, shared: float = 0.0, k: int = 2) -> Sim:
     return Sim(df, pd.Series(truth, index=pd.RangeIndex(n, name="task"), name="truth"))
 
 
+def near_thresholds(seed: int, *, share: float = 0.8, k: int = 4) -> Sim:
+    """Ordered-probit graders (40 of them, 6 per item, 1,000 items, ``k`` levels) on items whose latent value sits
+    near a cut point: item i has a true level k_i and a value ``k_i + U(−¼, ¼)``, or with probability ``share``
+    ``k_i ± U(0.4, 0.5)`` (towards a neighbouring level); grader j perceives it with bias N(0, 0.3²) and noise
+    U(0.3, 0.9) and reports by their own cut points ``l − ½ + N(0, 0.2²)`` (sorted).  The truth is the level."""
+    rng = np.random.default_rng(seed)
+    n, m, r = 1000, 40, 6
+    truth = rng.integers(0, k, n)
+    side = np.where(truth == 0, 1, np.where(truth == k - 1, -1, np.where(rng.random(n) < 0.5, -1, 1)))
+    near = rng.random(n) < share
+    latent = truth + np.where(near, side * rng.uniform(0.4, 0.5, n), rng.uniform(-0.25, 0.25, n))
+    bias, noise = 0.3 * rng.standard_normal(m), rng.uniform(0.3, 0.9, m)
+    cuts = np.sort(np.arange(1, k) - 0.5 + 0.2 * rng.standard_normal((m, k - 1)), axis=1)
+    item = np.repeat(np.arange(n), r)
+    worker = np.concatenate([rng.choice(m, r, replace=False) for _ in range(n)])  # items, not responses
+    perceived = latent[item] + bias[worker] + noise[worker] * rng.standard_normal(len(item))
+    label = (perceived[:, None] > cuts[worker]).sum(axis=1) + 1
+    df = pd.DataFrame({"task": item, "worker": worker, "label": label})
+    return Sim(df, pd.Series(truth + 1, index=pd.RangeIndex(n, name="task"), name="truth"))
+
+
 SIMS = {
     "ds-dense": lambda s: dawid_skene(n_items=1000, n_workers=30, n_classes=3, responses_per_item=5, seed=s),
     "ds-sparse": lambda s: dawid_skene(
@@ -171,6 +213,17 @@ SIMS = {
     "labelling-functions": lambda s: labelling_functions(seed=s),
     "classifier-ensemble": lambda s: classifier_ensemble(seed=s),
     "classifier-ensemble-3class-majority": lambda s: classifier_ensemble(n_classes=3, n_members=8, seed=s),
+    # graded labels (4 ordered levels): ordered-probit graders, items spread over their level or near cut points;
+    # Dawid–Skene-style graders (any confusion rows, mostly near the diagonal) as the control
+    "graded-probit": lambda s: probit_graders(
+        n_items=1000, n_workers=30, n_levels=4, responses_per_item=5, within_level=0.5, seed=s
+    ),
+    "graded-probit-sparse": lambda s: probit_graders(
+        n_items=2000, n_workers=200, n_levels=4, responses_per_item=5, within_level=0.5, sparse=True, seed=s
+    ),
+    "graded-near-thresholds": near_thresholds,
+    "graded-near-thresholds-40": lambda s: near_thresholds(s, share=0.4),
+    "graded-ds": lambda s: confusion_graders(n_items=1000, n_workers=30, n_levels=4, responses_per_item=5, seed=s),
 }
 
 
@@ -180,7 +233,15 @@ def main() -> None:
     ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--skip-sim", action="store_true")
     ap.add_argument("--sims", default=",".join(SIMS), help="comma-separated simulator names")
+    ap.add_argument(
+        "--latent-scale",
+        choices=("off", "auto"),
+        default="auto",
+        help="'auto': add the latent-scale model of graded labels where labels are ordered (label_safety ranks), as "
+        "the audit does; 'off': without it",
+    )
     args = ap.parse_args()
+    LATENT_SCALE[0] = args.latent_scale
     warnings.filterwarnings("ignore")
     fmt = {"display.width": 200, "display.float_format": "{:.3f}".format}
     if not args.skip_real:
@@ -191,7 +252,7 @@ def main() -> None:
             print(rows[-1], flush=True)
         df = pd.DataFrame(rows).set_index("dataset")
         cols = ["gold", "estimate", "low", "high", "latent", "w", "model", "heldout", "two_type", "at_chance"]
-        cols += ["population", "abstention"]
+        cols += ["population", "abstention", "scale", "w_scale"]
         cols += ["unanimous_z", "pop_in", "flagged", "covered", "covered_no_pop", "over", "model_over"]
         same = ["gold", "estimate_g", "low_g", "high_g", "population_g", "covered_g", "over_g"]
         with pd.option_context(*[x for kv in fmt.items() for x in kv]):
@@ -209,7 +270,9 @@ def main() -> None:
             f"{', '.join(df.index[df.pop_in]) or 'none'}; |estimate − gold| {100 * df.over.abs().mean():.1f} pt; the "
             f"latent-class estimate before stacking {100 * df.latent_over.mean():+.1f} pt (|·| "
             f"{100 * df.latent_over.abs().mean():.1f}); check CPU {df.check_cpu_s.sum():.1f} s in all (max "
-            f"{df.check_cpu_s.max():.1f} s, {df.check_cpu_s.idxmax()}); load {os.getloadavg()[0]:.1f}"
+            f"{df.check_cpu_s.max():.1f} s, {df.check_cpu_s.idxmax()}); label_safety CPU {df.safety_cpu_s.sum():.1f} s"
+            f" (adult {df.safety_cpu_s.get('adult', np.nan):.1f}, relevance {df.safety_cpu_s.get('relevance', np.nan):.1f})"
+            f"; load {os.getloadavg()[0]:.1f}"
         )
         print(
             f"public sets, same items: range (±1 pt) covers gold on {int(df.covered_g.sum())}/{len(df)}; mean "
@@ -240,7 +303,9 @@ def main() -> None:
                 f"{int(df.covered_no_pop.sum())}); population figure joins {int(df.pop_in.sum())}/{len(df)} "
                 f"(unanimity z mean {df.unanimous_z.mean():+.1f}, max {df.unanimous_z.max():+.1f}); "
                 f"cannot be estimated {int(df.flagged.sum())}/{len(df)}, two-type − truth {100 * (df.two_type - df.gold).mean():+.1f}"
-                f" pt; check CPU {df.check_cpu_s.mean():.2f} s",
+                f" pt; check CPU {df.check_cpu_s.mean():.2f} s; latent scale: weight {df.w_scale.mean():.2f}, figure − "
+                f"truth {100 * (df.scale - df.gold).mean():+.1f} pt (|·| {100 * (df.scale - df.gold).abs().mean():.1f}),"
+                f" label_safety CPU {df.safety_cpu_s.mean():.2f} s",
                 flush=True,
             )
 

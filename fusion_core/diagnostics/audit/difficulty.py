@@ -42,6 +42,7 @@ from scipy import stats
 
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit.dependence import DependenceCheck, dependence_check
+from fusion_core.diagnostics.audit.latent_scale import LatentScaleFit, latent_scale_fit
 from fusion_core.diagnostics.audit.stacking import Stacking, confusion_counts, stack_models
 from fusion_core.methods.auto.folds import id_hashes
 from fusion_core.methods.em import EMSettings, EStep
@@ -92,6 +93,7 @@ class DifficultyCheck:
     unanimous_sd: float = float("nan")
     stacking: Stacking | None = None
     dependence: DependenceCheck | None = None
+    latent_scale: LatentScaleFit | None = None
 
     @property
     def unanimous_z(self) -> float:
@@ -131,6 +133,7 @@ class DifficultyCheck:
             "errors_shared_item_by_item": self.overdispersed,
             "stacking": self.stacking.summary() if self.stacking is not None else None,
             "excess_agreement": self.dependence.summary() if self.dependence is not None else None,
+            "latent_scale": self.latent_scale.summary() if self.latent_scale is not None else None,
         }
 
 
@@ -263,9 +266,12 @@ def items_read(resp: Responses) -> np.ndarray:
     return keep & (per_item > 0)
 
 
-def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray) -> DifficultyCheck:
+def difficulty_mixture(
+    resp: Responses, posterior: np.ndarray, label: np.ndarray, ranks: np.ndarray | None = None
+) -> DifficultyCheck:
     """Fit the one-type and then the two-type model from ``posterior`` and score the chosen ``label`` (module
-    docstring)."""
+    docstring); with ``ranks`` (each class code's position among ordered levels) the latent-scale model of graded
+    labels too (:mod:`.latent_scale`), stacked as a third model."""
     q = np.clip(np.asarray(posterior, float), 0.0, 1.0)
     q = q / np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
     label = np.asarray(label, dtype=np.int64)
@@ -282,8 +288,11 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
     prior1, conf1, _, _ = _unpack(theta, resp.n_workers, K)
     unanimous, expected, spread = _unanimous(resp, item, n, prior1, conf1)
     q1 = post1[:, :, 0]
-    stacked = stack_models(resp, item, n, prior1, q1)
     j, lab = np.arange(n), label[idx]
+    scale = None
+    if ranks is not None:
+        scale = latent_scale_fit(resp, item, n, rank=ranks, posterior=q[idx], label=lab, item_ids=resp.items[idx])
+    stacked = stack_models(resp, item, n, prior1, q1, scale=None if scale is None else scale.predictive)
 
     def refit(weight: np.ndarray) -> tuple[np.ndarray, int, bool]:
         """The one-type model refitted with per-response weights, from its optimum (:mod:`.dependence`)."""
@@ -323,4 +332,5 @@ def difficulty_mixture(resp: Responses, posterior: np.ndarray, label: np.ndarray
         unanimous_sd=spread,
         stacking=stacked,
         dependence=dependence,
+        latent_scale=scale,
     )

@@ -21,6 +21,7 @@ from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.agreement import AGREEMENT_STATISTICS, agreement_intervals
 from fusion_core.diagnostics.audit.evidence import accuracy_evidence
 from fusion_core.diagnostics.audit.items import DEFAULT_REVIEW, label_quality, review_items
+from fusion_core.diagnostics.audit.latent_scale import level_ranks
 from fusion_core.diagnostics.audit.patterns import label_patterns
 from fusion_core.diagnostics.audit.ratings import check_label_type, rating_verdicts_for
 from fusion_core.diagnostics.audit.reference import reference_bounds
@@ -311,7 +312,8 @@ def run_audit(data: Dataset | Responses | pd.DataFrame, **options: Any) -> Audit
     in_cartel = np.array([str(w) in members for w in resp.workers], dtype=bool)
     majority = _fit(resp, "mv", {}, {}).label_codes
     codes = np.asarray(fit.label_codes, dtype=np.int64)
-    safety = label_safety(resp, fit, codes, majority, rule.level)
+    # ordered levels (declared, or three or more numbers) add the latent-scale model of graded labels (.latent_scale)
+    safety = label_safety(resp, fit, codes, majority, rule.level, ranks=level_ranks(resp, label_type, levels))
     # flags must hold against the plausible references (alternatives averaged, the honest range's low end): .reference
     bounds = reference_bounds(resp, fit, evidence, safety.accuracy, rule.flag_probability)
     # labels that are a swap of the crowd's carry information: "swaps labels", not "near chance" (.patterns)

@@ -42,6 +42,11 @@
    each response weighted by its design effect (copies count once) gives one more figure with its interval, and
    its difference from the one-type figure moves the latent-class estimate (not the abstention model's).  Like
    stacking, it stays out of ``reference_low``: verdicts see nothing new.
+   (h) *Graded labels* (:mod:`.latent_scale`): when the levels are ordered (``ranks``), the latent-scale model (each
+   item a continuous value discretised at the crowd's cut points) is stacked as a third model, the estimate is
+   ``Σ_m ŵ_m × figure_m`` over the latent-class, latent-scale and population figures (interval: the weights'
+   sandwich covariance by the delta method plus each figure's sampling interval), and its figure joins the range
+   when its weight's lower end (at the verdict level) is above 0.  It too stays out of ``reference_low``.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit.abstention import AbstentionFit, abstention_accuracy
 from fusion_core.diagnostics.audit.difficulty import DifficultyCheck, difficulty_mixture
 from fusion_core.diagnostics.audit.items import label_quality
+from fusion_core.diagnostics.audit.latent_scale import level_ranks
 from fusion_core.methods.results import FitResult
 
 LOW_MARGIN = 1
@@ -350,7 +356,28 @@ def accuracy_range(
         figures += [pop.low, pop.high]
     stacked, weight, ends = estimate, None, (float("nan"), float("nan"))
     stack = difficulty.stacking if difficulty is not None else None
-    if pop is not None and stack is not None:  # module docstring, 3e
+    scale = difficulty.latent_scale if difficulty is not None else None
+    # graded labels (module docstring, 3h): the latent-scale figure joins the range when the left-out responses
+    # give the model a weight above 0 (its lower end at the verdict level)
+    if (
+        scale is not None
+        and stack is not None
+        and stack.weight_scale is not None
+        and stack.weight_cov is not None
+        and stack.weight_scale - z * float(np.sqrt(max(stack.weight_cov[1][1], 0.0))) > 0.0
+    ):
+        figures += [scale.low, scale.high]
+    if pop is not None and stack is not None and scale is not None and stack.weight_scale is not None:
+        weight = stack.weight
+        w = np.array([weight, stack.weight_scale, 1.0 - weight - stack.weight_scale])
+        f = np.array([estimate, scale.accuracy, pop.accuracy])
+        parts_sd = np.array([sd_latent, (scale.high - scale.low) / (2 * z), (pop.high - pop.low) / (2 * z)])
+        c = f[:2] - f[2]
+        half = z * (float(np.sqrt(max(c @ np.asarray(stack.weight_cov) @ c, 0.0))) + float(w @ parts_sd))
+        stacked = float(w @ f)
+        ends = (float(np.clip(stacked - half, 0, 1)), float(np.clip(stacked + half, 0, 1)))
+        figures += list(ends)
+    elif pop is not None and stack is not None:  # module docstring, 3e
         weight = stack.weight
         stacked = weight * estimate + (1 - weight) * pop.accuracy
         sd_pop = (pop.high - pop.low) / (2 * z)
@@ -377,9 +404,18 @@ def accuracy_range(
 
 
 def label_safety(
-    resp: Responses, fit: FitResult, label: np.ndarray, majority: np.ndarray, level: float = 0.9
+    resp: Responses,
+    fit: FitResult,
+    label: np.ndarray,
+    majority: np.ndarray,
+    level: float = 0.9,
+    *,
+    ranks: np.ndarray | str | None = None,
 ) -> LabelSafety:
-    """All three checks for the labels ``label`` (class codes) of ``fit`` on ``resp``."""
+    """All three checks for the labels ``label`` (class codes) of ``fit`` on ``resp``; ``ranks`` each class
+    code's position among ordered levels, to add the latent-scale model of graded labels (module docstring, 3h;
+    ``"auto"``: :func:`.latent_scale.level_ranks`; default None: not added — measured and not kept as the audit's
+    default, docs/AUDIT.md)."""
     margin, _ = vote_margin(resp)
     label = np.asarray(label, dtype=np.int64)
     majority = np.asarray(majority, dtype=np.int64)
@@ -393,6 +429,7 @@ def label_safety(
     depends = (alt != label[None, :]).any(axis=0) if len(alt) else np.zeros(len(label), dtype=bool)
     one_label = one_label_share(resp)
     post = np.asarray(fit.posterior)
+    ranks = level_ranks(resp) if isinstance(ranks, str) else ranks
     return LabelSafety(
         items=pd.Index(resp.items),
         classes=pd.Index(resp.classes),
@@ -407,7 +444,7 @@ def label_safety(
             fit,
             label,
             level,
-            difficulty_mixture(resp, post, label),
+            difficulty_mixture(resp, post, label, ranks),
             one_label,
             population=population_shares(resp, label),
             abstention=abstention_accuracy(resp, post, label, level) if one_label > ONE_LABEL_SHARE else None,

@@ -64,6 +64,9 @@ class Stacking:
     score_population: float
     score_stacked: float
     n_responses: int
+    weight_scale: float | None = None
+    score_scale: float | None = None
+    weight_cov: tuple[tuple[float, float], tuple[float, float]] | None = None
 
     def summary(self) -> dict:
         """Plain JSON values (for ``summary.json``)."""
@@ -76,6 +79,8 @@ class Stacking:
             "log_score_population": self.score_population,
             "log_score_stacked": self.score_stacked,
             "responses_scored": self.n_responses,
+            "latent_scale_weight": self.weight_scale,
+            "log_score_latent_scale": self.score_scale,
         }
 
 
@@ -188,11 +193,43 @@ def weight_sd(a: np.ndarray, b: np.ndarray, v: np.ndarray, w: float, item: np.nd
     return float(np.sqrt((G**2).sum()) / max(h, 1e-300))
 
 
-def stack_models(resp: Responses, item: np.ndarray, n: int, prior: np.ndarray, post: np.ndarray) -> Stacking | None:
+def stacking_weights(p: np.ndarray, v: np.ndarray, item: np.ndarray, iterations: int = 2000, tol: float = 1e-10):
+    """``argmax_{w ∈ simplex} Σ_r v_r log(Σ_m w_m p_mr)`` for M models (``p``: M × responses) by the EM updates of
+    mixture weights ``w_m ← Σ_r v_r w_m p_mr / m_r`` (``v`` sums to 1; the objective never falls), and the sandwich
+    covariance of the first M − 1 weights (the last is ``1 − Σ``; scores summed by item, as :func:`weight_sd`)."""
+    m_models = p.shape[0]
+    w = np.full(m_models, 1.0 / m_models)
+    for _ in range(iterations):  # EM steps on M weights, not responses
+        mix = np.maximum(w @ p, 1e-300)
+        new = w * (p @ (v / mix))
+        new /= new.sum()
+        if np.abs(new - w).max() < tol:
+            w = new
+            break
+        w = new
+    mix = np.maximum(w @ p, 1e-300)
+    d = (p[:-1] - p[-1]) / mix  # (M − 1) × responses: the score of each free weight
+    h = (d * v) @ d.T
+    g = np.stack([np.bincount(item, weights=v * x) for x in d])
+    cov = np.linalg.pinv(h) @ (g @ g.T) @ np.linalg.pinv(h)
+    return w, cov
+
+
+def stack_models(
+    resp: Responses,
+    item: np.ndarray,
+    n: int,
+    prior: np.ndarray,
+    post: np.ndarray,
+    *,
+    scale: np.ndarray | None = None,
+) -> Stacking | None:
     """Stack the latent-class model (class ``prior``, items' posterior ``post``: :func:`latent_class_loo`, its
     annotators' rows shrunk towards the pooled rows by the strength of :data:`SHRINKS` that predicts best) and the
     population model on ``resp`` (responses of ``n`` items coded ``item``); None when no item has two or more
-    responses."""
+    responses.  ``scale``: a third model's predictive of each response left out of its item (NaN where it has
+    none; the latent-scale model of graded labels, :mod:`.latent_scale`): the three are then stacked by
+    :func:`stacking_weights` on the responses it predicts."""
     per_item = np.bincount(item, minlength=n)
     scored = per_item[item] >= 2
     if not scored.any():
@@ -210,6 +247,24 @@ def stack_models(resp: Responses, item: np.ndarray, n: int, prior: np.ndarray, p
             p_lc, best, shrink = p, score, float(s)
     p_pop, alpha = population_loo(resp, item, n, scored, v)
     w = stacking_weight(p_lc, p_pop, v)
+    if scale is not None and np.isfinite(scale[scored]).any():
+        on = np.isfinite(scale[scored])  # the responses the third model predicts
+        p_lc, p_pop, v, it = p_lc[on], p_pop[on], v[on] / v[on].sum(), item[scored][on]
+        p_ls = np.clip(scale[scored][on], FLOOR, 1.0)
+        ws, cov = stacking_weights(np.stack([p_lc, p_ls, p_pop]), v, it)
+        return Stacking(
+            weight=float(ws[0]),
+            weight_sd=float(np.sqrt(max(cov[0, 0], 0.0))),
+            concentration=alpha,
+            shrink=shrink,
+            score_latent=float(v @ np.log(p_lc)),
+            score_population=float(v @ np.log(p_pop)),
+            score_stacked=float(v @ np.log(ws @ np.stack([p_lc, p_ls, p_pop]))),
+            n_responses=int(on.sum()),
+            weight_scale=float(ws[1]),
+            score_scale=float(v @ np.log(p_ls)),
+            weight_cov=((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))),
+        )
     return Stacking(
         weight=w,
         weight_sd=weight_sd(p_lc, p_pop, v, w, item[scored]),
