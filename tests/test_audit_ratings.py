@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fusion_core.data.responses import Responses
-from fusion_core.diagnostics.audit import findings, flagged_tile, run_audit, suggested_label_type
+from fusion_core.diagnostics.audit import audit_summary, findings, flagged_tile, run_audit, suggested_label_type
 from fusion_core.diagnostics.cartels.words import BAD_QUESTION
 from fusion_core.errors import UserInputError
 from fusion_core.plots.audit import audit_figures
@@ -45,9 +45,14 @@ def test_ordinal_crowd_harsh_lenient_noisy_get_their_verdicts_through_the_audit(
         "rating" in label and value == f"{int((~rated.isin(['reliable', 'not enough ratings to tell'])).sum())} of 12"
     )
     assert flagged_tile(audit, categorical=True)[0] == "annotators flagged"
+    # summary.json carries the verdict set that leads, and the model it came from
+    rv = audit_summary(audit)["rating_verdicts"]
+    assert rv["verdicts"] == audit.ratings.counts() and sum(rv["verdicts"].values()) == 12
+    assert rv["model"] == audit.ratings.model and rv["model"] in ("ordinal-em", "ordinal-ds")
     # the nominal audit of the same data has no rating verdicts and no ratings question
     nominal = _quick(sim.responses)
     assert nominal.ratings is None and all(f.chart != "ratings" for f in findings(nominal))
+    assert "rating_verdicts" not in audit_summary(nominal)
 
 
 def test_numbers_as_text_suggestion_numeric_order_and_input_errors():

@@ -81,7 +81,7 @@ def _ratings_section(a: AuditResult) -> list[str]:
     return [
         f"<h2>Raters ({len(table):,}): lenient, harsh, noisy</h2>",
         f"<p>Bias and noise in {_e(r.unit)}, with {_e(f'{r.level:.0%}')} bootstrap intervals "
-        f"({r.n_bootstrap} refits).</p>",
+        f"({r.n_bootstrap} refits).{(' ' + _e(r.basis)) if r.basis else ''}</p>",
         _table(table),
     ]
 

@@ -41,6 +41,9 @@ def audit_summary(audit: AuditResult) -> dict[str, Any]:
     if sel is not None:
         out["chosen_method"] = sel.chosen
         out["combined_methods"] = list(sel.members or (sel.chosen,))
+    if audit.ratings is not None:  # ordered levels or numbers: the rating verdicts lead (docs/RATINGS.md)
+        r = audit.ratings
+        out["rating_verdicts"] = {"model": r.model, "basis": r.basis, "unit": r.unit, "verdicts": r.counts()}
     if audit.safety is not None:
         out["label_safety"] = {k: jsonable(v) for k, v in audit.safety.summary().items()}
     if audit.plan is not None:
