@@ -205,7 +205,7 @@ def check_collusion(
     random_state: int | None = 0,
     report: CartelReport | None = None,
 ) -> CollusionCheck:
-    """Detector proposals (``same_sign``, majority-vote labels) checked by :func:`group_evidence`."""
+    """Detector proposals (``same_sign``, ``by_loading``, majority-vote labels) checked by :func:`group_evidence`."""
     resp = as_responses(df_or_responses)
     if report is None:
         report = detect_cartels(
@@ -214,6 +214,7 @@ def check_collusion(
             alpha=settings.alpha,
             random_state=random_state,
             same_sign=True,
+            by_loading=True,
             method="mv",
         )
     rng = np.random.default_rng(random_state)
