@@ -184,11 +184,13 @@ def test_calibration_many_seeds():
 @pytest.mark.slow
 def test_calibration_heavy_shapes_many_seeds():
     """The heavy-annotator shapes (biased heavy annotators with shared errors, none, a planted cartel): ≤ 1 % of
-    honest annotators put in a dependent group, the audit and the Cartels page's call name the same groups."""
+    honest annotators put in a dependent group, ≥ 95 % of planted cartels found (the planted members share ≈ 20
+    items pairwise, the heavy annotators ≈ 1,000), the audit and the Cartels page's call name the same groups."""
     tot: dict[str, float] = {}
     n = 20
     for seed in range(100, 100 + n):
         for k, v in run_seed(seed, shapes=("heavy",)).items():
             tot[k] = tot.get(k, 0.0) + v
     assert tot["accused"] <= 0.01 * tot["honest"]
+    assert tot["found"] >= 0.95 * tot["planted"]
     assert tot["agree"] == n
