@@ -79,9 +79,8 @@ def detect_cartels(
     to be analysed; ``m_min``/``k_max``: smallest group tested / maximum number of splits; ``same_sign``: a cartel
     only takes annotators whose loading on its factor has the sign of its core (the spec keeps both signs, §6.5
     step 3; the audit asks for agreement with the members, see ``_signed_evidence``); ``by_loading``: the
-    sparse-crowd reading of §6.5 steps 6 and 8 (the audit's, :func:`_assignment_scores`): an annotator leaves the
-    main group only for a group on whose factor it surely loads more, and the main group is the one giving most
-    responses.
+    sparse-crowd reading of §6.5 steps 6 and 8 (the audit's, :func:`_assignment_scores`): an annotator goes to the
+    group on whose factor its loading is surely largest, and the main group is the one giving most responses.
     ``p_value[c]`` is the
     bootstrap p-value of the (c+1)-th largest eigenvalue of the standardised residual of the rank-one fit (index 0
     is the spec's statistic s, the evidence for a second component); every test stops at its h-th exceedance
@@ -354,22 +353,20 @@ def _assignment_scores(
     most responses, a cartel member who shares ~140 items with each heavy annotator and ~20 with each other member
     has more evidence for its (smaller) loading on the crowd's factor than for its loading on the cartel's, and
     goes to the crowd (measured: 7 of 200 heavy-annotator crowds lost their planted cartel so).  With
-    ``by_loading`` the score compares the loadings themselves, with the benefit of the doubt to the crowd: the
-    one-sided lower confidence bound |b_ig| − z_α·se_ig for another group, the upper bound |b_ig| + z_α·se_ig for
-    the main group (se_ig = |b_ig|/√z_ig, z_α at the detector's level), so an annotator leaves the crowd for a group
-    only when its data show it loads on that group's factor more (a few noisy pairs do not win; the symmetric
-    lower bounds put 2 honest annotators of the spectral shapes' planted crowds, seeds 33 and 46 of
-    ``collusion_calibration.py``, into their cartels, and the collusion test confirmed them).  The sign rule of
-    ``same_sign`` applies as in :func:`_signed_evidence`; an annotator with no valid pair in any group scores 0
-    for the main group."""
+    ``by_loading`` the score is the one-sided lower confidence bound of the loading at the detector's level,
+    |b_ig| − z_α·se_ig with se_ig = |b_ig|/√z_ig: the group whose factor the annotator loads on most, as far as
+    its data show (a few noisy pairs do not win).  False accusations stay the collusion test's to control
+    (:mod:`.collusion`).  Tried and dropped: the upper bound for the main group (the benefit of the doubt to the
+    crowd) — it kept 2 honest annotators of the spectral planted crowds out of their cartels, but handed the two
+    biased heavy annotators who share errors back to the crowd (called dependent 2/400 against 206/400 before).
+    The sign rule of ``same_sign`` applies as in :func:`_signed_evidence`; an annotator with no valid pair in any
+    group scores 0 for the main group."""
     if not s.by_loading:
         return _signed_evidence(an, groups, main_k, s.same_sign)
     z, coef = an.evidence(groups)
     has = z > 0
     se = np.abs(coef) / np.sqrt(np.where(has, z, 1.0))
-    side = np.full(len(groups), -1.0)
-    side[main_k] = 1.0
-    score = np.where(has, np.abs(coef) + side * float(norm.ppf(1 - s.alpha)) * se, -np.inf)
+    score = np.where(has, np.abs(coef) - float(norm.ppf(1 - s.alpha)) * se, -np.inf)
     if s.same_sign:
         against = coef <= 0
         against[:, main_k] = False
