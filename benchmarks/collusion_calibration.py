@@ -152,7 +152,9 @@ def timing(n_responses: int) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0 = time.perf_counter()
-        rep = detect_cartels(resp, n_bootstrap=DEFAULTS.n_bootstrap, alpha=DEFAULTS.alpha, same_sign=True, method="mv")
+        rep = detect_cartels(
+            resp, n_bootstrap=DEFAULTS.n_bootstrap, alpha=DEFAULTS.alpha, same_sign=True, by_loading=True, method="mv"
+        )
         t1 = time.perf_counter()
         check = _cartel(resp, DEFAULTS.n_bootstrap, DEFAULTS.alpha, 0, 100)
         t2 = time.perf_counter()

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import sys
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from threadpoolctl import threadpool_limits
 
 from fusion_core.data.responses import as_responses
 from fusion_core.diagnostics.audit.runner import _cartel
+from fusion_core.diagnostics.cartels import detector
+from fusion_core.diagnostics.cartels.analysis import split_group
 from fusion_core.diagnostics.cartels.collusion import DEFAULTS, check_collusion, group_evidence
 from fusion_core.diagnostics.cartels.words import (
     NEAR_DUPLICATE,
@@ -27,7 +31,7 @@ from fusion_core.simulate.heavy import HEAVY_VARIANTS
 from fusion_core.simulate.spectral import cartel, independent
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from collusion_calibration import run_seed
+from collusion_calibration import plant_cartel, run_seed
 
 
 def _planted(seed: int):
@@ -85,6 +89,33 @@ def test_members_need_their_own_evidence_not_linkage_to_heavy_annotators():
     assert ev.dependent and set(ev.members) == {"h3", "h4"}
     assert ev.proposed == tuple(proposal) and set(ev.unsupported) | set(ev.near_chance) == set(proposal) - {"h3", "h4"}
     assert ev.wrong - ev.wrong_predicted >= DEFAULTS.min_excess and ev.wrong_p < DEFAULTS.alpha
+
+
+def test_heavy_crowd_cartel_split_off_is_kept_by_loading_not_evidence():
+    """Heavy-annotator crowd with a planted cartel of 8 (``collusion_calibration.heavy_crowds``' heavy-cartel, seed 8): the
+    rank-two split separates the cartel, then §6.5 step 6 reassigns by evidence, which grows with the data a loading
+    rests on — a member shares ~140 items with each heavy annotator and ~20 with each other member — so members go
+    back to the crowd one by one until no group is left.  The collusion check's reading (``by_loading``: the loading's
+    lower confidence bound; the main group gives most responses) keeps the split.  No bootstrap: the split, the
+    reassignment and the main-group choice only."""
+    answers, true = plant_cartel(HEAVY_VARIANTS["heavy-honest"](8), 8)
+    resp = as_responses(answers)
+    spec = detector._Settings(0.05, 1, "mv", 10, 3, 8, 3, 10, merge=True, same_sign=True, by_loading=False)
+    audit = replace(spec, by_loading=True)
+    active = np.flatnonzero(np.bincount(resp.worker, minlength=resp.n_workers) > 0)
+    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
+        warnings.simplefilter("ignore")
+        _, an = detector._prepare(resp, 1, active, np.random.default_rng(0), spec)
+        assert an is not None
+        names = resp.workers.take(active[an.idx])
+        main, sub, _ = split_group(an, np.arange(len(an.idx)))
+        assert true <= set(names[sub]) and len(sub) <= len(true) + 2  # the split finds the cartel
+        assert len(detector._reassign(an, [main, sub], spec)) == 1  # the defect: evidence hands it back
+        kept = detector._reassign(an, [main, sub], audit)
+        final, main_k, _, _ = detector._main_group(an, kept, audit)
+    cartels = [set(names[g]) for k, g in enumerate(final) if k != main_k]
+    assert len(cartels) == 1 and true <= cartels[0] and len(cartels[0]) <= len(true) + 2
+    assert not set(names[final[main_k]]) & true
 
 
 def _copies(seed: int, n: int = 600, honest: int = 25, n_copies: int = 5, flip: float = 0.01) -> pd.DataFrame:
@@ -153,11 +184,13 @@ def test_calibration_many_seeds():
 @pytest.mark.slow
 def test_calibration_heavy_shapes_many_seeds():
     """The heavy-annotator shapes (biased heavy annotators with shared errors, none, a planted cartel): ≤ 1 % of
-    honest annotators put in a dependent group, the audit and the Cartels page's call name the same groups."""
+    honest annotators put in a dependent group, ≥ 95 % of planted cartels found (the planted members share ≈ 20
+    items pairwise, the heavy annotators ≈ 1,000), the audit and the Cartels page's call name the same groups."""
     tot: dict[str, float] = {}
     n = 20
     for seed in range(100, 100 + n):
         for k, v in run_seed(seed, shapes=("heavy",)).items():
             tot[k] = tot.get(k, 0.0) + v
     assert tot["accused"] <= 0.01 * tot["honest"]
+    assert tot["found"] >= 0.95 * tot["planted"]
     assert tot["agree"] == n

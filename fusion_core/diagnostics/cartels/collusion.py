@@ -7,7 +7,7 @@ leave-group-out posterior q_i (a Dawid–Skene fit on everyone else, Dawid & Ske
 crowd decides (max_k q_ik ≥ ``decided``):
 
 1. members whose balanced accuracy interval includes chance are *near chance* (spammers), not members — unless
-   they themselves agree with the other proposed members beyond the confusions predict (:func:`_copies`; a cartel
+   they themselves agree with the other proposed members beyond the confusions predict (:func:`.skills.copies`; a cartel
    following a random target is at chance against the truth, yet copies);
 2. (a) the remaining members agree with each other more than their estimated confusions predict under conditional
    independence (p < ``alpha`` and an excess of at least ``min_excess``): each member's confusion is the method-of-moments estimate Π_a = G_a⁻¹ M_a with
@@ -53,6 +53,7 @@ from scipy.stats import norm
 from fusion_core.data.responses import Responses, as_responses
 from fusion_core.diagnostics.cartels.detector import detect_cartels
 from fusion_core.diagnostics.cartels.report import CartelReport
+from fusion_core.diagnostics.cartels.skills import confusions, copies, tail, wilson
 from fusion_core.diagnostics.cartels.words import group_kind, groups_headline
 from fusion_core.methods.registry import create
 
@@ -205,7 +206,7 @@ def check_collusion(
     random_state: int | None = 0,
     report: CartelReport | None = None,
 ) -> CollusionCheck:
-    """Detector proposals (``same_sign``, majority-vote labels) checked by :func:`group_evidence`."""
+    """Detector proposals (``same_sign``, ``by_loading``, majority-vote labels) checked by :func:`group_evidence`."""
     resp = as_responses(df_or_responses)
     if report is None:
         report = detect_cartels(
@@ -214,75 +215,12 @@ def check_collusion(
             alpha=settings.alpha,
             random_state=random_state,
             same_sign=True,
+            by_loading=True,
             method="mv",
         )
     rng = np.random.default_rng(random_state)
     ev = tuple(group_evidence(resp, sorted(map(str, g)), settings, rng) for g in report.groups)
     return CollusionCheck(report, ev, settings)
-
-
-def _wilson(k: float, n: float, z: float) -> tuple[float, float]:
-    if n <= 0:
-        return float("nan"), float("nan")
-    p = k / n
-    c = (p + z * z / (2 * n)) / (1 + z * z / n)
-    h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(c - h), float(c + h)
-
-
-def _confusions(q: np.ndarray, who: np.ndarray, lab: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Method-of-moments confusions Π_a = G_a⁻¹ M_a (rows true, columns reported) and per-class weights n_ak."""
-    K = q.shape[1]
-    G = np.empty((m, K, K))
-    M = np.empty((m, K, K))
-    for k in range(K):
-        for k2 in range(K):
-            G[:, k, k2] = np.bincount(who, weights=q[:, k] * q[:, k2], minlength=m)
-        M[:, k, :] = np.bincount(who * K + lab, weights=q[:, k], minlength=m * K).reshape(m, K)
-    G += 1e-3 * np.eye(K)[None]
-    M += 1e-3 / K
-    Pi = np.linalg.solve(G, M)
-    Pi = np.clip(Pi, 1e-3, None)
-    Pi /= Pi.sum(axis=2, keepdims=True)
-    return Pi, M.sum(axis=2)
-
-
-def _copies(
-    Pi: np.ndarray, q: np.ndarray, who: np.ndarray, item: np.ndarray, lab: np.ndarray, *, settings: CollusionSettings
-) -> np.ndarray:
-    """Per proposed member: does it agree with the other proposed members beyond its and their confusions predict
-    (one-sided normal test at ``alpha`` on its agreeing pairs, excess ≥ ``min_excess``)?  A near-chance annotator who
-    copies the group is no spammer (a cartel following a random target is at chance against the truth)."""
-    m, K = Pi.shape[0], Pi.shape[1]
-    if len(who) == 0:
-        return np.zeros(m, dtype=bool)
-    u_items, inv = np.unique(item, return_inverse=True)
-    n_it = len(u_items)
-    C = np.bincount(inv * K + lab, minlength=n_it * K).reshape(n_it, K)
-    n_i = C.sum(axis=1)
-    obs_r = C[inv, lab] - 1.0
-    P = Pi[who]  # responses × K × K
-    S = np.stack([np.bincount(inv, weights=P[:, k, l], minlength=n_it) for k in range(K) for l in range(K)], axis=1)
-    S = S.reshape(n_it, K, K)
-    qi = q[u_items][inv]
-    pred_r = (qi * (P * (S[inv] - P)).sum(axis=2)).sum(axis=1)
-    partners = np.maximum(n_i[inv] - 1.0, 0.0)
-    var_r = pred_r * (1 - pred_r / np.maximum(partners, 1.0))
-    obs = np.bincount(who, weights=obs_r, minlength=m)
-    pred = np.bincount(who, weights=pred_r, minlength=m)
-    var = np.bincount(who, weights=var_r, minlength=m)
-    n_p = np.bincount(who, weights=partners, minlength=m)
-    zc = float(norm.ppf(1 - settings.alpha))
-    excess = obs - pred
-    return (excess > zc * np.sqrt(np.maximum(var, 1e-12))) & (excess >= settings.min_excess * np.maximum(n_p, 1.0))
-
-
-def _tail(obs: np.ndarray, null: np.ndarray) -> np.ndarray:
-    """One-sided p-value of counts ``obs`` (per row) against the null's replicates (columns): normal with the
-    replicates' mean and spread (at least ½) and a continuity correction."""
-    mu = null.mean(axis=1)
-    sd = np.maximum(null.std(axis=1), 0.5)
-    return np.asarray(norm.sf((obs - 0.5 - mu) / sd))
 
 
 def group_evidence(
@@ -338,12 +276,14 @@ def _evidence(
     local[codes] = np.arange(len(codes))
     who, item, lab = local[resp.worker[keep]], resp.item[keep], resp.label[keep]
     qi = q[item]
-    Pi, n_k = _confusions(qi, who, lab, len(codes))
+    Pi, n_k = confusions(qi, who, lab, len(codes))
     z = float(norm.ppf(0.5 + settings.level / 2))
     acc = np.einsum("akk->ak", Pi)
     ba = acc.mean(axis=1)
     se = np.sqrt((acc * (1 - acc) / np.maximum(n_k, 1)).sum(axis=1)) / K
-    near = (ba - z * se <= 1.0 / K) & ~_copies(Pi, q, who, item, lab, settings=settings)
+    near = (ba - z * se <= 1.0 / K) & ~copies(
+        Pi, q, who, item, lab, alpha=settings.alpha, min_excess=settings.min_excess
+    )
     names = np.asarray(members, dtype=object)
     near_names = tuple(str(x) for x in names[near])
     ok = ~near[who]
@@ -443,13 +383,13 @@ def _evidence(
     m_wrong_p = (1 + (nmw >= o_m_wrong).sum(axis=1)) / (nmw.shape[1] + 1)
     m_agree_x = (o_m_agree[:, 0] - nma.mean(axis=1)) / m_pairs
     level = settings.alpha / max(resp.n_workers, 1)
-    own = (m_agree_p < settings.alpha) & (_tail(o_m_agree[:, 0], nma) < level) & (m_agree_x >= settings.min_excess)
+    own = (m_agree_p < settings.alpha) & (tail(o_m_agree[:, 0], nma) < level) & (m_agree_x >= settings.min_excess)
     own &= m_wrong_p < settings.alpha
     own_names = {str(x) for x in names[own]}
     excess_p = float((1 + (na >= obs_agree).sum()) / (len(na) + 1))
     wrong_p = float((1 + (nw >= obs_wrong).sum()) / (len(nw) + 1))
     right_p = float((1 + (nr >= obs_right).sum()) / (len(nr) + 1))
-    lo, hi = _wilson(obs_right, n_maj, z)
+    lo, hi = wilson(obs_right, n_maj, z)
     right = obs_right / n_maj if n_maj else float("nan")
     right_pred = float(nr.mean() / n_maj) if n_maj else float("nan")
     pairs_ = max(n_pairs, 1)
