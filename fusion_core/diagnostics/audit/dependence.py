@@ -53,6 +53,7 @@ from scipy.sparse import csgraph
 
 from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit.items import label_quality
+from fusion_core.methods.auto.folds import smallest_first
 
 ALPHA = 0.05
 """Family-wise level of the pair tests (one-sided, Bonferroni over the pairs tested)."""
@@ -114,11 +115,7 @@ def response_pairs(item: np.ndarray, n: int, order_key: np.ndarray) -> tuple[np.
     order (per item) until :data:`MAX_PAIRS` pairs; vectorised (no loop over items)."""
     per_item = np.bincount(item, minlength=n)
     pairs = per_item * (per_item - 1) // 2
-    keep = np.ones(n, dtype=bool)
-    if pairs.sum() > MAX_PAIRS:
-        by = np.argsort(order_key, kind="stable")
-        keep = np.zeros(n, dtype=bool)
-        keep[by[np.cumsum(pairs[by]) <= MAX_PAIRS]] = True
+    keep = smallest_first(pairs, order_key, MAX_PAIRS) if pairs.sum() > MAX_PAIRS else np.ones(n, dtype=bool)
     sel = np.flatnonzero(keep[item])
     sel = sel[np.argsort(item[sel], kind="stable")]
     it = item[sel]

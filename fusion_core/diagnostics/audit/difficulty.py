@@ -44,7 +44,7 @@ from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit.dependence import DependenceCheck, dependence_check
 from fusion_core.diagnostics.audit.latent_scale import LatentScaleFit, latent_scale_fit
 from fusion_core.diagnostics.audit.stacking import Stacking, confusion_counts, stack_models
-from fusion_core.methods.auto.folds import id_hashes
+from fusion_core.methods.auto.folds import id_hashes, smallest_first
 from fusion_core.methods.em import EMSettings, EStep
 from fusion_core.methods.em.squarem import run_squarem_lockstep
 
@@ -260,10 +260,7 @@ def items_read(resp: Responses) -> np.ndarray:
     per_item = resp.responses_per_item
     if resp.n_responses <= MAX_RESPONSES:
         return per_item > 0
-    order = np.argsort(id_hashes(resp.items), kind="stable")
-    keep = np.zeros(resp.n_items, dtype=bool)
-    keep[order[np.cumsum(per_item[order]) <= MAX_RESPONSES]] = True
-    return keep & (per_item > 0)
+    return smallest_first(per_item, id_hashes(resp.items), MAX_RESPONSES) & (per_item > 0)
 
 
 def difficulty_mixture(

@@ -43,7 +43,7 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from fusion_core.data.responses import Responses
-from fusion_core.methods.auto.folds import id_hashes
+from fusion_core.methods.auto.folds import id_hashes, smallest_first
 from fusion_core.methods.ordinal.levels import is_numeric_label, with_levels
 from fusion_core.methods.ordinal.scale import NOISE_CENTER, interval_prob
 
@@ -320,9 +320,7 @@ def latent_scale_fit(
     per_item = np.bincount(item, minlength=n)
     if resp.n_responses <= MAX_RESPONSES:
         return _fit_scored(resp, item, n, rank=rank, posterior=posterior, label=label, item_ids=item_ids, level=level)
-    order = np.argsort(id_hashes(item_ids), kind="stable")
-    keep = np.zeros(n, dtype=bool)
-    keep[order[np.cumsum(per_item[order]) <= MAX_RESPONSES]] = True
+    keep = smallest_first(per_item, id_hashes(item_ids), MAX_RESPONSES)
     idx = np.flatnonzero(keep)
     rows = keep[item]
     fit = _fit_scored(

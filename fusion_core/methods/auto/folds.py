@@ -25,6 +25,15 @@ def id_hashes(ids: pd.Index) -> np.ndarray:
     return pd.util.hash_array(text, hash_key=HASH_KEY, categorize=False)
 
 
+def smallest_first(size: np.ndarray, key: np.ndarray, cap: float) -> np.ndarray:
+    """Boolean per element: the elements of smallest ``key`` (e.g. an id hash) whose ``size`` (responses, pairs …)
+    adds up to at most ``cap``, taken whole in ``key`` order — a deterministic, row-order-free subsample."""
+    order = np.argsort(key, kind="stable")
+    keep = np.zeros(len(size), dtype=bool)
+    keep[order[np.cumsum(size[order]) <= cap]] = True
+    return keep
+
+
 def _mix(x: np.ndarray) -> np.ndarray:
     """SplitMix64 finaliser: spreads the bits of ``x`` (uint64) so that ``x % n`` is uniform."""
     x = x ^ (x >> np.uint64(30))
