@@ -172,21 +172,28 @@ def robust_factor(a: np.ndarray, b: np.ndarray, kappa: np.ndarray, W: int) -> np
     return u / np.sqrt(max(m2, 1e-6))
 
 
-def dependence_check(
-    resp: Responses,
-    item: np.ndarray,
-    n: int,
-    *,
-    label: np.ndarray,
-    order_key: np.ndarray,
-    one_type_accuracy: float,
-    refit: Callable[[np.ndarray], tuple[np.ndarray, int, bool]],
-    level: float = 0.9,
-) -> DependenceCheck | None:
-    """The check (module docstring) on ``resp`` (responses of ``n`` items coded ``item``), for the chosen
-    ``label`` (codes of the ``n`` items), ``one_type_accuracy`` the one-type fit's figure for them;
-    ``refit(weights)`` refits the one-type model with per-response weights and returns (posterior, iterations,
-    converged).  None without a pair to test."""
+@dataclass(frozen=True)
+class PairAgreement:
+    """Agreement per pair of annotators who share items (module docstring): the response pairs read (``r``,
+    ``s``, response indices) and the pair each belongs to (``pair``); per pair, its annotators ``pa < pb`` (codes),
+    the items they share, their observed agreement, chance agreement at their own label shares and ``kappa``;
+    ``tested``: pairs sharing at least :data:`MIN_SHARED` items."""
+
+    r: np.ndarray
+    s: np.ndarray
+    pair: np.ndarray
+    pa: np.ndarray
+    pb: np.ndarray
+    shared: np.ndarray
+    observed: np.ndarray
+    chance: np.ndarray
+    kappa: np.ndarray
+    tested: np.ndarray
+
+
+def pair_agreement(resp: Responses, item: np.ndarray, n: int, order_key: np.ndarray) -> PairAgreement | None:
+    """Every pair's agreement statistics on ``resp`` (responses of ``n`` items coded ``item``, read in
+    ``order_key`` order up to :data:`MAX_PAIRS` response pairs); None without a pair of two annotators."""
     K, W = resp.n_classes, resp.n_workers
     r, s = response_pairs(item, n, order_key)
     a, b = resp.worker[r], resp.worker[s]
@@ -203,14 +210,39 @@ def dependence_check(
     shares /= np.maximum(shares.sum(axis=1, keepdims=True), 1.0)
     chance = np.clip((shares[pa] * shares[pb]).sum(axis=1), 0.0, 1.0 - 1e-6)
     kappa = (observed - chance) / (1.0 - chance)
-    tested = shared >= MIN_SHARED
+    return PairAgreement(r, s, pair, pa, pb, shared, observed, chance, kappa, shared >= MIN_SHARED)
+
+
+def dependence_check(
+    resp: Responses,
+    item: np.ndarray,
+    n: int,
+    *,
+    label: np.ndarray,
+    order_key: np.ndarray,
+    one_type_accuracy: float,
+    refit: Callable[[np.ndarray], tuple[np.ndarray, int, bool]],
+    level: float = 0.9,
+    pairs: PairAgreement | None = None,
+) -> DependenceCheck | None:
+    """The check (module docstring) on ``resp`` (responses of ``n`` items coded ``item``), for the chosen
+    ``label`` (codes of the ``n`` items), ``one_type_accuracy`` the one-type fit's figure for them;
+    ``refit(weights)`` refits the one-type model with per-response weights and returns (posterior, iterations,
+    converged); ``pairs`` the pair statistics when already computed (:func:`pair_agreement`).  None without a pair
+    to test."""
+    W = resp.n_workers
+    pairs = pair_agreement(resp, item, n, order_key) if pairs is None else pairs
+    if pairs is None:
+        return None
+    r, s, pair, pa, pb = pairs.r, pairs.s, pairs.pair, pairs.pa, pairs.pb
+    shared, observed, chance, kappa, tested = pairs.shared, pairs.observed, pairs.chance, pairs.kappa, pairs.tested
     n_tested = int(tested.sum())
     if n_tested == 0:
         return None
     bound = float(stats.norm.isf(ALPHA / n_tested))
-    dependent = np.zeros(len(keys), dtype=bool)
-    excess = np.zeros(len(keys))
-    within = np.zeros(len(keys), dtype=bool)  # both ends in one group of dependent annotators
+    dependent = np.zeros(len(pa), dtype=bool)
+    excess = np.zeros(len(pa))
+    within = np.zeros(len(pa), dtype=bool)  # both ends in one group of dependent annotators
     v = robust_factor(pa[tested], pb[tested], kappa[tested], W)
     for step in range(MAX_ROUNDS):  # trimming rounds, not responses
         if step:

@@ -41,7 +41,8 @@ import numpy as np
 from scipy import stats
 
 from fusion_core.data.responses import Responses
-from fusion_core.diagnostics.audit.dependence import DependenceCheck, dependence_check
+from fusion_core.diagnostics.audit.copy_block import CopyBlock, copy_block_check
+from fusion_core.diagnostics.audit.dependence import DependenceCheck, dependence_check, pair_agreement
 from fusion_core.diagnostics.audit.latent_scale import LatentScaleFit, latent_scale_fit
 from fusion_core.diagnostics.audit.stacking import Stacking, confusion_counts, stack_models
 from fusion_core.methods.auto.folds import id_hashes, smallest_first
@@ -94,6 +95,7 @@ class DifficultyCheck:
     stacking: Stacking | None = None
     dependence: DependenceCheck | None = None
     latent_scale: LatentScaleFit | None = None
+    copy_block: CopyBlock | None = None
 
     @property
     def unanimous_z(self) -> float:
@@ -134,6 +136,7 @@ class DifficultyCheck:
             "stacking": self.stacking.summary() if self.stacking is not None else None,
             "excess_agreement": self.dependence.summary() if self.dependence is not None else None,
             "latent_scale": self.latent_scale.summary() if self.latent_scale is not None else None,
+            "copy_block": self.copy_block.summary() if self.copy_block is not None else None,
         }
 
 
@@ -292,10 +295,12 @@ def difficulty_mixture(
     stacked = stack_models(resp, item, n, prior1, q1, scale=None if scale is None else scale.predictive)
 
     def refit(weight: np.ndarray) -> tuple[np.ndarray, int, bool]:
-        """The one-type model refitted with per-response weights, from its optimum (:mod:`.dependence`)."""
+        """The one-type model refitted with per-response weights, from its optimum (:mod:`.dependence`,
+        :mod:`.copy_block`)."""
         _, post, _, its, done = _em(_Model(resp, K, False, item, n, weight=weight), theta)
         return post[:, :, 0], its, done
 
+    pairs = pair_agreement(resp, item, n, id_hashes(resp.items)[idx])
     dependence = dependence_check(
         resp,
         item,
@@ -304,7 +309,10 @@ def difficulty_mixture(
         order_key=id_hashes(resp.items)[idx],
         one_type_accuracy=float(q1[j, lab].mean()),
         refit=refit,
+        pairs=pairs,
     )
+    flagged = dependence.annotators if dependence is not None else ()
+    block = copy_block_check(resp, item, n, pairs, label=lab, flagged=flagged, refit=refit)
     post1 = np.concatenate([post1, np.zeros_like(post1)], axis=2)  # items × K × (easy, hard)
     theta2, post2, tr2, it, conv = _em(_Model(resp, K, True, item, n), _pack(prior1, conf1, 0.2, 0.5))
     if tr2[-1] <= tr1[-1]:  # the two-type optimum found is no better: the one-type fit is the two-type MLE
@@ -330,4 +338,5 @@ def difficulty_mixture(
         stacking=stacked,
         dependence=dependence,
         latent_scale=scale,
+        copy_block=block,
     )

@@ -47,6 +47,9 @@
    ``Σ_m ŵ_m × figure_m`` over the latent-class, latent-scale and population figures (interval: the weights'
    sandwich covariance by the delta method plus each figure's sampling interval), and its figure joins the range
    when its weight's lower end (at the verdict level) is above 0.  It too stays out of ``reference_low``.
+   (i) *Copies that are most of the crowd* (:mod:`.copy_block`): a tight block the pair test cannot see (its
+   inner agreement beyond what the members' agreement with the others implies); the figure with the block counted
+   as one source joins the range (out of ``reference_low``) and the accuracy cannot be estimated.
 """
 
 from __future__ import annotations
@@ -147,8 +150,13 @@ class AccuracyRange:
         return bool(self.one_label_share > ONE_LABEL_SHARE)
 
     @property
+    def copies_majority(self) -> bool:
+        """A block of copies the pair test cannot see (:mod:`.copy_block`): the responses support two readings."""
+        return bool(self.difficulty is not None and self.difficulty.copy_block is not None)
+
+    @property
     def identifiable(self) -> bool:
-        return not (self.one_label or (self.difficulty is not None and self.difficulty.flagged))
+        return not (self.one_label or self.copies_majority or (self.difficulty is not None and self.difficulty.flagged))
 
     @property
     def pinned(self) -> bool:
@@ -352,6 +360,8 @@ def accuracy_range(
         if abstention is None:
             estimate = float(np.clip(estimate + dep.shift, 0.0, 1.0))
             figures += [estimate - z * sd_latent, estimate + z * sd_latent]
+    if difficulty is not None and difficulty.copy_block is not None:  # module docstring, 3i
+        figures += [difficulty.copy_block.low, difficulty.copy_block.high]
     if pop is not None and joins:
         figures += [pop.low, pop.high]
     stacked, weight, ends = estimate, None, (float("nan"), float("nan"))
