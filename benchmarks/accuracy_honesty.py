@@ -144,6 +144,8 @@ def one(answers: pd.DataFrame, truth: pd.Series) -> dict:
         "width_before": before.high - before.low,
         "width_no_pop": no_pop.high - no_pop.low,
         "depends": int(s.depends.sum()),
+        "block": d.copy_block is not None if d is not None else False,
+        "block_over": d.copy_block.accuracy - true_acc if d is not None and d.copy_block is not None else np.nan,
     }
 
 
@@ -272,7 +274,7 @@ def main() -> None:
             f"{100 * df.latent_over.abs().mean():.1f}); check CPU {df.check_cpu_s.sum():.1f} s in all (max "
             f"{df.check_cpu_s.max():.1f} s, {df.check_cpu_s.idxmax()}); label_safety CPU {df.safety_cpu_s.sum():.1f} s"
             f" (adult {df.safety_cpu_s.get('adult', np.nan):.1f}, relevance {df.safety_cpu_s.get('relevance', np.nan):.1f})"
-            f"; load {os.getloadavg()[0]:.1f}"
+            f"; copy block on {', '.join(df.index[df.block]) or 'none'}; load {os.getloadavg()[0]:.1f}"
         )
         print(
             f"public sets, same items: range (±1 pt) covers gold on {int(df.covered_g.sum())}/{len(df)}; mean "
@@ -305,7 +307,8 @@ def main() -> None:
                 f"cannot be estimated {int(df.flagged.sum())}/{len(df)}, two-type − truth {100 * (df.two_type - df.gold).mean():+.1f}"
                 f" pt; check CPU {df.check_cpu_s.mean():.2f} s; latent scale: weight {df.w_scale.mean():.2f}, figure − "
                 f"truth {100 * (df.scale - df.gold).mean():+.1f} pt (|·| {100 * (df.scale - df.gold).abs().mean():.1f}),"
-                f" label_safety CPU {df.safety_cpu_s.mean():.2f} s",
+                f" label_safety CPU {df.safety_cpu_s.mean():.2f} s; copy block found {int(df.block.sum())}/{len(df)}"
+                f" (its figure − truth {100 * df.block_over.mean():+.1f} pt)",
                 flush=True,
             )
 

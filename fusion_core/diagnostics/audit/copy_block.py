@@ -12,14 +12,16 @@ members were independent, their agreement with each other would follow from thei
 **The block.**  Over the pairs the pair test reads (``κ_ab``, :class:`~.dependence.PairAgreement`), a block is grown
 from the pair that agrees most, adding each time the annotator whose agreement with the block (pair-weighted mean
 ``κ``) is highest (average linkage); among the nested blocks the one whose inner agreement exceeds its agreement
-with the rest by most is the candidate (at least two members, at least two annotators outside with a pair of
-their own).  **The test.**  The one-factor model (``κ_ab = v_a v_b``, :func:`~.dependence.one_factor`) is fitted
+with the rest by most is the candidate.  It must have at least :data:`MIN_MEMBERS` members (two are a pair, the
+pair test's domain), give most of the responses read (more than :data:`MOST`: the reading the pair test cannot
+make), and each member must share a tested pair with an annotator outside, beside a tested pair among the others
+(else its skill is not read from them).  **The test.**  The one-factor model (``κ_ab = v_a v_b``, :func:`~.dependence.one_factor`) is fitted
 on every tested pair *but* the block's inner ones: each member's skill is then read from its agreement with the
 others only, and the block's inner pairs are predicted by it.  The block is one of copies when most of its inner
 pairs agree beyond that prediction by the pair test's own rule (score test, Bonferroni over all the pairs tested,
 ``ρ_ab ≥`` :data:`~.dependence.MIN_EXCESS`).  Independent annotators keep rank one on any block (none found on
-Dawid–Skene crowds, ``tests/test_copy_block.py``); a block the pair test already flagged (half its members or
-more) adds nothing.
+Dawid–Skene crowds, ``tests/test_copy_block.py``).  A block the pair test flagged too is tested the same way: the
+pair test weighs it by its pairs' excess (its own reading), this check counts it once.
 
 **The figure.**  Under the hypothesis that the block is one source, each member's response on item ``i`` weighs
 ``1 / k_i`` (``k_i`` members answered ``i``): the block counts as one annotator (Kish's design effect with ``ρ = 1``,
@@ -46,6 +48,10 @@ from fusion_core.diagnostics.audit.items import label_quality
 
 MAX_ANNOTATORS = 1000
 """Annotators in tested pairs the block is grown over at most (those with most responses)."""
+MIN_MEMBERS = 3
+"""Fewest members of a block (two annotators are a pair: the pair test's domain)."""
+MOST = 0.5
+"""Share of the responses read a block must give, more than this: copies that are most of the crowd."""
 
 
 @dataclass(frozen=True)
@@ -128,14 +134,12 @@ def copy_block_check(
     pairs: PairAgreement | None,
     *,
     label: np.ndarray,
-    flagged: tuple[str, ...],
     refit: Callable[[np.ndarray], tuple[np.ndarray, int, bool]],
     level: float = 0.9,
 ) -> CopyBlock | None:
     """The block test (module docstring) on ``resp`` (responses of ``n`` items coded ``item``) from the pair test's
-    ``pairs``, for the chosen ``label`` (codes of the ``n`` items); ``flagged`` the annotators the pair test already
-    found; ``refit(weights)`` refits the one-type model with per-response weights (from its optimum) and returns
-    (posterior, iterations, converged).  None when no block of copies is found."""
+    ``pairs``, for the chosen ``label`` (codes of the ``n`` items); ``refit(weights)`` refits the one-type model
+    with per-response weights (from its optimum) and returns (posterior, iterations, converged).  None when no block of copies is found."""
     if pairs is None or not pairs.tested.any():
         return None
     W = resp.n_workers
@@ -154,7 +158,13 @@ def copy_block_check(
     block[active[grow_block(code[pa], code[pb], kappa, shared, len(active))]] = True
     inner = block[pa] & block[pb]
     rest = ~block[pa] & ~block[pb]
-    if inner.sum() == 0 or rest.sum() == 0:
+    cross = block[pa] != block[pb]
+    members = np.flatnonzero(block)
+    in_block = block[resp.worker]
+    # a block: at least MIN_MEMBERS, most of the responses, and every member's skill read from pairs with the rest
+    # (cross pairs; the rest's own pairs fix the factor's scale)
+    linked = np.bincount(np.where(block[pa], pa, pb)[cross], minlength=W)[members] > 0
+    if len(members) < MIN_MEMBERS or in_block.mean() <= MOST or not linked.all() or rest.sum() == 0:
         return None
     fit = ~inner
     v = one_factor(pa[fit], pb[fit], kappa[fit], shared[fit], W)
@@ -164,12 +174,9 @@ def copy_block_check(
     bound = float(stats.norm.isf(ALPHA / int(pairs.tested.sum())))
     dependent = inner & (z > bound) & (excess >= MIN_EXCESS)
     n_inner, n_dep = int(inner.sum()), int(dependent.sum())
-    names = resp.workers.astype(str)
-    members = np.flatnonzero(block)
-    seen = np.isin(names[members], np.asarray(flagged, dtype=str)).sum()
-    if 2 * n_dep <= n_inner or 2 * seen >= len(members):
+    if 2 * n_dep <= n_inner:
         return None
-    in_block = block[resp.worker]
+    names = resp.workers.astype(str)
     k_item = np.bincount(item[in_block], minlength=n)
     weight = np.where(in_block, 1.0 / np.maximum(k_item[item], 1), 1.0)
     posterior, iterations, converged = refit(weight)

@@ -311,8 +311,7 @@ def difficulty_mixture(
         refit=refit,
         pairs=pairs,
     )
-    flagged = dependence.annotators if dependence is not None else ()
-    block = copy_block_check(resp, item, n, pairs, label=lab, flagged=flagged, refit=refit)
+    block = copy_block_check(resp, item, n, pairs, label=lab, refit=refit)
     post1 = np.concatenate([post1, np.zeros_like(post1)], axis=2)  # items × K × (easy, hard)
     theta2, post2, tr2, it, conv = _em(_Model(resp, K, True, item, n), _pack(prior1, conf1, 0.2, 0.5))
     if tr2[-1] <= tr1[-1]:  # the two-type optimum found is no better: the one-type fit is the two-type MLE

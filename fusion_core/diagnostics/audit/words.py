@@ -180,6 +180,17 @@ def accuracy_words(acc: AccuracyRange, n_items: int) -> str:
             )
             + ". Give known answers for a sample of items to measure it."
         )
+    block = acc.difficulty.copy_block if acc.difficulty is not None else None
+    if block is not None and not (acc.difficulty is not None and acc.difficulty.flagged):
+        return (
+            f"How many of the {n_items:,} labels are right cannot be estimated from the responses: "
+            f"{len(block.annotators)} annotators ({_names(list(block.annotators))}, {_pct(block.responses_share)} of "
+            "the responses) agree with each other far more than their agreement with the others implies, as copies "
+            "of one source do (classifiers trained on the same features, one tool shared). They are most of the "
+            "crowd, so every model follows them; agreement cannot tell whether they are right or only alike. If "
+            f"they are one source, about {_pct(block.accuracy)}; all checks together span {_pct(acc.low)} to "
+            f"{_pct(acc.high)} ({checks}). Give known answers for a sample of items to measure it."
+        )
     d = acc.difficulty
     if d is not None and d.flagged:
         why = "the votes split and agree in a pattern that a model of equally hard items cannot produce"
