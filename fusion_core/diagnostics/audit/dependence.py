@@ -26,7 +26,8 @@ partners), which a group cannot pull towards itself unless it is most of an anno
 the pairs with excess agreement are linked into groups, the pairs inside a group leave the fit (their mutual
 agreement says nothing of their skill), and the fit and the test are repeated until the groups are stable
 (:data:`MAX_ROUNDS`).  When copies are most of the crowd, they define the factor and are not found (simulated:
-``benchmarks/accuracy_honesty.py``, family ``classifier-ensemble-3class-majority``).
+``benchmarks/accuracy_honesty.py``, family ``classifier-ensemble-3class-majority``); the block test of
+:mod:`.copy_block` reads the pairs the other way for them.
 
 **The dependence-aware model.**  A response of annotator ``a`` on item ``i`` is weighted by
 ``1 / (1 + Σ_b ρ_ab)`` over the dependent partners ``b`` who answered ``i`` too — Kish's design effect
