@@ -69,6 +69,15 @@ def test_no_block_on_a_dawid_skene_crowd():
     assert d.dependence is not None and d.dependence.pairs_tested > 30 and d.copy_block is None
 
 
+def test_good_annotators_beside_spammers_are_no_block():
+    # 6 good annotators and 2 spammers, everyone on every item: the good ones agree with each other far more than
+    # with the spammers, but the spammers' pairs fix no scale, so nothing reads the block's skills (a block was
+    # reported on this crowd before the others had to agree beyond chance)
+    sim = dawid_skene(n_items=800, n_workers=8, n_classes=2, responses_per_item=8, spammers=2, seed=2)
+    resp, post, label = _fit(sim.responses)
+    assert difficulty_mixture(resp, post, label).copy_block is None
+
+
 def test_copies_the_pair_test_found_give_the_same_figure():
     # a minority of copies by count (6 members beside 6 independent annotators) that gives most of the responses:
     # the pair test finds and weighs them; the block test finds the same annotators and, counting them once, about

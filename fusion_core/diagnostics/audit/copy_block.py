@@ -14,8 +14,9 @@ from the pair that agrees most, adding each time the annotator whose agreement w
 ``κ``) is highest (average linkage); among the nested blocks the one whose inner agreement exceeds its agreement
 with the rest by most is the candidate.  It must have at least :data:`MIN_MEMBERS` members (two are a pair, the
 pair test's domain), give most of the responses read (more than :data:`MOST`: the reading the pair test cannot
-make), and each member must share a tested pair with an annotator outside, beside a tested pair among the others
-(else its skill is not read from them).  **The test.**  The one-factor model (``κ_ab = v_a v_b``, :func:`~.dependence.one_factor`) is fitted
+make), and each member must share a tested pair with an annotator outside, and the others must agree with each
+other beyond chance (pooled over their tested pairs, the test's bound below): else the members' skills are not read
+from them (spammers outside a block of good annotators fix no scale).  **The test.**  The one-factor model (``κ_ab = v_a v_b``, :func:`~.dependence.one_factor`) is fitted
 on every tested pair *but* the block's inner ones: each member's skill is then read from its agreement with the
 others only, and the block's inner pairs are predicted by it.  The block is one of copies when most of its inner
 pairs agree beyond that prediction by the pair test's own rule (score test, Bonferroni over all the pairs tested,
@@ -166,12 +167,18 @@ def copy_block_check(
     linked = np.bincount(np.where(block[pa], pa, pb)[cross], minlength=W)[members] > 0
     if len(members) < MIN_MEMBERS or in_block.mean() <= MOST or not linked.all() or rest.sum() == 0:
         return None
+    bound = float(stats.norm.isf(ALPHA / int(pairs.tested.sum())))
+    # the others must agree with each other beyond chance (pooled over their pairs, the same bound): without it
+    # (spammers outside a block of good annotators) their pairs fix no scale and the members' skills are not read
+    m_rest = float(shared[rest].sum())
+    o_rest, c_rest = float(shared[rest] @ observed[rest]) / m_rest, float(shared[rest] @ chance[rest]) / m_rest
+    if (o_rest - c_rest) / np.sqrt(max(c_rest * (1.0 - c_rest), 1e-6) / m_rest) <= bound:
+        return None
     fit = ~inner
     v = one_factor(pa[fit], pb[fit], kappa[fit], shared[fit], W)
     predicted = chance + (1.0 - chance) * np.clip(v[pa] * v[pb], -1.0, 1.0)
     excess = (observed - predicted) / np.maximum(1.0 - predicted, 1e-9)
     z = (observed - predicted) / np.sqrt(np.maximum(predicted * (1.0 - predicted), 1e-6) / shared)
-    bound = float(stats.norm.isf(ALPHA / int(pairs.tested.sum())))
     dependent = inner & (z > bound) & (excess >= MIN_EXCESS)
     n_inner, n_dep = int(inner.sum()), int(dependent.sum())
     if 2 * n_dep <= n_inner:
