@@ -1,24 +1,26 @@
 """Copies that are most of the crowd: a tight block of annotators the pair test cannot see, and what the labels are
 worth if the block is one source (issue 21, item 4; docs/AUDIT.md, "Copies that are most of the crowd").
 
-The pair test (:mod:`.dependence`) reads the crowd one way: the annotators most of everyone's partners are define
-the factor, and what agrees beyond it is dependent.  When copies of one source (an ensemble of classifiers trained on
+The pair test (:mod:`.dependence`) reads the crowd one way: whoever is most of everyone's partners defines the
+factor, and what agrees beyond it is dependent.  When copies of one source (an ensemble of classifiers trained on
 the same features, a team sharing one tool) are most of the crowd, they *are* that factor: they agree with each
 other nearly always, the latent class of every fit follows their source, and the independent annotators look like
-the noisy ones.  Agreement cannot say which reading is right — a block of copies and a block of excellent
-annotators beside weaker ones make the same pair agreements along one factor, but not along both: if the block's
-members were independent, their agreement with each other would follow from their agreement with the others.
+the noisy ones.  Agreement cannot say which side is right, but it can show that the pairs do not lie along one
+factor: if the block's members were independent, their agreement with each other would follow from their
+agreement with the others.
 
 **The block.**  Over the pairs the pair test reads (``κ_ab``, :class:`~.dependence.PairAgreement`), a block is grown
 from the pair that agrees most, adding each time the annotator whose agreement with the block (pair-weighted mean
 ``κ``) is highest (average linkage); among the nested blocks the one whose inner agreement exceeds its agreement
 with the rest by most is the candidate.  It must have at least :data:`MIN_MEMBERS` members (two are a pair, the
-pair test's domain), give most of the responses read (more than :data:`MOST`: the reading the pair test cannot
-make), and each member must share a tested pair with an annotator outside, and the others must agree with each
-other beyond chance (pooled over their tested pairs, the test's bound below): else the members' skills are not read
-from them (spammers outside a block of good annotators fix no scale).  **The test.**  The one-factor model (``κ_ab = v_a v_b``, :func:`~.dependence.one_factor`) is fitted
-on every tested pair *but* the block's inner ones: each member's skill is then read from its agreement with the
-others only, and the block's inner pairs are predicted by it.  The block is one of copies when most of its inner
+pair test's domain) and give most of the responses read (more than :data:`MOST`: the reading the pair test cannot
+make); each member must share a tested pair with an annotator outside, and the others must agree with each other
+beyond chance (pooled over their tested pairs, at the test's bound below), else the members' skills are not read
+from them (spammers outside a block of good annotators fix no scale).
+
+**The test.**  The one-factor model (``κ_ab = v_a v_b``, :func:`~.dependence.one_factor`) is fitted on every tested
+pair *but* the block's inner ones: each member's skill is then read from its agreement with the others only, and
+the block's inner pairs are predicted by it.  The block is one of copies when most of its inner
 pairs agree beyond that prediction by the pair test's own rule (score test, Bonferroni over all the pairs tested,
 ``ρ_ab ≥`` :data:`~.dependence.MIN_EXCESS`).  Independent annotators keep rank one on any block (none found on
 Dawid–Skene crowds, ``tests/test_copy_block.py``).  A block the pair test flagged too is tested the same way: the
@@ -140,7 +142,8 @@ def copy_block_check(
 ) -> CopyBlock | None:
     """The block test (module docstring) on ``resp`` (responses of ``n`` items coded ``item``) from the pair test's
     ``pairs``, for the chosen ``label`` (codes of the ``n`` items); ``refit(weights)`` refits the one-type model
-    with per-response weights (from its optimum) and returns (posterior, iterations, converged).  None when no block of copies is found."""
+    with per-response weights (from its optimum) and returns (posterior, iterations, converged).  None when no block
+    of copies is found."""
     if pairs is None or not pairs.tested.any():
         return None
     W = resp.n_workers
