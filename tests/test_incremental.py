@@ -127,6 +127,35 @@ def test_appended_sparse_layout_equals_a_fresh_one() -> None:
         assert np.array_equal(got.indptr, fresh.indptr) and np.array_equal(got.indices, fresh.indices)
 
 
+def test_a_stream_of_new_items_appends_the_layout_in_place() -> None:
+    """Batches of new tasks only: the layout's earlier entries are not moved — from the second batch on the batch's
+    rows are written into the spare room after them while there is some (the earlier layout's arrays are the front of
+    the new one's) — and it equals a layout built from scratch; an earlier state updated again (its room taken) gets a copy."""
+    from fusion_core.methods import layout
+
+    sim = dawid_skene(n_items=400, n_workers=15, n_classes=3, responses_per_item=4, seed=2)
+    df = sim.responses[["task", "worker", "label"]]
+    parts = [df[df["task"].isin(set(sim.truth.index[i * 100 : (i + 1) * 100]))] for i in range(4)]
+    est = create("ds").fit(parts[0])
+    states = []
+    for part in parts[1:]:
+        old = layout.sweep_data(est.responses_)
+        est.update(part)
+        new = layout.sweep_data(est.responses_)
+        fresh = layout.sweep_data(dataclasses.replace(est.responses_))
+        assert np.array_equal(new.indptr, fresh.indptr) and np.array_equal(new.indices, fresh.indices)
+        states.append((old, new))
+    old, new = states[1]  # the first append made arrays with room for half as much again: the second is written there
+    assert np.shares_memory(old.indices, new.indices) and np.shares_memory(old.indptr, new.indptr)
+    again = copy.copy(est)
+    again._warm = dataclasses.replace(est._warm, maps=tuple(dict(m) for m in est._warm.maps))
+    est.update(parts[1].assign(task=parts[1]["task"] + "x"))  # new tasks again: takes the room after est's layout
+    again.update(parts[2].assign(task=parts[2]["task"] + "y"))  # the same earlier state: copied, est's kept
+    for e in (est, again):
+        got, fresh = layout.sweep_data(e.responses_), layout.sweep_data(dataclasses.replace(e.responses_))
+        assert np.array_equal(got.indptr, fresh.indptr) and np.array_equal(got.indices, fresh.indices)
+
+
 def test_update_keeps_the_class_priority_and_a_monotone_trace() -> None:
     """The tie priority updated from the batch's rows equals one computed over every response, and the extrapolated
     full phase keeps the objective trace non-decreasing and stops on the driver's rule."""
@@ -170,7 +199,7 @@ def test_batch_coding_drops_missing_rows_and_appends_new_ids() -> None:
 
 
 def test_response_arrays_grow_in_place_without_changing_earlier_ones() -> None:
-    from fusion_core.data.merge import _extend
+    from fusion_core.data.merge import extend_buffer as _extend
 
     a = _extend(np.arange(5), np.arange(5, 8))
     b = _extend(a, np.array([8, 9]))  # written into the spare room after a

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from fusion_core.data.merge import extend_buffer
 from fusion_core.data.responses import Responses
 from fusion_core.methods.numerics import jit_enabled, njit
 
@@ -123,6 +124,17 @@ def sweep_data_appended(old: Responses, resp: Responses) -> None:
     order = np.argsort(b_item, kind="stable")
     b_item = b_item[order]
     b_col = (resp.worker[n_old:][order] * k + resp.label[n_old:][order]).astype(np.uint32)
+    if (
+        (not len(b_item) or b_item[0] >= n_old_items)
+        and d.indptr.dtype == np.uint32
+        and int(d.indptr[-1]) + len(b_item) < np.iinfo(np.int32).max
+    ):  # new items only: their rows go after the earlier ones, which stay; written into the spare room of the
+        # earlier arrays when they have some (extend_buffer), so a stream of batches moves no earlier entry
+        b_ptr = np.cumsum(np.bincount(b_item - n_old_items, minlength=resp.n_items - n_old_items))
+        b_ptr += int(d.indptr[-1])
+        indptr = extend_buffer(d.indptr, b_ptr.astype(np.uint32))
+        _CACHE[resp] = SweepData(indptr, extend_buffer(d.indices, b_col), None, resp.n_items, resp.n_workers * k)
+        return
     old_ptr = d.indptr.astype(np.int64)
     old_len = np.zeros(resp.n_items, dtype=np.int64)
     old_len[:n_old_items] = np.diff(old_ptr)
