@@ -156,6 +156,27 @@ def test_a_stream_of_new_items_appends_the_layout_in_place() -> None:
         assert np.array_equal(got.indptr, fresh.indptr) and np.array_equal(got.indices, fresh.indices)
 
 
+def test_the_first_update_takes_the_fits_statistics_without_a_pass() -> None:
+    """After a fit, the first update starts from the fit's final E-step statistics and tie keys (no pass over the
+    fitted responses): equal to those recomputed from the fitted posterior; a posterior the fit's last E-step did
+    not make (e.g. relabelled after it) gets its own pass."""
+    import fusion_core.methods.dawid_skene.incremental as inc
+    from fusion_core.methods.dawid_skene.sweep import expected_counts_of
+    from fusion_core.methods.ties import class_keys, class_votes
+
+    first, _ = _batches(seed=7)
+    est = create("ds").fit(first)
+    resp, q = est.responses_, est.result_.posterior
+    counts, total = inc.fitted_statistics(est, resp, q)
+    assert counts is est._fit_stats.counts
+    assert np.abs(counts - expected_counts_of(resp, q)).max() < 1e-9 and np.abs(total - q.sum(axis=0)).max() < 1e-9
+    other = q[:, ::-1].copy()
+    counts2, _ = inc.fitted_statistics(est, resp, other)
+    assert np.abs(counts2 - expected_counts_of(resp, other)).max() < 1e-12
+    kept, fresh = class_keys(resp), class_votes(resp)
+    assert kept is not fresh and all(np.array_equal(a, b) for a, b in zip(kept, fresh))
+
+
 def test_update_keeps_the_class_priority_and_a_monotone_trace() -> None:
     """The tie priority updated from the batch's rows equals one computed over every response, and the extrapolated
     full phase keeps the objective trace non-decreasing and stops on the driver's rule."""
