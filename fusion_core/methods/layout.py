@@ -105,8 +105,10 @@ def sweep_data(resp: Responses) -> SweepData:
 def sweep_data_appended(old: Responses, resp: Responses) -> None:
     """Build and cache the :class:`SweepData` of ``resp`` — ``old``'s responses followed by a batch, same classes,
     ``old``'s items first (:func:`fusion_core.data.merge.append_responses`) — from ``old``'s cached one by inserting
-    the batch's entries into its rows (the earlier responses are moved, not sorted again).  The result equals
-    :func:`sweep_data`'s entry for entry; nothing is done when ``old`` has none cached or weights are involved."""
+    the batch's entries into its rows (the earlier responses are moved, not sorted again; a batch of new items only is
+    written after them, into the spare room of ``old``'s arrays when they have some — :func:`extend_buffer` — so a
+    stream of such batches moves no earlier entry).  The result equals :func:`sweep_data`'s entry for entry; nothing
+    is done when ``old`` has none cached or weights are involved."""
     d = _CACHE.get(old)
     k = resp.n_classes
     if (

@@ -7,8 +7,8 @@ the response arrays grow in place), and EM restarts from the previous state with
 ``max_iter`` (Neal & Hinton 1998 on warm-started EM; Dawid & Skene 1979 for the steps).  Two phases.
 (1) *Local EM* (the incremental EM of Neal & Hinton 1998, §4): only the items the batch touched are E-stepped; the
 other items' expected counts are held at their previous posteriors — kept from the previous state
-(:class:`WarmState`: the final E-step's expected counts, minus the touched earlier items' share, a pass over their
-responses only), so an iteration costs the touched items' responses only (their layout is cut out of the whole
+(:class:`WarmState`: the final E-step's expected counts — after a fit, the fit's own (:func:`fitted_statistics`) —
+minus the touched earlier items' share, a pass over their responses only), so an iteration costs the touched items' responses only (their layout is cut out of the whole
 one, :func:`~fusion_core.methods.layout.layout_subset`); it stops at :data:`LOCAL_TOL_FACTOR` times the whole
 objective's absolute tolerance (it only makes the start of the next phase).
 (2) EM over everything from the local phase's parameters, in cycles of one plain EM step whose starts after the
@@ -267,4 +267,4 @@ def _priority_keys(votes: np.ndarray, first: np.ndarray, resp: Responses, n_old:
     return new_votes, new_first
 
 
-__all__ = ["NEW_CLASS_SHARE", "update_fit", "warm_posterior"]
+__all__ = ["NEW_CLASS_SHARE", "fitted_statistics", "update_fit", "warm_posterior"]
