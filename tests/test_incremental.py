@@ -127,6 +127,80 @@ def test_appended_sparse_layout_equals_a_fresh_one() -> None:
         assert np.array_equal(got.indptr, fresh.indptr) and np.array_equal(got.indices, fresh.indices)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_appended_layout_equals_a_fresh_one_on_both_paths(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inserted layout — the compiled one-pass insertion (large data) and the numpy one — equals a fresh one for a
+    batch spread over earlier items in random order and for new items in shuffled rows."""
+    from fusion_core.methods import layout
+    from fusion_core.methods.numerics import jit_enabled
+
+    if backend == "numba" and not jit_enabled():
+        pytest.skip("numba not installed")
+    monkeypatch.setattr(layout, "default_backend", lambda n: backend)
+    sim = dawid_skene(n_items=300, n_workers=12, n_classes=3, responses_per_item=4, seed=8)
+    df = sim.responses[["task", "worker", "label"]].sample(frac=1.0, random_state=8)
+    late = df["task"].isin(set(sim.truth.index[-60:]))
+    first, spread, fresh_tasks = df[~late].iloc[:700], df[~late].iloc[700:], df[late]
+    est = create("ds").fit(first)
+    for batch in (spread, fresh_tasks):
+        old = est.responses_
+        layout.sweep_data(old)
+        est.update(batch)
+        got = layout.sweep_data(est.responses_)
+        fresh = layout.sweep_data(dataclasses.replace(est.responses_))
+        assert np.array_equal(got.indptr, fresh.indptr) and np.array_equal(got.indices, fresh.indices)
+
+
+def test_a_stream_of_new_items_appends_the_layout_in_place() -> None:
+    """Batches of new tasks only: the layout's earlier entries are not moved — from the second batch on the batch's
+    rows are written into the spare room after them while there is some (the earlier layout's arrays are the front of
+    the new one's) — and it equals a layout built from scratch; an earlier state updated again (its room taken) gets a copy."""
+    from fusion_core.methods import layout
+
+    sim = dawid_skene(n_items=400, n_workers=15, n_classes=3, responses_per_item=4, seed=2)
+    df = sim.responses[["task", "worker", "label"]]
+    parts = [df[df["task"].isin(set(sim.truth.index[i * 100 : (i + 1) * 100]))] for i in range(4)]
+    est = create("ds").fit(parts[0])
+    states = []
+    for part in parts[1:]:
+        old = layout.sweep_data(est.responses_)
+        est.update(part)
+        new = layout.sweep_data(est.responses_)
+        fresh = layout.sweep_data(dataclasses.replace(est.responses_))
+        assert np.array_equal(new.indptr, fresh.indptr) and np.array_equal(new.indices, fresh.indices)
+        states.append((old, new))
+    old, new = states[1]  # the first append made arrays with room for half as much again: the second is written there
+    assert np.shares_memory(old.indices, new.indices) and np.shares_memory(old.indptr, new.indptr)
+    again = copy.copy(est)
+    again._warm = dataclasses.replace(est._warm, maps=tuple(dict(m) for m in est._warm.maps))
+    est.update(parts[1].assign(task=parts[1]["task"] + "x"))  # new tasks again: takes the room after est's layout
+    again.update(parts[2].assign(task=parts[2]["task"] + "y"))  # the same earlier state: copied, est's kept
+    for e in (est, again):
+        got, fresh = layout.sweep_data(e.responses_), layout.sweep_data(dataclasses.replace(e.responses_))
+        assert np.array_equal(got.indptr, fresh.indptr) and np.array_equal(got.indices, fresh.indices)
+
+
+def test_the_first_update_takes_the_fits_statistics_without_a_pass() -> None:
+    """After a fit, the first update starts from the fit's final E-step statistics and tie keys (no pass over the
+    fitted responses): equal to those recomputed from the fitted posterior; a posterior the fit's last E-step did
+    not make (e.g. relabelled after it) gets its own pass."""
+    import fusion_core.methods.dawid_skene.incremental as inc
+    from fusion_core.methods.dawid_skene.sweep import expected_counts_of
+    from fusion_core.methods.ties import class_keys, class_votes
+
+    first, _ = _batches(seed=7)
+    est = create("ds").fit(first)
+    resp, q = est.responses_, est.result_.posterior
+    counts, total = inc.fitted_statistics(est, resp, q)
+    assert counts is est._fit_stats.counts
+    assert np.abs(counts - expected_counts_of(resp, q)).max() < 1e-9 and np.abs(total - q.sum(axis=0)).max() < 1e-9
+    other = q[:, ::-1].copy()
+    counts2, _ = inc.fitted_statistics(est, resp, other)
+    assert np.abs(counts2 - expected_counts_of(resp, other)).max() < 1e-12
+    kept, fresh = class_keys(resp), class_votes(resp)
+    assert kept is not fresh and all(np.array_equal(a, b) for a, b in zip(kept, fresh))
+
+
 def test_update_keeps_the_class_priority_and_a_monotone_trace() -> None:
     """The tie priority updated from the batch's rows equals one computed over every response, and the extrapolated
     full phase keeps the objective trace non-decreasing and stops on the driver's rule."""
@@ -170,7 +244,7 @@ def test_batch_coding_drops_missing_rows_and_appends_new_ids() -> None:
 
 
 def test_response_arrays_grow_in_place_without_changing_earlier_ones() -> None:
-    from fusion_core.data.merge import _extend
+    from fusion_core.data.merge import extend_buffer as _extend
 
     a = _extend(np.arange(5), np.arange(5, 8))
     b = _extend(a, np.array([8, 9]))  # written into the spare room after a

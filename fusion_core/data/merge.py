@@ -121,7 +121,7 @@ def append_responses(old: Responses, new: Responses, maps: tuple[dict[Any, int],
     if old.weight is not None or new.weight is not None:
         ow = old.weight if old.weight is not None else np.ones(old.n_responses)
         nw = new.weight if new.weight is not None else np.ones(new.n_responses)
-        weight = _extend(ow, nw)
+        weight = extend_buffer(ow, nw)
     report = ValidationReport(
         rows_read=old.report.rows_read + new.report.rows_read,
         responses=old.n_responses + new.n_responses,
@@ -130,9 +130,9 @@ def append_responses(old: Responses, new: Responses, maps: tuple[dict[Any, int],
         notes=[*old.report.notes, *new.report.notes],
     )
     merged = Responses(
-        item=_extend(old.item, imap[new.item]),
-        worker=_extend(old.worker, wmap[new.worker]),
-        label=_extend(old.label, cmap[new.label]),
+        item=extend_buffer(old.item, imap[new.item]),
+        worker=extend_buffer(old.worker, wmap[new.worker]),
+        label=extend_buffer(old.label, cmap[new.label]),
         items=items,
         workers=workers,
         classes=classes,
@@ -142,14 +142,14 @@ def append_responses(old: Responses, new: Responses, maps: tuple[dict[Any, int],
     return Appended(merged, old.n_classes, old.n_items, old.n_workers, new.n_responses, (item_codes, worker_codes))
 
 
-#: buffers made by :func:`_extend`, by id: (a weak reference to the buffer, rows in use)
+#: buffers made by :func:`extend_buffer`, by id: (a weak reference to the buffer, rows in use)
 _GROWN: dict[int, tuple[weakref.ref[np.ndarray], int]] = {}
 
 #: spare room of a new buffer: a stream of batches moves each earlier response O(1) times on average
 GROWTH = 1.5
 
 
-def _extend(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+def extend_buffer(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     """``old`` followed by ``new`` without copying ``old`` when it is the used front of a buffer made here whose next
     rows are free: the batch is written there and a longer view returned (``old`` itself, a view of the front,
     never changes).  Otherwise a new buffer with :data:`GROWTH` times the room.  A second batch appended to the same
@@ -187,4 +187,4 @@ def _forget(key: int) -> Callable[[weakref.ref[np.ndarray]], None]:
     return drop
 
 
-__all__ = ["Appended", "append_responses", "code_batch"]
+__all__ = ["Appended", "append_responses", "code_batch", "extend_buffer"]

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from fusion_core.data.merge import extend_buffer
 from fusion_core.data.responses import Responses
 from fusion_core.methods.numerics import jit_enabled, njit
 
@@ -104,8 +105,10 @@ def sweep_data(resp: Responses) -> SweepData:
 def sweep_data_appended(old: Responses, resp: Responses) -> None:
     """Build and cache the :class:`SweepData` of ``resp`` — ``old``'s responses followed by a batch, same classes,
     ``old``'s items first (:func:`fusion_core.data.merge.append_responses`) — from ``old``'s cached one by inserting
-    the batch's entries into its rows (the earlier responses are moved, not sorted again).  The result equals
-    :func:`sweep_data`'s entry for entry; nothing is done when ``old`` has none cached or weights are involved."""
+    the batch's entries into its rows (the earlier responses are moved, not sorted again; a batch of new items only is
+    written after them, into the spare room of ``old``'s arrays when they have some — :func:`extend_buffer` — so a
+    stream of such batches moves no earlier entry).  The result equals :func:`sweep_data`'s entry for entry; nothing
+    is done when ``old`` has none cached or weights are involved."""
     d = _CACHE.get(old)
     k = resp.n_classes
     if (
@@ -120,9 +123,20 @@ def sweep_data_appended(old: Responses, resp: Responses) -> None:
         return
     n_old, n_old_items = old.n_responses, old.n_items
     b_item = resp.item[n_old:]
-    order = np.argsort(b_item, kind="stable")
-    b_item = b_item[order]
-    b_col = (resp.worker[n_old:][order] * k + resp.label[n_old:][order]).astype(np.uint32)
+    b_col = (resp.worker[n_old:] * k + resp.label[n_old:]).astype(np.uint32)
+    new_only = not len(b_item) or int(b_item.min()) >= n_old_items
+    in_order = not len(b_item) or bool(np.all(b_item[1:] >= b_item[:-1]))
+    if new_only and d.indptr.dtype == np.uint32 and int(d.indptr[-1]) + len(b_item) < np.iinfo(np.int32).max:
+        # new items only: their rows go after the earlier ones, which stay; written into the spare room of the
+        # earlier arrays when they have some (extend_buffer), so a stream of batches moves no earlier entry
+        if not in_order:
+            order = np.argsort(b_item, kind="stable")
+            b_item, b_col = b_item[order], b_col[order]
+        b_ptr = np.cumsum(np.bincount(b_item - n_old_items, minlength=resp.n_items - n_old_items))
+        b_ptr += int(d.indptr[-1])
+        indptr = extend_buffer(d.indptr, b_ptr.astype(np.uint32))
+        _CACHE[resp] = SweepData(indptr, extend_buffer(d.indices, b_col), None, resp.n_items, resp.n_workers * k)
+        return
     old_ptr = d.indptr.astype(np.int64)
     old_len = np.zeros(resp.n_items, dtype=np.int64)
     old_len[:n_old_items] = np.diff(old_ptr)
@@ -130,15 +144,37 @@ def sweep_data_appended(old: Responses, resp: Responses) -> None:
     indptr = np.zeros(resp.n_items + 1, dtype=np.int64)
     np.cumsum(old_len + b_len, out=indptr[1:])
     cols = np.empty(int(indptr[-1]), dtype=np.uint32)
-    if not len(b_item) or b_item[0] >= n_old_items:  # new items only: the earlier rows stay where they are
+    if default_backend(resp.n_responses) == "numba":  # one pass: rows moved, the batch's entries put after them
+        _insert_kernel(old_ptr, d.indices, indptr, b_item, b_col, indptr[:-1] + old_len, cols)
+    elif new_only:  # the earlier rows stay where they are
+        if not in_order:
+            b_col = b_col[np.argsort(b_item, kind="stable")]
         cols[: len(d.indices)] = d.indices
         cols[len(d.indices) :] = b_col
     else:
+        order = np.argsort(b_item, kind="stable")
+        b_item, b_col = b_item[order], b_col[order]
         shift = indptr[:n_old_items] - old_ptr[:-1]
         cols[np.arange(len(d.indices)) + np.repeat(shift, np.diff(old_ptr))] = d.indices
         b_start = np.cumsum(b_len) - b_len
         cols[indptr[b_item] + old_len[b_item] + np.arange(len(b_item)) - b_start[b_item]] = b_col
     _CACHE[resp] = SweepData(_unsigned(indptr), cols, None, resp.n_items, resp.n_workers * k)
+
+
+@njit
+def _insert_kernel(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
+    old_ptr: Any, old_idx: Any, indptr: Any, b_item: Any, b_col: Any, pos: Any, out: Any
+) -> None:  # pragma: no cover - compiled
+    """``out``: every earlier row moved to its place in ``indptr``, then each batch entry (in batch order) after its
+    item's earlier entries (``pos``: where the next one of each item goes)."""
+    for i in range(old_ptr.shape[0] - 1):
+        shift = indptr[i] - old_ptr[i]
+        for p in range(old_ptr[i], old_ptr[i + 1]):
+            out[p + shift] = old_idx[p]
+    for p in range(b_item.shape[0]):
+        i = b_item[p]
+        out[pos[i]] = b_col[p]
+        pos[i] += 1
 
 
 def layout_subset(resp: Responses, rows: np.ndarray) -> Responses:

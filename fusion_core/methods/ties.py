@@ -26,10 +26,23 @@ def class_priority(resp: Responses) -> np.ndarray:
     by the response weights when present), then earlier first appearance among the rows; classes nobody used come
     last, in code order (the declared order).  A rank :func:`remember_class_priority` was given is not recomputed."""
     known = _RANKS.get(resp)
-    return known.copy() if known is not None else priority_rank(*class_votes(resp))
+    if known is not None:
+        return known.copy()
+    keys = _KEYS[resp] = class_votes(resp)
+    return priority_rank(*keys)
 
 
 _RANKS: weakref.WeakKeyDictionary[Responses, np.ndarray] = weakref.WeakKeyDictionary()
+
+#: the keys :func:`class_priority` computed, while ``resp`` lives (an incremental update starts from them)
+_KEYS: weakref.WeakKeyDictionary[Responses, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
+def class_keys(resp: Responses) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`class_votes` of ``resp``, without a pass when :func:`class_priority` has computed them (every fit
+    does, for its fitted labels)."""
+    got = _KEYS.get(resp)
+    return got if got is not None else class_votes(resp)
 
 
 def remember_class_priority(resp: Responses, votes: np.ndarray, first: np.ndarray) -> None:

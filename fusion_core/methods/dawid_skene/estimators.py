@@ -99,6 +99,7 @@ class DawidSkeneBase(Aggregator):
         # several starts: align every run's classes to majority vote so a mirror optimum is never returned
         reference = initial_posterior(responses, "mv") if gold is None and len(runs) > 1 else None
         run, restarts = best_run(runs, model=model, reference=reference)
+        self._fit_stats = run.estep.stats  # the final E-step's statistics: an update starts from them (no pass)
         fit = ds_fit(run)
         fit.restarts = restarts
         if settings.anneal is not None:

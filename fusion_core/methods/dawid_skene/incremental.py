@@ -7,8 +7,8 @@ the response arrays grow in place), and EM restarts from the previous state with
 ``max_iter`` (Neal & Hinton 1998 on warm-started EM; Dawid & Skene 1979 for the steps).  Two phases.
 (1) *Local EM* (the incremental EM of Neal & Hinton 1998, §4): only the items the batch touched are E-stepped; the
 other items' expected counts are held at their previous posteriors — kept from the previous state
-(:class:`WarmState`: the final E-step's expected counts, minus the touched earlier items' share, a pass over their
-responses only), so an iteration costs the touched items' responses only (their layout is cut out of the whole
+(:class:`WarmState`: the final E-step's expected counts — after a fit, the fit's own (:func:`fitted_statistics`) —
+minus the touched earlier items' share, a pass over their responses only), so an iteration costs the touched items' responses only (their layout is cut out of the whole
 one, :func:`~fusion_core.methods.layout.layout_subset`); it stops at :data:`LOCAL_TOL_FACTOR` times the whole
 objective's absolute tolerance (it only makes the start of the next phase).
 (2) EM over everything from the local phase's parameters, in cycles of one plain EM step whose starts after the
@@ -44,7 +44,7 @@ from fusion_core.methods.em.squarem import run_em_extrapolated
 from fusion_core.methods.layout import layout_subset
 from fusion_core.methods.priors import collapse_message, prior_collapsed
 from fusion_core.methods.results import Fit
-from fusion_core.methods.ties import class_votes, remember_class_priority
+from fusion_core.methods.ties import class_keys, class_votes, remember_class_priority
 
 #: share of a label's mass given to every class when a label that no item had before appears
 NEW_CLASS_SHARE = 1e-3
@@ -196,7 +196,7 @@ def update_fit(est: Any, data: Responses | pd.DataFrame) -> None:
     kept: WarmState | None = getattr(est, "_warm", None)
     if kept is not None and kept.resp is not old:  # kept for other responses (fit since): not valid
         kept = None
-    votes, first = class_votes(old) if kept is None else (kept.votes, kept.first)
+    votes, first = class_keys(old) if kept is None else (kept.votes, kept.first)
     appended = append_responses(old, code_batch(data, old), None if kept is None else kept.maps)
     resp = appended.responses
     previous = est.result_.posterior
@@ -206,9 +206,9 @@ def update_fit(est: Any, data: Responses | pd.DataFrame) -> None:
         model = est.model(resp, None)
         local_iter = 0
         if resp.n_classes == appended.n_old_classes:
-            if kept is None:  # first update after a fit: the statistics of the fitted posterior, one pass
-                counts = expected_counts_of(old, previous)
-                kept = WarmState(old, appended.maps, counts, previous.sum(axis=0), votes, first)
+            if kept is None:  # first update after a fit: the statistics of the fitted posterior
+                counts, total = fitted_statistics(est, old, previous)
+                kept = WarmState(old, appended.maps, counts, total, votes, first)
             run, local_iter = warm_run(model, previous, kept, appended, settings)
         else:  # a new label: every item's posterior gains a class; plain EM from the warm posterior
             run = run_em(model, model.start(warm_posterior(previous, resp, appended.n_old_items)), settings)
@@ -247,6 +247,16 @@ def update_fit(est: Any, data: Responses | pd.DataFrame) -> None:
     est._warm = WarmState(resp, appended.maps, stats.counts, stats.class_total, votes, first)
 
 
+def fitted_statistics(est: Any, resp: Responses, posterior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The M-step statistics of the fitted ``posterior`` (expected counts, class totals): those of the fit's final
+    E-step (``est._fit_stats``, set by the fit) when that E-step made ``posterior`` — not when the run was
+    relabelled after it (restarts) or replaced (``ds1``'s refit with equal priors) — else one pass over ``resp``."""
+    made = getattr(est, "_fit_stats", None)
+    if isinstance(made, SweepStats) and made.posterior is posterior:
+        return made.counts, made.class_total
+    return expected_counts_of(resp, posterior), posterior.sum(axis=0)
+
+
 def _priority_keys(votes: np.ndarray, first: np.ndarray, resp: Responses, n_old: int) -> tuple[np.ndarray, np.ndarray]:
     """The class tie priority's keys of ``resp`` from those of its first ``n_old`` responses and a pass over the
     batch's rows only."""
@@ -257,4 +267,4 @@ def _priority_keys(votes: np.ndarray, first: np.ndarray, resp: Responses, n_old:
     return new_votes, new_first
 
 
-__all__ = ["NEW_CLASS_SHARE", "update_fit", "warm_posterior"]
+__all__ = ["NEW_CLASS_SHARE", "fitted_statistics", "update_fit", "warm_posterior"]
