@@ -24,7 +24,7 @@ import numpy as np
 
 def _ds_pass() -> None:
     """The fused Dawid–Skene pass for K = 2…5, unit and weighted counts (one compiled closure each), the expected
-    counts kernel, the layout's counting sort (items not in order) and its insertion of a batch (updates)."""
+    counts kernel, and the layout's counting sort (items not in order)."""
     import pandas as pd
 
     from fusion_core.data.responses import Responses
@@ -66,16 +66,6 @@ def _ds_pass() -> None:
                     )
                 finally:
                     layout.JIT_MIN_RESPONSES = saved
-                i64, u32 = np.int64, np.uint32  # the incremental update's insertion into the layout
-                layout._insert_kernel(
-                    np.array([0, 1, 2], dtype=i64),
-                    np.array([3, 4], dtype=u32),
-                    np.array([0, 2, 3, 4], dtype=i64),
-                    np.array([0, 2], dtype=i64),
-                    np.array([5, 6], dtype=u32),
-                    np.array([1, 3, 3], dtype=i64),
-                    np.empty(4, dtype=u32),
-                )
 
 
 def _cartels() -> None:

@@ -16,7 +16,6 @@ user waits for (threaded kernels gain in wall time only).
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import time
 import warnings
@@ -103,27 +102,6 @@ def _cases(
     def stable_order_numpy(item: Any, indptr: Any, order: Any) -> None:
         order[:] = np.argsort(item, kind="stable")
 
-    # an update in random order: a batch of a tenth of the responses, spread over the earlier tasks, added to a fit
-    # of the rest (each run updates a copy of the same fitted state)
-    n_fit = n_responses * 9 // 10
-    fitted = create("ds").fit(shuffled.iloc[:n_fit])
-    batch = shuffled.iloc[n_fit:]
-
-    def update() -> Any:
-        est = copy.copy(fitted)
-        return est.update(batch)
-
-    def insert_numpy(
-        old_ptr: Any, old_idx: Any, indptr: Any, b_item: Any, b_col: Any, pos: Any, out: Any
-    ) -> None:  # the layout's numpy path
-        shift = indptr[: len(old_ptr) - 1] - old_ptr[:-1]
-        out[np.arange(len(old_idx)) + np.repeat(shift, np.diff(old_ptr))] = old_idx
-        order = np.argsort(b_item, kind="stable")
-        item = b_item[order]
-        start = np.cumsum(np.bincount(item, minlength=len(pos)))
-        start -= np.bincount(item, minlength=len(pos))
-        out[pos[item] + np.arange(len(item)) - start[item]] = b_col[order]
-
     size = f"{n_responses / 1e6:g}M responses"
     return [
         (
@@ -145,13 +123,6 @@ def _cases(
             f"ds fit, {size}, rows shuffled",
             fit("ds", shuffled),
             lambda: _patched(layout, "_stable_order_kernel", stable_order_numpy),
-            post,
-        ),
-        (
-            "layout insertion (layout._insert_kernel)",
-            f"ds update, {size}: a tenth in random order onto the rest",
-            update,
-            lambda: _patched(layout, "_insert_kernel", insert_numpy),
             post,
         ),
         (

@@ -127,16 +127,11 @@ def test_appended_sparse_layout_equals_a_fresh_one() -> None:
         assert np.array_equal(got.indptr, fresh.indptr) and np.array_equal(got.indices, fresh.indices)
 
 
-@pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_appended_layout_equals_a_fresh_one_on_both_paths(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The inserted layout — the compiled one-pass insertion (large data) and the numpy one — equals a fresh one for a
-    batch spread over earlier items in random order and for new items in shuffled rows."""
+def test_appended_layout_equals_a_fresh_one() -> None:
+    """The inserted layout equals a fresh one for a batch spread over earlier items in random order and for new items
+    in shuffled rows."""
     from fusion_core.methods import layout
-    from fusion_core.methods.numerics import jit_enabled
 
-    if backend == "numba" and not jit_enabled():
-        pytest.skip("numba not installed")
-    monkeypatch.setattr(layout, "default_backend", lambda n: backend)
     sim = dawid_skene(n_items=300, n_workers=12, n_classes=3, responses_per_item=4, seed=8)
     df = sim.responses[["task", "worker", "label"]].sample(frac=1.0, random_state=8)
     late = df["task"].isin(set(sim.truth.index[-60:]))

@@ -144,9 +144,7 @@ def sweep_data_appended(old: Responses, resp: Responses) -> None:
     indptr = np.zeros(resp.n_items + 1, dtype=np.int64)
     np.cumsum(old_len + b_len, out=indptr[1:])
     cols = np.empty(int(indptr[-1]), dtype=np.uint32)
-    if default_backend(resp.n_responses) == "numba":  # one pass: rows moved, the batch's entries put after them
-        _insert_kernel(old_ptr, d.indices, indptr, b_item, b_col, indptr[:-1] + old_len, cols)
-    elif new_only:  # the earlier rows stay where they are
+    if new_only:  # the earlier rows stay where they are
         if not in_order:
             b_col = b_col[np.argsort(b_item, kind="stable")]
         cols[: len(d.indices)] = d.indices
@@ -159,22 +157,6 @@ def sweep_data_appended(old: Responses, resp: Responses) -> None:
         b_start = np.cumsum(b_len) - b_len
         cols[indptr[b_item] + old_len[b_item] + np.arange(len(b_item)) - b_start[b_item]] = b_col
     _CACHE[resp] = SweepData(_unsigned(indptr), cols, None, resp.n_items, resp.n_workers * k)
-
-
-@njit
-def _insert_kernel(  # noqa: PLR0917 - a compiled kernel takes its arrays positionally
-    old_ptr: Any, old_idx: Any, indptr: Any, b_item: Any, b_col: Any, pos: Any, out: Any
-) -> None:  # pragma: no cover - compiled
-    """``out``: every earlier row moved to its place in ``indptr``, then each batch entry (in batch order) after its
-    item's earlier entries (``pos``: where the next one of each item goes)."""
-    for i in range(old_ptr.shape[0] - 1):
-        shift = indptr[i] - old_ptr[i]
-        for p in range(old_ptr[i], old_ptr[i + 1]):
-            out[p + shift] = old_idx[p]
-    for p in range(b_item.shape[0]):
-        i = b_item[p]
-        out[pos[i]] = b_col[p]
-        pos[i] += 1
 
 
 def layout_subset(resp: Responses, rows: np.ndarray) -> Responses:
