@@ -228,7 +228,7 @@ class CrowdkitStop:
             last = self.model.expected_q(p, before.ability, before.log_beta)[0]
         else:
             last = self.history[-1]
-        q = self.model.expected_q(p, after.ability, after.log_beta)[0] / (resp.n_responses * resp.n_classes)
+        q = float(self.model.expected_q(p, after.ability, after.log_beta)[0] / (resp.n_responses * resp.n_classes))
         self.history.append(q)
         t = len(self.history)
         if q - last < self.tol:
