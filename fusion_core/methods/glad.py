@@ -259,7 +259,8 @@ class GLAD(Aggregator):
     one-coin matrix at annotator j's mean accuracy σ(α_j β_i) over the items they labelled (for plots and
     held-out scoring; :meth:`response_log_likelihood` uses the item-specific difficulty).  With
     ``estimate_priors`` a collapsed class prior (some class below a quarter of its majority-vote share) is refitted
-    with equal priors and warned about.  Gold labels are clamped.
+    with equal priors and warned about.  Gold labels are clamped.  ``stop="crowdkit"`` reproduces crowd-kit's GLAD
+    loop (its labels; a stop on a falling ``Q`` is reported as not converged, with the reason in ``warnings``).
 
     Examples
     --------
