@@ -119,3 +119,54 @@ def test_one_sided_sources_collapse_at_the_map_not_by_the_optimiser(seed):
     side = np.asarray(g.workers_.str[-1].astype(int)) % 2  # the class each source votes for
     ability = g.result_.column("ability").values
     assert (ability[side != shares.idxmax()] < 0).all() and (ability[side == shares.idxmax()] > 0).all()
+
+
+# ------------------------------------------------------- stop="crowdkit": crowd-kit's loop as a drop-in (issue 21)
+def _crowdkit_q_by_hand(resp: Responses, post: np.ndarray, alpha: np.ndarray, log_beta: np.ndarray) -> float:
+    """crowd-kit's ``_compute_Q`` cell by cell (response × class), divided by the number of cells."""
+    from scipy.stats import norm
+
+    k = resp.n_classes
+    s = expit(alpha[resp.worker] * np.exp(log_beta[resp.item]))
+    total = 0.0
+    for c in range(k):
+        delta = resp.label == c
+        total += (post[resp.item, c] * np.where(delta, np.log(s), np.log((1 - s) / (k - 1)))).sum()
+    total += norm.logpdf(alpha - 1.0).sum() + norm.logpdf(log_beta - 1.0).sum()
+    return total / (resp.n_responses * k)
+
+
+def test_crowdkit_stop_is_its_rule_on_a_falling_q():
+    """On a simulated GLAD crowd where crowd-kit's Q/(N·K) falls at iteration 2: the crowdkit loop stops exactly
+    there (every earlier step rose by ≥ tol), reports not converged with the reason, and its last Q equals
+    crowd-kit's formula computed by hand at the returned parameters and posteriors."""
+    from fusion_core.methods.glad import crowdkit_run
+
+    sim = glad_crowd(n_items=60, n_workers=6, responses_per_item=4, n_classes=3, seed=7)
+    resp = Responses.from_frame(sim.responses)
+    run, rule = crowdkit_run(GladModel(resp))
+    q = np.asarray(rule.history)
+    assert q[-1] < q[-2] and (np.diff(q[:-1]) >= 1e-5).all()
+    assert run.n_iter == len(q) and not run.converged and "fell" in run.stop_reason
+    assert q[-1] == pytest.approx(_crowdkit_q_by_hand(resp, run.posterior, run.state.ability, run.state.log_beta))
+    g = create("glad", stop="crowdkit").fit(sim.responses)
+    assert not g.result_.converged and g.n_iter_ == len(q) and "crowd-kit's rule" in g.result_.warnings[0]
+    with pytest.raises(Exception, match="estimate_priors"):
+        create("glad", stop="crowdkit", estimate_priors=True).fit(sim.responses)
+
+
+def test_crowdkit_stop_matches_crowdkits_glad():
+    """The drop-in gives crowd-kit's labels, iterations and loss history (its Q/(N·K) trace) on a small simulated
+    crowd whose Q falls at iteration 2."""
+    ck = pytest.importorskip("crowdkit.aggregation")
+    sim = glad_crowd(n_items=24, n_workers=5, responses_per_item=3, n_classes=2, seed=3)
+    theirs = ck.GLAD()
+    labels = theirs.fit_predict(sim.responses)
+    from fusion_core.methods.glad import crowdkit_run
+
+    resp = Responses.from_frame(sim.responses)
+    _, rule = crowdkit_run(GladModel(resp))
+    assert rule.history == pytest.approx(theirs.loss_history_, rel=1e-7)
+    ours = create("glad", stop="crowdkit").fit(sim.responses)
+    assert (ours.labels_ == labels.reindex(ours.labels_.index)).all()
+    assert np.allclose(ours.result_.column("ability").values, theirs.alphas_.reindex(ours.workers_), atol=1e-5)

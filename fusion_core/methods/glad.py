@@ -22,6 +22,8 @@ soft majority vote).  Unlike crowd-kit, EM runs until the MAP objective settles:
 iteration where its per-cell expected complete-data log-likelihood ``Q/(N·K)`` does not rise by ``tol``, which on
 sparse or one-sided data happens after two EM iterations (youtube_lf, labelme, face), before its own optimum
 (run on, crowd-kit reaches our labels: youtube_lf 0.548; ``docs/PEER_MODELS.md``, ``benchmarks/glad_vs_crowdkit.py``).
+``stop="crowdkit"`` is the drop-in: crowd-kit's loop exactly (:class:`CrowdkitStop`, its conjugate-gradient M-step),
+so its labels, reported as stopped by that rule (not converged) when ``Q`` fell.
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from scipy.special import expit
 from fusion_core.data.responses import Responses
 from fusion_core.errors import AggregationWarning, UserInputError
 from fusion_core.methods.base import Aggregator, Gold, clamp_gold
-from fusion_core.methods.em import EMSettings, EStep, run_em
+from fusion_core.methods.em import EMRun, EMSettings, EStep, RuleStop, run_em
 from fusion_core.methods.numerics import log_normalize, safe_log
-from fusion_core.methods.params import Bool, Float, Int, Param
+from fusion_core.methods.params import Bool, Choice, Float, Int, Param
 from fusion_core.methods.priors import COLLAPSE_RATIO, collapse_message, prior_collapsed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, ItemColumn, Ranking
@@ -68,6 +70,7 @@ class GladModel:
     estimate_priors: bool = False
     m_step_iter: int = 1
     gold: Gold | None = None
+    m_step_solver: str = "scoring"  # or "cg": crowd-kit's M-step (CG on (α, b) jointly, ≤ 25 steps, gtol 1e-2)
 
     def e_step(self, state: GladState, temperature: float = 1.0) -> EStep:
         resp, k = self.resp, self.resp.n_classes
@@ -100,7 +103,9 @@ class GladModel:
         resp, (post, prev) = self.resp, stats
         p = post[resp.item, resp.label]  # posterior that the response is correct
         a, b = prev.ability.copy(), prev.log_beta.copy()
-        for _ in range(self.m_step_iter):
+        if self.m_step_solver == "cg":
+            a, b = self._cg_step(a, b, p)
+        for _ in range(self.m_step_iter if self.m_step_solver == "scoring" else 0):
             a = self._scoring_step(a, b, p, ability=True)
             b = self._scoring_step(a, b, p, ability=False)
         if self.estimate_priors:
@@ -109,6 +114,34 @@ class GladModel:
         else:
             prior = np.full(resp.n_classes, 1.0 / resp.n_classes)
         return GladState(a, b, prior)
+
+    def expected_q(self, p: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, np.ndarray]:
+        """crowd-kit's M-step objective and its gradient in (α, b): ``Q = Σ_r [p_r log σ(x_r) + (1 − p_r)
+        log((1 − σ(x_r))/(K − 1))] + Σ_j log N(α_j; μ_α, 1) + Σ_i log N(b_i; μ_b, 1)``, the normal densities with
+        their constants (crowd-kit's ``_compute_Q`` and ``_gradient_Q``)."""
+        resp = self.resp
+        beta = np.exp(b[resp.item])
+        x = a[resp.worker] * beta
+        terms = -p * np.logaddexp(0.0, -x) - (1 - p) * (np.logaddexp(0.0, x) + np.log(resp.n_classes - 1))
+        da, db = a - self.ability_prior, b - self.log_beta_prior
+        q = float(terms.sum()) - 0.5 * float(da @ da + db @ db) - 0.5 * np.log(2 * np.pi) * (len(a) + len(b))
+        g = p - expit(x)
+        grad_a = np.bincount(resp.worker, weights=g * beta, minlength=resp.n_workers) - da
+        grad_b = np.bincount(resp.item, weights=g * x, minlength=resp.n_items) - db
+        return (q if np.isfinite(q) else -np.inf), np.concatenate([grad_a, grad_b])
+
+    def _cg_step(self, a: np.ndarray, b: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """crowd-kit's M-step: scipy's conjugate gradient on −Q over (α, b) jointly, ≤ 25 steps, tol 1e-2."""
+        from scipy.optimize import minimize  # lazy: scipy.optimize costs 0.2 s of start-up
+
+        n = len(a)
+
+        def neg_q(v: np.ndarray) -> tuple[float, np.ndarray]:
+            q, grad = self.expected_q(p, v[:n], v[n:])
+            return -q, -grad
+
+        res = minimize(neg_q, np.concatenate([a, b]), jac=True, method="CG", tol=1e-2, options={"maxiter": 25})
+        return res.x[:n].copy(), res.x[n:].copy()
 
     def _block_q(self, a: np.ndarray, b: np.ndarray, p: np.ndarray, ability: bool) -> np.ndarray:
         """Q split by annotator (``ability``) or by item: Σ_r of the block's responses plus its Gaussian prior."""
@@ -172,6 +205,45 @@ class GladModel:
         return GladState(state.ability, state.log_beta, state.class_prior[source])
 
 
+@dataclass
+class CrowdkitStop:
+    """crowd-kit 1.4.2's GLAD loop as an EM stopping rule (``EMSettings.rule``; ``GLAD.fit`` in crowdkit's
+    ``aggregation/classification/glad.py``).  After the M-step of iteration t it computes ``Q_t = Q(θ_{t+1}; q_t)
+    / (N·K)`` (:meth:`GladModel.expected_q` at the new parameters with the posteriors that M-step used, per
+    response × class cell) and stops at the first t with ``Q_t − Q_{t−1} < tol`` — including when ``Q`` fell.
+    ``Q_0`` is the start's *total* ``Q(θ_0; q_0)`` (not per cell, as crowd-kit), so iteration 1 never stops;
+    after ``n_iter`` iterations it stops anyway.  ``history`` keeps ``Q_1, Q_2, …`` (crowd-kit's
+    ``loss_history_``).  ``Q(θ_{t+1}; q_t)`` is not monotone under EM, so a fall is reported as not converged."""
+
+    model: GladModel
+    tol: float = 1e-5
+    n_iter: int = 100
+    history: list[float] | None = None
+
+    def __call__(self, estep: EStep, before: GladState, after: GladState) -> RuleStop | None:
+        resp, post = self.model.resp, estep.posterior
+        p = post[resp.item, resp.label]
+        if self.history is None:
+            self.history = []
+            last = self.model.expected_q(p, before.ability, before.log_beta)[0]
+        else:
+            last = self.history[-1]
+        q = float(self.model.expected_q(p, after.ability, after.log_beta)[0] / (resp.n_responses * resp.n_classes))
+        self.history.append(q)
+        t = len(self.history)
+        if q - last < self.tol:
+            if q < last:
+                return RuleStop(
+                    f"stopped by crowd-kit's rule at iteration {t}: Q/(N·K) fell from {last:.6f} to {q:.6f} "
+                    "(not converged: this Q is not monotone under EM)",
+                    False,
+                )
+            return RuleStop(f"crowd-kit's rule at iteration {t}: Q/(N·K) rose by less than tol = {self.tol:g}", True)
+        if t >= self.n_iter:
+            return RuleStop(f"stopped after crowd-kit's {self.n_iter} iterations, Q/(N·K) still rising", False)
+        return None
+
+
 @register(
     "glad",
     title="GLAD (annotator ability × item difficulty)",
@@ -187,7 +259,8 @@ class GLAD(Aggregator):
     one-coin matrix at annotator j's mean accuracy σ(α_j β_i) over the items they labelled (for plots and
     held-out scoring; :meth:`response_log_likelihood` uses the item-specific difficulty).  With
     ``estimate_priors`` a collapsed class prior (some class below a quarter of its majority-vote share) is refitted
-    with equal priors and warned about.  Gold labels are clamped.
+    with equal priors and warned about.  Gold labels are clamped.  ``stop="crowdkit"`` reproduces crowd-kit's GLAD
+    loop (its labels; a stop on a falling ``Q`` is reported as not converged, with the reason in ``warnings``).
 
     Examples
     --------
@@ -213,13 +286,30 @@ class GLAD(Aggregator):
         "m_step_iter": Int(1, low=1, high=1000, advanced=True, help="Fisher-scoring sweeps (α, then b) per M-step."),
         "tol": Float(1e-6, low=0.0, high=1.0, help="Stop when the relative change of the objective is below tol."),
         "max_iter": Int(200, low=1, high=100_000, help="Maximum EM iterations."),
+        "stop": Choice(
+            "objective",
+            ("objective", "crowdkit"),
+            advanced=True,
+            help="'objective': EM until the MAP objective settles (tol, max_iter). 'crowdkit': drop-in for crowd-kit "
+            "1.4.2's GLAD, its loop exactly (conjugate-gradient M-step, ≤ 25 steps; stop at the first iteration "
+            "where Q/(N·K) does not rise by 1e-5, also when it falls; at most 100 iterations; tol, max_iter and "
+            "m_step_iter unused): its labels, often an early iterate; a stop on a falling Q is reported as not "
+            "converged.",
+        ),
     }
 
     def _fit(self, responses: Responses, *, gold: Gold | None, graph: Any, context: Any) -> Fit:
         if responses.n_classes < 2:
             raise UserInputError("GLAD needs at least 2 labels in the responses.")
         settings = EMSettings(tol=float(self.tol), max_iter=int(self.max_iter), name="GLAD EM")
-        run = self._run(responses, gold, settings, bool(self.estimate_priors))
+        if self.stop == "crowdkit":
+            if self.estimate_priors:
+                raise UserInputError(
+                    "glad: stop='crowdkit' keeps crowd-kit's fixed equal class priors; set estimate_priors=False."
+                )
+            run = self._run(responses, gold, settings, False)
+        else:
+            run = self._run(responses, gold, settings, bool(self.estimate_priors))
         if self.estimate_priors and prior_collapsed(run.state.class_prior, responses, gold, COLLAPSE_RATIO):
             warnings.warn(
                 collapse_message("glad", run.state.class_prior, responses.classes), AggregationWarning, stacklevel=2
@@ -240,6 +330,7 @@ class GLAD(Aggregator):
             log_likelihood=run.log_likelihood,
             n_iter=run.n_iter,
             converged=run.converged,
+            warnings=[run.stop_reason] if run.stop_reason and not run.converged else [],
             annotator_columns=(
                 AnnotatorColumn(
                     "ability", "ability", st.ability, "GLAD ability α: 0 = guessing, negative = adversarial."
@@ -258,6 +349,8 @@ class GLAD(Aggregator):
         model = GladModel(
             responses, float(self.ability_prior), float(self.log_beta_prior), estimate, int(self.m_step_iter), gold
         )
+        if self.stop == "crowdkit":
+            return crowdkit_run(model)[0]
         return run_em(model, model.start(), settings)
 
     def response_log_likelihood(self, responses: Responses) -> np.ndarray:
@@ -270,3 +363,11 @@ class GLAD(Aggregator):
         out = np.repeat(log_w[:, None], responses.n_classes, axis=1)
         out[np.arange(responses.n_responses), responses.label] = log_c
         return out
+
+
+def crowdkit_run(model: GladModel, tol: float = 1e-5, n_iter: int = 100) -> tuple[EMRun[GladState], CrowdkitStop]:
+    """``model`` fitted by crowd-kit 1.4.2's GLAD loop (its defaults ``tol``, ``n_iter``; CG M-step, start at the
+    prior means): the EM run and the rule (its ``history`` = crowd-kit's ``loss_history_``)."""
+    model.m_step_solver, rule = "cg", CrowdkitStop(model, tol, n_iter)
+    settings = EMSettings(max_iter=n_iter + 1, name="GLAD EM (crowd-kit's loop)", rule=rule)
+    return run_em(model, model.start(), settings), rule

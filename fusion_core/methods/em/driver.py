@@ -9,6 +9,9 @@ A model supplies two steps (protocol :class:`EMModel`):
 * optionally ``recycle(estep)``: called once the M-step has used ``estep``, so the model may reuse its arrays (the
   last E-step of a run is never recycled).
 
+``EMSettings.rule`` replaces the driver's convergence rule by a model's own (e.g. a peer library's loop, for
+drop-in parity): it is asked after every M-step and may stop the run there, before the next E-step.
+
 The driver owns everything else, the same way for every family: the optional annealing phase
 (:mod:`~fusion_core.methods.em.annealing`), the iteration limit, the convergence rule (relative change of the
 objective ≤ ``tol``·max(1, |objective|)), the objective trace, a :class:`~fusion_core.errors.ConvergenceWarning`
@@ -57,20 +60,37 @@ class EMModel(Protocol[S]):
 
 
 @dataclass(frozen=True)
+class RuleStop:
+    """A run stopped by ``EMSettings.rule``: why (plain words), and whether the rule counts that as converged."""
+
+    reason: str
+    converged: bool
+
+
+StopRule = Callable[[EStep, Any, Any], RuleStop | None]
+"""``rule(estep, before, after)``, asked after each M-step with the E-step it used and the parameters before and
+after it: ``None`` to go on, a :class:`RuleStop` to stop there (the run then keeps ``after`` and ``estep``)."""
+
+
+@dataclass(frozen=True)
 class EMSettings:
-    """Stopping rule and options of one EM run.  ``name`` is used in progress reports and warnings."""
+    """Stopping rule and options of one EM run.  ``name`` is used in progress reports and warnings.  With a
+    ``rule`` (:data:`StopRule`) the driver's own convergence rule is off and a run that reaches ``max_iter`` is not
+    warned about (the rule reports its own stops)."""
 
     tol: float = 1e-7
     max_iter: int = 500
     anneal: AnnealSchedule | None = None
     name: str = "EM"
     warn: bool = True
+    rule: StopRule | None = None
 
 
 @dataclass
 class EMRun(Generic[S]):
     """One finished EM run: final parameters, the T = 1 E-step under them, the objective trace (one entry per
-    E-step), iterations, whether the convergence rule was met, and the annealing phase if any."""
+    E-step), iterations, whether the convergence rule was met, and the annealing phase if any.  After a stop by
+    ``EMSettings.rule``: the last M-step's parameters, the E-step that M-step used, and the rule's ``stop_reason``."""
 
     state: S
     estep: EStep
@@ -79,6 +99,7 @@ class EMRun(Generic[S]):
     converged: bool
     annealing: AnnealingTrace | None = None
     label: str = ""
+    stop_reason: str = ""
 
     @property
     def posterior(self) -> np.ndarray:
@@ -114,19 +135,23 @@ def run_em(model: EMModel[S], state0: S, settings: EMSettings) -> EMRun[S]:
     done = False
     listening = progress.listening()
     recycle = getattr(model, "recycle", None)  # optional: the model may reuse a finished E-step's buffers
+    rule = settings.rule
     while it < max_iter:
         it += 1
-        state = model.m_step(e.stats)
+        new = model.m_step(e.stats)
+        if rule is not None and (stop := rule(e, state, new)) is not None:
+            return EMRun(new, e, trace, it - 1, stop.converged, annealing=ann, stop_reason=stop.reason)
+        state = new
         if recycle is not None:
             recycle(e)
         e = model.e_step(state)
         trace.append(float(e.log_likelihood))
         if listening:
             progress.report(settings.name, it / max_iter, iteration=it, log_likelihood=trace[-1])
-        if converged(trace, settings.tol):
+        if rule is None and converged(trace, settings.tol):
             done = True
             break
-    if not done:
+    if not done and rule is None:
         _warn_unconverged(settings, trace)
     return EMRun(state=state, estep=e, log_likelihood=trace, n_iter=it, converged=done, annealing=ann)
 
