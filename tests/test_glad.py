@@ -155,6 +155,7 @@ def test_crowdkit_stop_is_its_rule_on_a_falling_q():
         create("glad", stop="crowdkit", estimate_priors=True).fit(sim.responses)
 
 
+@pytest.mark.slow  # imports crowd-kit (1.4 s) and fits twice
 def test_crowdkit_stop_matches_crowdkits_glad():
     """The drop-in gives crowd-kit's labels, iterations and loss history (its Q/(N·K) trace) on a small simulated
     crowd whose Q falls at iteration 2."""
