@@ -5,18 +5,14 @@ copies too; slow: many seeds of both."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
+from test_dependence import _ensemble_range
 from test_difficulty import _fit
 
-from fusion_core.data.responses import Responses
 from fusion_core.diagnostics.audit.copy_block import grow_block
 from fusion_core.diagnostics.audit.difficulty import difficulty_mixture
-from fusion_core.diagnostics.audit.safety import label_safety
 from fusion_core.diagnostics.audit.words import accuracy_words
-from fusion_core.methods import create
 from fusion_core.simulate.dawid_skene import dawid_skene
 from fusion_core.simulate.weak import classifier_ensemble
 
@@ -34,15 +30,7 @@ def test_grow_block_by_hand():
 
 
 def _majority_range(seed: int, n_items: int):
-    sim = classifier_ensemble(n_items=n_items, n_classes=3, n_members=8, seed=seed)
-    resp = Responses.from_frame(sim.responses)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fit = create("ds").fit(resp).result_
-    label = np.asarray(fit.label_codes)
-    s = label_safety(resp, fit, label, create("mv").fit(resp).result_.label_codes)
-    true_acc = float((resp.classes.take(label).to_numpy() == sim.truth.reindex(resp.items).to_numpy()).mean())
-    return s, true_acc
+    return _ensemble_range(seed, n_items, n_classes=3, n_members=8)
 
 
 def test_copies_that_are_most_of_the_crowd_are_counted_once():

@@ -95,8 +95,10 @@ def _without_dependence(d):
     return replace(d, dependence=None)
 
 
-def _ensemble_range(seed: int, n_items: int):
-    sim = classifier_ensemble(n_items=n_items, seed=seed)
+def _ensemble_range(seed: int, n_items: int, **shape):
+    """The label safety of a DS fit on a simulated classifier ensemble (``shape``: its parameters), and the
+    labels' true accuracy."""
+    sim = classifier_ensemble(n_items=n_items, seed=seed, **shape)
     resp = Responses.from_frame(sim.responses)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
