@@ -29,7 +29,7 @@ so its labels, reported as stopped by that rule (not converged) when ``Q`` fell.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -105,9 +105,10 @@ class GladModel:
         a, b = prev.ability.copy(), prev.log_beta.copy()
         if self.m_step_solver == "cg":
             a, b = self._cg_step(a, b, p)
-        for _ in range(self.m_step_iter if self.m_step_solver == "scoring" else 0):
-            a = self._scoring_step(a, b, p, ability=True)
-            b = self._scoring_step(a, b, p, ability=False)
+        else:
+            for _ in range(self.m_step_iter):
+                a = self._scoring_step(a, b, p, ability=True)
+                b = self._scoring_step(a, b, p, ability=False)
         if self.estimate_priors:
             prior = post.sum(axis=0) + 1e-12
             prior /= prior.sum()
@@ -302,14 +303,11 @@ class GLAD(Aggregator):
         if responses.n_classes < 2:
             raise UserInputError("GLAD needs at least 2 labels in the responses.")
         settings = EMSettings(tol=float(self.tol), max_iter=int(self.max_iter), name="GLAD EM")
-        if self.stop == "crowdkit":
-            if self.estimate_priors:
-                raise UserInputError(
-                    "glad: stop='crowdkit' keeps crowd-kit's fixed equal class priors; set estimate_priors=False."
-                )
-            run = self._run(responses, gold, settings, False)
-        else:
-            run = self._run(responses, gold, settings, bool(self.estimate_priors))
+        if self.stop == "crowdkit" and self.estimate_priors:
+            raise UserInputError(
+                "glad: stop='crowdkit' keeps crowd-kit's fixed equal class priors; set estimate_priors=False."
+            )
+        run = self._run(responses, gold, settings, bool(self.estimate_priors))
         if self.estimate_priors and prior_collapsed(run.state.class_prior, responses, gold, COLLAPSE_RATIO):
             warnings.warn(
                 collapse_message("glad", run.state.class_prior, responses.classes), AggregationWarning, stacklevel=2
@@ -368,6 +366,7 @@ class GLAD(Aggregator):
 def crowdkit_run(model: GladModel, tol: float = 1e-5, n_iter: int = 100) -> tuple[EMRun[GladState], CrowdkitStop]:
     """``model`` fitted by crowd-kit 1.4.2's GLAD loop (its defaults ``tol``, ``n_iter``; CG M-step, start at the
     prior means): the EM run and the rule (its ``history`` = crowd-kit's ``loss_history_``)."""
-    model.m_step_solver, rule = "cg", CrowdkitStop(model, tol, n_iter)
+    model = replace(model, m_step_solver="cg")
+    rule = CrowdkitStop(model, tol, n_iter)
     settings = EMSettings(max_iter=n_iter + 1, name="GLAD EM (crowd-kit's loop)", rule=rule)
     return run_em(model, model.start(), settings), rule
