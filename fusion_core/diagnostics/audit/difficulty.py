@@ -300,13 +300,14 @@ def difficulty_mixture(
         _, post, _, its, done = _em(_Model(resp, K, False, item, n, weight=weight), theta)
         return post[:, :, 0], its, done
 
-    pairs = pair_agreement(resp, item, n, id_hashes(resp.items)[idx])
+    order_key = id_hashes(resp.items)[idx]  # the pairs' reading order (row-order invariant)
+    pairs = pair_agreement(resp, item, n, order_key)
     dependence = dependence_check(
         resp,
         item,
         n,
         label=lab,
-        order_key=id_hashes(resp.items)[idx],
+        order_key=order_key,
         one_type_accuracy=float(q1[j, lab].mean()),
         refit=refit,
         pairs=pairs,
