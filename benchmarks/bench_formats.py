@@ -16,9 +16,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import CHILD_RSS, make_parser
+from _common import CHILD_RSS, ROOT, make_parser
 
-ROOT = Path(__file__).resolve().parents[1]
 CHILD = (
     CHILD_RSS
     + r"""

@@ -23,9 +23,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _common import CHILD_RSS, make_parser
-
-ROOT = Path(__file__).resolve().parents[1]
+from _common import CHILD_RSS, ROOT, make_parser
 
 CHILD = (
     CHILD_RSS

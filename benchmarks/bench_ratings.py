@@ -15,7 +15,6 @@ Run: python benchmarks/bench_ratings.py [--seeds 5] [--replicates 200] [--quick]
 
 from __future__ import annotations
 
-import itertools
 import sys
 import time
 import warnings
@@ -25,6 +24,7 @@ import pandas as pd
 from _common import DATASETS, ROOT, make_parser
 
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the reference checks and the coverage study are tests/test_reliability.py's
 
 from fusion_core.data.numeric import NumericResponses
 from fusion_core.data.responses import Responses
@@ -98,17 +98,6 @@ def numeric_section(seeds: int) -> None:
         print(pd.DataFrame(rows).mean().round(4).to_string())
 
 
-def _busiest(answers: pd.DataFrame, size: int) -> list:
-    top = answers["worker"].value_counts().index[:12]
-    wide = answers[answers["worker"].isin(top)].pivot(index="task", columns="worker", values="label")
-
-    def shared(group):
-        block = wide[list(group)].dropna()
-        return len(block) * bool(block.nunique().min() > 1)
-
-    return list(max(itertools.combinations(top, size), key=shared))
-
-
 def reference_section() -> None:
     print("\n== 3. Agreement statistics vs reference implementations (largest |difference| over the datasets)")
     try:
@@ -118,14 +107,15 @@ def reference_section() -> None:
     except ImportError as exc:
         print(f"skipped: {exc.name} is not installed (pip install -e '.[test]')")
         return
+    from test_reliability import busiest, reliability_data
+
     worst: dict[str, float] = {}
     for name in ("relevance", "face", "dog", "bluebirds", "rte"):
         if not (DATASETS / name).is_dir():
             continue
         answers = pd.read_csv(DATASETS / name / "answers.csv").drop_duplicates(["task", "worker"], keep="last")
         resp = Responses.from_frame(answers)
-        codes = resp.dense_matrix()
-        data = np.where(codes >= 0, np.asarray(resp.classes, dtype=float)[np.maximum(codes, 0)], np.nan)
+        data = reliability_data(resp)
         for metric in METRICS:
             diff = abs(
                 kd.alpha(data, level_of_measurement=metric) - krippendorff(resp, metric=metric, n_bootstrap=0).value
@@ -133,11 +123,11 @@ def reference_section() -> None:
             worst[f"alpha {metric}"] = max(worst.get(f"alpha {metric}", 0.0), diff)
         if name in ("bluebirds", "rte"):
             continue
-        a, b = pair_ratings(resp, *_busiest(answers, 2))
+        a, b = pair_ratings(resp, *busiest(answers, 2))
         for w in (None, "linear", "quadratic"):
             diff = abs(cohen_kappa_score(a, b, weights=w) - weighted_kappa(a, b, weights=w, n_bootstrap=0).value)
             worst[f"kappa {w or 'unweighted'}"] = max(worst.get(f"kappa {w or 'unweighted'}", 0.0), diff)
-        raters = _busiest(answers, 3)
+        raters = busiest(answers, 3)
         block = answers[answers["worker"].isin(raters)].pivot(index="task", columns="worker", values="label").dropna()
         long = block.reset_index().melt(id_vars="task", var_name="worker", value_name="value")
         with warnings.catch_warnings():
@@ -152,7 +142,6 @@ def reference_section() -> None:
 
 
 def coverage_section(replicates: int) -> None:
-    sys.path.insert(0, str(ROOT / "tests"))  # the coverage study is shared with tests/test_reliability.py
     from test_reliability import COVERAGE_CASES, coverage
 
     print(f"\n== 4. Coverage of 95 % bootstrap intervals ({replicates} replicates of 200 items, 1,000 resamples each)")

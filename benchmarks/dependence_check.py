@@ -32,15 +32,9 @@ import numpy as np
 import pandas as pd
 from _common import load, make_parser
 
-from fusion_core.diagnostics.predictive import (
-    crowd_confusion,
-    expected_counts,
-    held_out_strength,
-    item_log_joint,
-    model_confusion,
-)
+from fusion_core.diagnostics.predictive import crowd_confusion, held_out_strength, item_log_joint, model_confusion
+from fusion_core.diagnostics.refit_gain import cross_fitted
 from fusion_core.methods import create
-from fusion_core.methods.numerics import normalize_rows
 from fusion_core.simulate import dawid_skene
 
 #: pairs of responses per item scored at most (the next ``MAX_OFFSET`` responses of each, in a random order):
@@ -120,11 +114,11 @@ def excess_agreement(
     den = np.zeros(n)
     obs_sum = pred_sum = 0.0
     n_pairs = 0
-    for f in (True, False):
-        fit_r = fold[item] != f
-        counts = expected_counts(item[fit_r], worker[fit_r], label[fit_r], posterior, n_workers=n_workers)
-        conf = confusion if own else normalize_rows(counts + strength * towards[None])
-        it, wk, lb = item[~fit_r], worker[~fit_r], label[~fit_r]
+    for held, shrunk in cross_fitted(
+        item, worker, label, posterior, fold, towards=towards, strength=strength, n_workers=n_workers
+    ):
+        conf = confusion if own else shrunk
+        it, wk, lb = item[held], worker[held], label[held]
         lg, tot = item_log_joint(it, wk, lb, conf, prior, n_items=n)
         a, b = _pairs(it, rng, max_offset)
         step = max(1, CHUNK_ELEMENTS // (k * k))

@@ -1,9 +1,13 @@
-"""Shared test fixtures: the real datasets in ../shared (tests skip cleanly without them)."""
+"""Shared test fixtures: the real datasets in ../shared (tests skip cleanly without them), and the check of a
+fit on random data (:func:`fit_or_explain`)."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -27,8 +31,27 @@ def load_dataset(name: str) -> tuple[pd.DataFrame, pd.Series]:
     return answers, truth
 
 
+def fit_or_explain(
+    df: pd.DataFrame, method: str, *, params: dict[str, Any] | None = None, ignore: type[Warning] = Warning, **fit: Any
+) -> Any:
+    """``method`` (with ``params``) fitted on random ``df`` (``fit``: the fit's other inputs; ``ignore``: warnings
+    silenced) with finite posteriors summing to 1 per item, or None when it refuses the data with a
+    :class:`UserInputError` — only for the documented reasons, one label or one annotator."""
+    from fusion_core.errors import UserInputError
+    from fusion_core.methods import create
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ignore)
+            est = create(method, **(params or {})).fit(df, **fit)
+    except UserInputError:
+        assert df["label"].nunique() < 2 or df["worker"].nunique() < 2
+        return None
+    p = est.probas_.to_numpy()
+    assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1)
+    return est
+
+
 @pytest.fixture
 def rng():
-    import numpy as np
-
     return np.random.default_rng(12345)

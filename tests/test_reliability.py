@@ -29,7 +29,7 @@ def _real(name: str) -> tuple[pd.DataFrame, Responses]:
     return answers, Responses.from_frame(answers)
 
 
-def _reliability_data(resp: Responses) -> np.ndarray:
+def reliability_data(resp: Responses) -> np.ndarray:
     """coders × units matrix of label values with NaN where missing (the krippendorff package's layout)."""
     codes = resp.dense_matrix()
     values = np.asarray(resp.classes, dtype=float)
@@ -42,14 +42,14 @@ def test_alpha_equals_the_krippendorff_package_on_real_data(name):
     kd = pytest.importorskip("krippendorff")
     answers, resp = _real(name)
     numeric = NumericResponses.from_frame(answers, value="label")
-    data = _reliability_data(resp)
+    data = reliability_data(resp)
     for metric in METRICS:
         ref = kd.alpha(reliability_data=data, level_of_measurement=metric)
         assert krippendorff(resp, metric=metric, n_bootstrap=0).value == pytest.approx(ref, abs=TOL)
         assert krippendorff(numeric, metric=metric, n_bootstrap=0).value == pytest.approx(ref, abs=TOL)
 
 
-def _busiest(answers: pd.DataFrame, size: int) -> list:
+def busiest(answers: pd.DataFrame, size: int) -> list:
     """The ``size`` annotators (among the 12 most active) sharing the most items, each with more than one label."""
     top = answers["worker"].value_counts().index[:12]
     wide = answers[answers["worker"].isin(top)].pivot(index="task", columns="worker", values="label")
@@ -66,7 +66,7 @@ def test_weighted_kappa_equals_scikit_learn_on_real_data(name):
     from sklearn.metrics import cohen_kappa_score
 
     answers, resp = _real(name)
-    a, b = pair_ratings(resp, *_busiest(answers, 2))
+    a, b = pair_ratings(resp, *busiest(answers, 2))
     assert len(a) > 100 and a.index.equals(b.index)
     for weights in reliability.KAPPA_WEIGHTS:
         ref = cohen_kappa_score(a, b, weights=weights)
@@ -77,7 +77,7 @@ def test_weighted_kappa_equals_scikit_learn_on_real_data(name):
 def test_icc_equals_pingouin_on_real_data(name):
     pg = pytest.importorskip("pingouin")
     answers, _ = _real(name)
-    raters = _busiest(answers, 3)
+    raters = busiest(answers, 3)
     numeric = NumericResponses.from_frame(answers, value="label")
     block = answers[answers["worker"].isin(raters)].pivot(index="task", columns="worker", values="label").dropna()
     long = block.reset_index().melt(id_vars="task", var_name="worker", value_name="value")

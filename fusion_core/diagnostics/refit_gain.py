@@ -49,7 +49,7 @@ under :data:`WORK` — plus one fit of the method when ``refit`` is given (0.04�
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -145,6 +145,26 @@ def _changes(
     return observed, predicted
 
 
+def cross_fitted(
+    item: np.ndarray,
+    worker: np.ndarray,
+    label: np.ndarray,
+    posterior: np.ndarray,
+    fold: np.ndarray,
+    *,
+    towards: np.ndarray,
+    strength: float,
+    n_workers: int,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per fold of items (``fold`` True, then False): the mask of its responses and the matrices they are scored
+    by, one M-step from the fit's ``posterior`` on the *other* fold's responses (expected counts), shrunk towards
+    ``towards`` with ``strength`` pseudo-responses per row as the plan's: ``(counts + s·towards) / (rows + s)``."""
+    for f in (True, False):
+        fit_r = fold[item] != f
+        counts = expected_counts(item[fit_r], worker[fit_r], label[fit_r], posterior, n_workers=n_workers)
+        yield ~fit_r, normalize_rows(counts + strength * towards[None])
+
+
 def change_ratio(
     item: np.ndarray,
     worker: np.ndarray,
@@ -166,11 +186,10 @@ def change_ratio(
     n = posterior.shape[0]
     fold = np.less(np.random.default_rng(seed).random(n), 0.5)
     observed = predicted = 0.0
-    for f in (True, False):
-        fit_r = fold[item] != f
-        counts = expected_counts(item[fit_r], worker[fit_r], label[fit_r], posterior, n_workers=n_workers)
-        conf = normalize_rows(counts + strength * towards[None])  # = (counts + s·towards) / (rows + s)
-        o, p = _changes(item[~fit_r], worker[~fit_r], label[~fit_r], conf, prior, n_items=n)
+    for held, conf in cross_fitted(
+        item, worker, label, posterior, fold, towards=towards, strength=strength, n_workers=n_workers
+    ):
+        o, p = _changes(item[held], worker[held], label[held], conf, prior, n_items=n)
         observed += o
         predicted += p
     return observed / predicted if predicted > 0 else 1.0

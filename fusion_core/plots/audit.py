@@ -6,6 +6,7 @@ audit's findings name (:func:`fusion_core.diagnostics.audit.findings`)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from fusion_core.diagnostics.audit import VERDICTS, AuditResult
@@ -26,23 +27,32 @@ VERDICT_COLORS = {
 }
 
 
-def verdict_counts(audit: AuditResult) -> go.Figure:
-    """Annotators per verdict (horizontal bars, worst on top)."""
-    counts = audit.annotators.counts()
+def _count_bars(
+    counts: pd.Series, colors: list[str], *, category: str, unit: str, title: str, height: int
+) -> go.Figure:
+    """``counts`` (``unit`` per ``category``) as horizontal bars in their order, the first on top."""
     fig = go.Figure(
         go.Bar(
             y=list(counts.index),
             x=counts.to_numpy(),
             orientation="h",
-            marker_color=[VERDICT_COLORS[v] for v in counts.index],
+            marker_color=colors,
             text=counts.to_numpy(),
             textposition="auto",
-            hovertemplate="%{y}: %{x} annotators<extra></extra>",
+            hovertemplate=f"%{{y}}: %{{x}} {unit}<extra></extra>",
         )
     )
-    fig.update_yaxes(title_text="verdict", autorange="reversed", automargin=True)
-    fig.update_xaxes(title_text="annotators", rangemode="tozero")
-    return base_layout(fig, f"Verdicts for {audit.n_workers:,} annotators", height=330)
+    fig.update_yaxes(title_text=category, autorange="reversed", automargin=True)
+    fig.update_xaxes(title_text=unit, rangemode="tozero")
+    return base_layout(fig, title, height=height)
+
+
+def verdict_counts(audit: AuditResult) -> go.Figure:
+    """Annotators per verdict (horizontal bars, worst on top)."""
+    counts = audit.annotators.counts()
+    colors = [VERDICT_COLORS[v] for v in counts.index]
+    title = f"Verdicts for {audit.n_workers:,} annotators"
+    return _count_bars(counts, colors, category="verdict", unit="annotators", title=title, height=330)
 
 
 def skill_evidence(audit: AuditResult) -> go.Figure:
@@ -124,20 +134,8 @@ def label_confidence(audit: AuditResult, bins: int = 40) -> go.Figure:
 def review_reasons(audit: AuditResult) -> go.Figure:
     """Items to look at again, per reason (an item may have several) and in total."""
     c = audit.review.counts()
-    fig = go.Figure(
-        go.Bar(
-            y=list(c.index),
-            x=c.to_numpy(),
-            orientation="h",
-            marker_color=[color_for(1)] * (len(c) - 1) + [color_for(3)],
-            text=c.to_numpy(),
-            textposition="auto",
-            hovertemplate="%{y}: %{x} items<extra></extra>",
-        )
-    )
-    fig.update_yaxes(title_text="reason", autorange="reversed", automargin=True)
-    fig.update_xaxes(title_text="items", rangemode="tozero")
-    return base_layout(fig, "Items that need another look", height=300)
+    colors = [color_for(1)] * (len(c) - 1) + [color_for(3)]
+    return _count_bars(c, colors, category="reason", unit="items", title="Items that need another look", height=300)
 
 
 def agreement_intervals(audit: AuditResult) -> go.Figure:

@@ -29,6 +29,7 @@ from fusion_core.diagnostics.cartels.kernels import (
     pair_sums_packed,
     residual_symmetric,
 )
+from fusion_core.diagnostics.cartels.statistic import method_a_weights
 from fusion_core.methods.numerics import jit_enabled, stable_argsort
 
 
@@ -222,12 +223,7 @@ class PairPattern:
         base = 1 - muc**2
         sigma2 = base[:, a] * base[:, b] / (Np - 1)
         qz = np.where(valid, q, 0.0)
-        if weights == "delta":
-            W = np.where(valid & (qz != 0), qz**2 / sigma2, 0.0)
-        else:
-            W = (valid & (qz != 0)).astype(float)
-        with np.errstate(divide="ignore"):
-            Y = np.where(W > 0, np.log(np.abs(qz) + (W == 0)), 0.0)
+        W, Y = method_a_weights(qz, valid, sigma2, weights)  # σ̂² finite: candidate pairs share ≥ 2 items
         rep = np.arange(nb)[:, None] * m
         ia, ib = (rep + a).ravel(), (rep + b).ravel()
         sum_w = np.bincount(ia, W.ravel(), nb * m) + np.bincount(ib, W.ravel(), nb * m)

@@ -57,17 +57,27 @@ def batch_moments(N: np.ndarray, S1: np.ndarray, S12: np.ndarray, n_min: int) ->
     return BatchMoments(qz=np.where(valid, q, 0.0), valid=valid, sigma2=sigma2, base=base)
 
 
+def method_a_weights(
+    qz: np.ndarray, valid: np.ndarray, sigma2: np.ndarray, weights: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Method A's weights and targets (§3.3) on any layout of pairs: ``W`` = q̂²/σ̂² (``weights`` "delta"; else 1)
+    on the valid pairs with q̂ ≠ 0, 0 elsewhere, and ``Y`` = log|q̂| where ``W`` > 0, 0 elsewhere; ``sigma2``
+    finite on the valid pairs."""
+    if weights == "delta":
+        W = np.where(valid & (qz != 0), qz**2 / sigma2, 0.0)
+    else:
+        W = (valid & (qz != 0)).astype(float)
+    with np.errstate(divide="ignore"):
+        Y = np.where(W > 0, np.log(np.abs(qz) + (W == 0)), 0.0)
+    return W, Y
+
+
 def batch_diagonal(bm: BatchMoments, weights: str) -> np.ndarray:
     """Method A per replicate (§3.3): the completed diagonal r = min(e^{2t}, 1 − μ̂²), nb × m; isolated annotators
     get t = 0 (the min-norm value)."""
     qz, valid = bm.qz, bm.valid
     m = qz.shape[1]
-    if weights == "delta":
-        W = np.where(valid & (qz != 0), qz**2 / np.where(valid, bm.sigma2, 1.0), 0.0)
-    else:
-        W = (valid & (qz != 0)).astype(float)
-    with np.errstate(divide="ignore"):
-        Y = np.where(W > 0, np.log(np.abs(qz) + (W == 0)), 0.0)
+    W, Y = method_a_weights(qz, valid, np.where(valid, bm.sigma2, 1.0), weights)
     deg = W.sum(axis=2)
     A = W.copy()
     A[:, np.arange(m), np.arange(m)] += np.where(deg > 0, deg, 1.0)
