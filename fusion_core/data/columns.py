@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,36 @@ class Coded:
         new = np.full(len(self.values), -1, dtype=np.int64)
         new[np.flatnonzero(used)[order]] = np.arange(len(kept))
         return Coded(new[self.codes], kept.take(order))
+
+
+class CodedSizes:
+    """Sizes of responses coded as ``item``/``worker`` codes into ``items``/``workers``: shared by the response
+    models (:class:`~fusion_core.data.responses.Responses`, numeric and multi-label responses)."""
+
+    item: np.ndarray
+    worker: np.ndarray
+    items: pd.Index
+    workers: pd.Index
+
+    @property
+    def n_items(self) -> int:
+        return len(self.items)
+
+    @property
+    def n_workers(self) -> int:
+        return len(self.workers)
+
+    @property
+    def n_responses(self) -> int:
+        return int(self.item.shape[0])
+
+    @cached_property
+    def responses_per_item(self) -> np.ndarray:
+        return np.bincount(self.item, minlength=self.n_items)
+
+    @cached_property
+    def responses_per_worker(self) -> np.ndarray:
+        return np.bincount(self.worker, minlength=self.n_workers)
 
 
 def _is_text_index(values: pd.Index) -> bool:
