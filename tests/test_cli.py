@@ -51,48 +51,15 @@ def test_column_options_and_bad_input_exit_codes(tmp_path, capsys):
     pd.DataFrame({"item": [1, 1, 2, 2], "who": ["a", "b", "a", "b"], "ans": [0, 1, 1, 1]}).to_csv(src, index=False)
     assert main(["fit", str(src), "--out", str(tmp_path / "o")]) == 2
     assert "no column looks like the worker column; the file has 'item', 'who', 'ans'" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "fit",
-                str(src),
-                "--task-col",
-                "item",
-                "--worker-col",
-                "who",
-                "--label-col",
-                "ans",
-                "--out",
-                str(tmp_path / "o"),
-            ]
-        )
-        == 0
-    )
+    mapped = ["fit", str(src), "--task-col", "item", "--worker-col", "who", "--label-col", "ans"]
+    assert main([*mapped, "--out", str(tmp_path / "o")]) == 0
     assert main(["fit", str(src), "--method", "nope", "--out", str(tmp_path / "o")]) == 2
     assert "unknown method" in capsys.readouterr().err
     empty = tmp_path / "e.csv"
     empty.write_bytes(b"")
     assert main(["fit", str(empty), "--out", str(tmp_path / "o")]) == 2
     assert "empty" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "fit",
-                str(src),
-                "--task-col",
-                "item",
-                "--worker-col",
-                "who",
-                "--label-col",
-                "ans",
-                "--param",
-                "max_iter=abc",
-                "--out",
-                str(tmp_path / "o"),
-            ]
-        )
-        == 2
-    )
+    assert main([*mapped, "--param", "max_iter=abc", "--out", str(tmp_path / "o")]) == 2
     assert "'max_iter' must be a whole number" in capsys.readouterr().err
 
 

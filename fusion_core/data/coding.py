@@ -22,6 +22,7 @@ from fusion_core.data.columns import (
     _kind,
     check_columns,
     confidence_values,
+    long_roles,
     role_codes,
     row_numbers,
 )
@@ -36,7 +37,7 @@ from fusion_core.data.text import (
     text_values,
 )
 from fusion_core.data.times import TimeColumn, parse_times
-from fusion_core.data.validation import DUPLICATE_POLICIES, ValidationReport
+from fusion_core.data.validation import ValidationReport
 from fusion_core.errors import UserInputError
 
 if TYPE_CHECKING:  # the class is handed in (``into``): responses.py imports this module for its builders
@@ -81,20 +82,18 @@ def code_long(
     """
     if not isinstance(df, pd.DataFrame):
         raise UserInputError(f"expected a table (pandas DataFrame) of responses, got {type(df).__name__}.")
-    if duplicates not in DUPLICATE_POLICIES:
-        raise UserInputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {show_value(duplicates)}.")
-    if sequence is None and position is None and {"sequence", "position"} <= set(df.columns):
-        sequence, position = "sequence", "position"
-    if (sequence is None) != (position is None):
-        raise UserInputError("sequential data needs both a sequence column and a position column.")
-    wanted = {"task": task, "worker": worker, "label": label}
-    if sequence is not None:
-        wanted.update(sequence=sequence, position=str(position))
-    if confidence is not None:
-        wanted["confidence"] = confidence
-    if time is not None:
-        wanted["time"] = time
-    check_columns(wanted, list(df.columns))
+    wanted, sequence, position = long_roles(
+        df.columns,
+        list(df.columns),
+        duplicates=duplicates,
+        task=task,
+        worker=worker,
+        label=label,
+        sequence=sequence,
+        position=position,
+        confidence=confidence,
+        time=time,
+    )
     if df.columns.duplicated().any():
         dup = df.columns[df.columns.duplicated()][0]
         raise UserInputError(f"the table repeats the column name {show_value(dup)}; column names must be unique.")
@@ -138,20 +137,18 @@ def code_table(
     """Code a long-format table read by :mod:`fusion_core.data.readers` into ``into`` (called as
     :meth:`Responses.from_table <fusion_core.data.responses.Responses.from_table>`; its columns are already codes into
     cleaned text values; they are handed over, not copied, and removed from ``table``)."""
-    if duplicates not in DUPLICATE_POLICIES:
-        raise UserInputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {show_value(duplicates)}.")
-    if sequence is None and position is None and {"sequence", "position"} <= set(table.columns):
-        sequence, position = "sequence", "position"
-    if (sequence is None) != (position is None):
-        raise UserInputError("sequential data needs both a sequence column and a position column.")
-    wanted = {"task": task, "worker": worker, "label": label}
-    if sequence is not None:
-        wanted.update(sequence=sequence, position=str(position))
-    if confidence is not None:
-        wanted["confidence"] = confidence
-    if time is not None:
-        wanted["time"] = time
-    check_columns(wanted, table.names)
+    wanted, sequence, position = long_roles(
+        table.columns,
+        table.names,
+        duplicates=duplicates,
+        task=task,
+        worker=worker,
+        label=label,
+        sequence=sequence,
+        position=position,
+        confidence=confidence,
+        time=time,
+    )
     if table.n_rows == 0:
         raise UserInputError(f"{table.name} has a header but no rows.")
     cols = {role: Coded(table.columns[col].codes, table.columns[col].values) for role, col in wanted.items()}

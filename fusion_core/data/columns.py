@@ -8,8 +8,9 @@ booleans stay as they are, and a column mixing types (``3`` and ``"3"``) is mapp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import pyarrow as pa
 
 from fusion_core.data.readers import ReadOptions, clean_text
 from fusion_core.data.text import canonical_scalar, natural_order, show_value, text_values
+from fusion_core.data.validation import DUPLICATE_POLICIES
 from fusion_core.errors import UserInputError
 
 
@@ -41,6 +43,36 @@ class Coded:
         new = np.full(len(self.values), -1, dtype=np.int64)
         new[np.flatnonzero(used)[order]] = np.arange(len(kept))
         return Coded(new[self.codes], kept.take(order))
+
+
+class CodedSizes:
+    """Sizes of responses coded as ``item``/``worker`` codes into ``items``/``workers``: shared by the response
+    models (:class:`~fusion_core.data.responses.Responses`, numeric and multi-label responses)."""
+
+    item: np.ndarray
+    worker: np.ndarray
+    items: pd.Index
+    workers: pd.Index
+
+    @property
+    def n_items(self) -> int:
+        return len(self.items)
+
+    @property
+    def n_workers(self) -> int:
+        return len(self.workers)
+
+    @property
+    def n_responses(self) -> int:
+        return int(self.item.shape[0])
+
+    @cached_property
+    def responses_per_item(self) -> np.ndarray:
+        return np.bincount(self.item, minlength=self.n_items)
+
+    @cached_property
+    def responses_per_worker(self) -> np.ndarray:
+        return np.bincount(self.worker, minlength=self.n_workers)
 
 
 def _is_text_index(values: pd.Index) -> bool:
@@ -147,6 +179,39 @@ def check_columns(wanted: Mapping[str, Any], available: Sequence[Any]) -> None:
         f"missing {listed}{hint}; the table has columns {names}. Map the columns (e.g. --task-col/--worker-col/"
         "--label-col) or rename them."
     )
+
+
+def long_roles(
+    read: Collection[Any],
+    names: Sequence[Any],
+    *,
+    duplicates: str,
+    task: str,
+    worker: str,
+    label: str,
+    sequence: str | None,
+    position: str | None,
+    confidence: str | None,
+    time: str | None,
+) -> tuple[dict[str, str], str | None, str | None]:
+    """The checks of a long table's columns (:mod:`fusion_core.data.coding`): the duplicate policy, sequence/position
+    (by default the columns of those names when both were ``read``; both or neither) and the role columns among
+    ``names``.  Returns the role → column map and the sequence and position columns."""
+    if duplicates not in DUPLICATE_POLICIES:
+        raise UserInputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {show_value(duplicates)}.")
+    if sequence is None and position is None and {"sequence", "position"} <= set(read):
+        sequence, position = "sequence", "position"
+    if (sequence is None) != (position is None):
+        raise UserInputError("sequential data needs both a sequence column and a position column.")
+    wanted = {"task": task, "worker": worker, "label": label}
+    if sequence is not None:
+        wanted.update(sequence=sequence, position=str(position))
+    if confidence is not None:
+        wanted["confidence"] = confidence
+    if time is not None:
+        wanted["time"] = time
+    check_columns(wanted, names)
+    return wanted, sequence, position
 
 
 def row_numbers(positions: np.ndarray, limit: int = 5) -> str:

@@ -88,6 +88,17 @@ def load_responses(
         raise UserInputError("a time column needs the long layout (one row per response); use layout='long'.")
     opts = read_options(na_values, strip_whitespace, max_bytes)
     clean: dict[str, Any] = {}
+    long: dict[str, Any] = {  # the long layout's columns and rules, for a table read here or a DataFrame
+        "task": task,
+        "worker": worker,
+        "label": label,
+        "sequence": sequence,
+        "position": position,
+        "classes": classes,
+        "duplicates": duplicates,
+        "confidence": confidence,
+        "time": time,
+    }
     if isinstance(source, pd.DataFrame):
         df, clean = source, {"na_values": opts.na_values, "strip_whitespace": opts.strip_whitespace}
     else:
@@ -101,35 +112,12 @@ def load_responses(
         assert got.table is not None
         table = got.table
         if layout == "long":
-            return Responses.from_table(
-                table,
-                task=task,
-                worker=worker,
-                label=label,
-                sequence=sequence,
-                position=position,
-                classes=classes,
-                duplicates=duplicates,
-                confidence=confidence,
-                time=time,
-            )
+            return Responses.from_table(table, **long)
         df = table.frame()
     if layout == "wide":
         item_col = task if task in df.columns else df.columns[0]
         return Responses.from_wide(df, task=item_col, classes=classes, **clean)
-    return Responses.from_frame(
-        df,
-        task=task,
-        worker=worker,
-        label=label,
-        sequence=sequence,
-        position=position,
-        classes=classes,
-        duplicates=duplicates,
-        confidence=confidence,
-        time=time,
-        **clean,
-    )
+    return Responses.from_frame(df, **long, **clean)
 
 
 def _frame(

@@ -17,13 +17,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fusion_core.data.columns import CodedSizes
 from fusion_core.errors import AggregationWarning, UserInputError
 
 _PRESENT = {"1": True, "0": False, "true": True, "false": False, "yes": True, "no": False, "1.0": True, "0.0": False}
 
 
 @dataclass
-class MultiLabelResponses:
+class MultiLabelResponses(CodedSizes):
     """Responses r with item/worker codes, bits X (R × C, bool) and observed mask O (None = all observed)."""
 
     item: np.ndarray
@@ -36,20 +37,8 @@ class MultiLabelResponses:
     report: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def n_items(self) -> int:
-        return len(self.items)
-
-    @property
-    def n_workers(self) -> int:
-        return len(self.workers)
-
-    @property
     def n_labels(self) -> int:
         return len(self.labels)
-
-    @property
-    def n_responses(self) -> int:
-        return len(self.item)
 
     def subset(self, mask: np.ndarray) -> MultiLabelResponses:
         """Selected responses with the same item/worker/label coding."""

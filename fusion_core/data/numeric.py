@@ -9,19 +9,18 @@ raises :class:`~fusion_core.errors.UserInputError` naming the rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fusion_core.data.columns import _factorize, _is_missing, row_numbers
+from fusion_core.data.columns import CodedSizes, _factorize, _is_missing, row_numbers
 from fusion_core.data.validation import DUPLICATE_POLICIES, ValidationReport
 from fusion_core.errors import UserInputError
 
 
 @dataclass(frozen=True, eq=False)
-class NumericResponses:
+class NumericResponses(CodedSizes):
     """Integer-coded numeric responses.
 
     Attributes
@@ -46,26 +45,6 @@ class NumericResponses:
     items: pd.Index
     workers: pd.Index
     report: ValidationReport = field(default_factory=ValidationReport)
-
-    @property
-    def n_items(self) -> int:
-        return len(self.items)
-
-    @property
-    def n_workers(self) -> int:
-        return len(self.workers)
-
-    @property
-    def n_responses(self) -> int:
-        return int(self.item.shape[0])
-
-    @cached_property
-    def responses_per_item(self) -> np.ndarray:
-        return np.bincount(self.item, minlength=self.n_items)
-
-    @cached_property
-    def responses_per_worker(self) -> np.ndarray:
-        return np.bincount(self.worker, minlength=self.n_workers)
 
     def matrix(self) -> np.ndarray:
         """``n_items × n_workers`` values with NaN where no response (the last of repeated responses wins)."""

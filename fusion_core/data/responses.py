@@ -19,6 +19,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from fusion_core.data.coding import code_long, code_table, code_wide
+from fusion_core.data.columns import CodedSizes
 from fusion_core.data.readers import EncodedTable
 from fusion_core.data.text import difference_hint, explain_unknown, show_values, text_values
 from fusion_core.data.times import TimeColumn
@@ -29,7 +30,7 @@ DEFAULT_COLUMNS = {"task": "task", "worker": "worker", "label": "label"}
 
 
 @dataclass(frozen=True, eq=False)
-class Responses:
+class Responses(CodedSizes):
     """Integer-coded responses.  ``confusion`` arrays elsewhere use the ``classes`` order of this object.
 
     Attributes
@@ -63,22 +64,10 @@ class Responses:
     weight: np.ndarray | None = None
     time: TimeColumn | None = None
 
-    # ------------------------------------------------------------------ sizes
-    @property
-    def n_items(self) -> int:
-        return len(self.items)
-
-    @property
-    def n_workers(self) -> int:
-        return len(self.workers)
-
+    # ------------------------------------------------------------------ sizes (the rest: CodedSizes)
     @property
     def n_classes(self) -> int:
         return len(self.classes)
-
-    @property
-    def n_responses(self) -> int:
-        return int(self.item.shape[0])
 
     @property
     def has_sequences(self) -> bool:
@@ -114,14 +103,6 @@ class Responses:
             w = np.asarray(self.weight, dtype=float) if w is None else w * self.weight
         flat = np.bincount(self.item * self.n_classes + self.label, weights=w, minlength=self.n_items * self.n_classes)
         return flat.reshape(self.n_items, self.n_classes).astype(float)
-
-    @cached_property
-    def responses_per_item(self) -> np.ndarray:
-        return np.bincount(self.item, minlength=self.n_items)
-
-    @cached_property
-    def responses_per_worker(self) -> np.ndarray:
-        return np.bincount(self.worker, minlength=self.n_workers)
 
     def dense_matrix(self, missing: int = -1) -> np.ndarray:
         """``n_workers × n_items`` label-code matrix with ``missing`` where no response (last duplicate wins)."""
