@@ -118,7 +118,7 @@ class Aggregator(Declared):
         are used by the methods that take them."""
         t0 = time.perf_counter()
         self.validated_params()
-        resp = as_responses(data)
+        resp = self._responses(data)
         self._check_inputs(resp, graph=graph, context=context)
         gold = self._gold(resp, true_labels)
         with warnings.catch_warnings(record=True) as caught, progress.stage(self.method_name or type(self).__name__):
@@ -139,6 +139,10 @@ class Aggregator(Declared):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         self._set_fitted(resp, fit, time.perf_counter() - t0)
         return self
+
+    def _responses(self, data: Responses | pd.DataFrame) -> Responses:
+        """The responses :meth:`fit` works on (``ordinal-em`` puts the labels in level order here)."""
+        return as_responses(data)
 
     def _gold(self, resp: Responses, true_labels: pd.Series | Mapping[Any, Any] | None) -> Gold | None:
         if true_labels is None:
