@@ -461,13 +461,9 @@ class BayesianDawidSkene(Aggregator):
         prior = st.class_prior / st.class_prior.sum()
         own = np.bincount(model.cells.worker, weights=st.counts.sum(axis=0), minlength=responses.n_workers)
         share = st.hyper.sum() / (st.hyper.sum() + own)
-        return Fit(
-            posterior=run.posterior,
+        return run.to_fit(
             confusion=conf,
             class_prior=prior,
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
             annotator_columns=(
                 AnnotatorColumn(
                     "crowd_share",

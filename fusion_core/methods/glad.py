@@ -314,13 +314,9 @@ class GLAD(Aggregator):
         k = responses.n_classes
         conf = np.repeat(((1 - acc) / (k - 1))[:, None, None], k, axis=1).repeat(k, axis=2)
         conf[:, np.arange(k), np.arange(k)] = acc[:, None]
-        return Fit(
-            posterior=run.posterior,
+        return run.to_fit(
             confusion=conf,
             class_prior=st.class_prior,
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
             warnings=[run.stop_reason] if run.stop_reason and not run.converged else [],
             annotator_columns=(
                 AnnotatorColumn(

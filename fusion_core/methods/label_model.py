@@ -204,13 +204,9 @@ class LabellingFunctionModel(Aggregator):
             n = n - counts[:, :, code].sum(axis=1)
         accuracy = np.where(n > 0, correct / np.maximum(n, 1e-300), np.nan)
         coverage = model.presence.sum(axis=0).A1 / max(responses.n_items, 1)
-        return Fit(
-            posterior=run.posterior,
+        return run.to_fit(
             confusion=conf,
             class_prior=st.class_prior,
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
             annotator_columns=(
                 AnnotatorColumn("coverage", "coverage", coverage, "Share of items this source gave a response on."),
                 AnnotatorColumn(

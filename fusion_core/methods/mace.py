@@ -246,13 +246,9 @@ class MACE(Aggregator):
                 )
             )
         k = responses.n_classes
-        return Fit(
-            posterior=run.posterior,
+        return run.to_fit(
             confusion=mace_confusion(1.0 - spam, spam, strat),
             class_prior=np.full(k, 1.0 / k),
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
             annotator_columns=tuple(columns),
             ranking=Ranking.from_score(1.0 - spam, "1 − spamming probability (MACE)"),
             restarts=restarts,

@@ -236,12 +236,4 @@ def fit_em_from(
 
 def ds_fit(run: EMRun[DSState]) -> Fit:
     """The :class:`Fit` of a Dawid–Skene EM run."""
-    return Fit(
-        posterior=run.posterior,
-        confusion=run.state.confusion,
-        class_prior=run.state.class_prior,
-        log_likelihood=run.log_likelihood,
-        n_iter=run.n_iter,
-        converged=run.converged,
-        annealing=run.annealing,
-    )
+    return run.to_fit(confusion=run.state.confusion, class_prior=run.state.class_prior)

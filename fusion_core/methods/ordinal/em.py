@@ -247,13 +247,9 @@ def ordinal_fit(run: EMRun[Any], conf: np.ndarray, estimate_scale: bool) -> Fit:
         rule=VERDICT_RULE,
         estimated=estimate_scale,
     )
-    return Fit(
-        posterior=run.posterior,
+    return run.to_fit(
         confusion=conf,
         class_prior=state.class_prior,
-        log_likelihood=run.log_likelihood,
-        n_iter=run.n_iter,
-        converged=run.converged,
         annotator_columns=columns,
         ranking=Ranking.from_score(-expected_error, "expected error in levels (lower is better)"),
         ordinal=summary,

@@ -295,13 +295,9 @@ class SpectralBase(Aggregator):
         binary = k == 2
         sens = diag[:, pos] if binary else diag
         spec = diag[:, 1 - pos] if binary else np.full((m, k), np.nan)
-        return Fit(
-            posterior=run.posterior,
+        return run.to_fit(
             confusion=conf,
             class_prior=prior,
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
             annotator_columns=binary_columns(sens, spec, resp.classes, pos)
             if binary
             else class_columns(diag, resp.classes),
