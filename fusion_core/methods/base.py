@@ -31,7 +31,7 @@ import pandas as pd
 from fusion_core import progress
 from fusion_core.data.responses import Responses, as_responses, canonical_order
 from fusion_core.errors import AggregationWarning, UserInputError
-from fusion_core.methods.numerics import safe_log
+from fusion_core.methods.numerics import log_normalize, safe_log
 from fusion_core.methods.params import Declared
 from fusion_core.methods.results import Fit, FitResult
 from fusion_core.methods.ties import class_priority
@@ -118,7 +118,7 @@ class Aggregator(Declared):
         are used by the methods that take them."""
         t0 = time.perf_counter()
         self.validated_params()
-        resp = as_responses(data)
+        resp = self._responses(data)
         self._check_inputs(resp, graph=graph, context=context)
         gold = self._gold(resp, true_labels)
         with warnings.catch_warnings(record=True) as caught, progress.stage(self.method_name or type(self).__name__):
@@ -139,6 +139,10 @@ class Aggregator(Declared):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         self._set_fitted(resp, fit, time.perf_counter() - t0)
         return self
+
+    def _responses(self, data: Responses | pd.DataFrame) -> Responses:
+        """The responses :meth:`fit` works on (``ordinal-em`` puts the labels in level order here)."""
+        return as_responses(data)
 
     def _gold(self, resp: Responses, true_labels: pd.Series | Mapping[Any, Any] | None) -> Gold | None:
         if true_labels is None:
@@ -317,6 +321,20 @@ def clamp_gold(posterior: np.ndarray, gold: Gold | None) -> np.ndarray:
         posterior[gold[0]] = 0.0
         posterior[gold[0], gold[1]] = 1.0
     return posterior
+
+
+def posterior_terms(joint: np.ndarray, gold: Gold | None, temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """The E-step's end for a log-joint ``log π_k + log p(responses | k)`` (items × K): (posteriors, per-item
+    objective terms).  Posteriors are normalised at ``temperature`` (annealing) with gold items clamped; the terms
+    are at T = 1: the log normaliser, or the complete-data term ``joint[i, gold_i]`` on gold items."""
+    post, terms = log_normalize(joint)
+    if temperature != 1.0:
+        post = log_normalize(joint / temperature)[0]
+    if gold is not None and len(gold[0]):
+        terms = terms.copy()
+        terms[gold[0]] = joint[gold[0], gold[1]]
+        clamp_gold(post, gold)
+    return post, terms
 
 
 def warn_one_sided(resp: Responses, method: str, min_responses: int = 5) -> None:

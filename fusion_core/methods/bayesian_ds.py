@@ -40,10 +40,9 @@ import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
 from fusion_core.data.responses import Responses
-from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior
+from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior, posterior_terms
 from fusion_core.methods.em import EMSettings, EStep
 from fusion_core.methods.em.squarem import run_squarem_lockstep
-from fusion_core.methods.numerics import log_normalize
 from fusion_core.methods.params import Choice, Float, Int, Param
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit
@@ -330,14 +329,7 @@ class BayesianDSModel:
         elog -= digamma(totals)[:, cells.owner]
         joint = np.asarray(elog @ cells.items_t).T  # Σ_r E[log Γ_{j_r, k, l_r}], items × K
         joint += expected_log_dirichlet(state.class_prior)
-        post, lognorm = log_normalize(joint)
-        terms = lognorm
-        if temperature != 1.0:
-            post = log_normalize(joint / temperature)[0]
-        if self.gold is not None and len(self.gold[0]):
-            terms = lognorm.copy()
-            terms[self.gold[0]] = joint[self.gold[0], self.gold[1]]
-            clamp_gold(post, self.gold)
+        post, terms = posterior_terms(joint, self.gold, temperature)
         # Σ_jk KL(Dir(α₀_k + C_jk) ‖ Dir(α₀_k)) = Σ_jkl C_jkl E[log Γ_jkl] − Pólya evidence (no counts: no term)
         kl = float(np.einsum("kp,kp->", counts, elog)) - evidence
         kl += float(kl_dirichlet(state.class_prior, np.full_like(state.class_prior, self.prior_class)))
@@ -469,13 +461,9 @@ class BayesianDawidSkene(Aggregator):
         prior = st.class_prior / st.class_prior.sum()
         own = np.bincount(model.cells.worker, weights=st.counts.sum(axis=0), minlength=responses.n_workers)
         share = st.hyper.sum() / (st.hyper.sum() + own)
-        return Fit(
-            posterior=run.posterior,
+        return run.to_fit(
             confusion=conf,
             class_prior=prior,
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
             annotator_columns=(
                 AnnotatorColumn(
                     "crowd_share",

@@ -37,9 +37,9 @@ from scipy.special import expit
 
 from fusion_core.data.responses import Responses
 from fusion_core.errors import AggregationWarning, UserInputError
-from fusion_core.methods.base import Aggregator, Gold, clamp_gold
+from fusion_core.methods.base import Aggregator, Gold, clamp_gold, posterior_terms
 from fusion_core.methods.em import EMRun, EMSettings, EStep, RuleStop, run_em
-from fusion_core.methods.numerics import log_normalize, safe_log
+from fusion_core.methods.numerics import safe_log
 from fusion_core.methods.params import Bool, Choice, Float, Int, Param
 from fusion_core.methods.priors import COLLAPSE_RATIO, collapse_message, prior_collapsed
 from fusion_core.methods.registry import register
@@ -78,14 +78,7 @@ class GladModel:
         base = np.bincount(resp.item, weights=log_w, minlength=resp.n_items)
         bonus = np.bincount(resp.item * k + resp.label, weights=log_c - log_w, minlength=resp.n_items * k)
         joint = base[:, None] + bonus.reshape(resp.n_items, k) + safe_log(state.class_prior)[None, :]
-        post, lognorm = log_normalize(joint)
-        terms = lognorm
-        if temperature != 1.0:
-            post = log_normalize(joint / temperature)[0]
-        if self.gold is not None and len(self.gold[0]):
-            terms = lognorm.copy()
-            terms[self.gold[0]] = joint[self.gold[0], self.gold[1]]
-            clamp_gold(post, self.gold)
+        post, terms = posterior_terms(joint, self.gold, temperature)
         objective = float(terms.sum()) + self.log_prior(state.ability, state.log_beta)
         return EStep(post, objective, stats=(post, state), log_joint=joint)
 
@@ -321,13 +314,9 @@ class GLAD(Aggregator):
         k = responses.n_classes
         conf = np.repeat(((1 - acc) / (k - 1))[:, None, None], k, axis=1).repeat(k, axis=2)
         conf[:, np.arange(k), np.arange(k)] = acc[:, None]
-        return Fit(
-            posterior=run.posterior,
+        return run.to_fit(
             confusion=conf,
             class_prior=st.class_prior,
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
             warnings=[run.stop_reason] if run.stop_reason and not run.converged else [],
             annotator_columns=(
                 AnnotatorColumn(

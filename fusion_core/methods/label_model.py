@@ -33,10 +33,10 @@ import scipy.sparse as sp
 
 from fusion_core.data.responses import Responses
 from fusion_core.errors import UserInputError
-from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior
+from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior, posterior_terms
 from fusion_core.methods.dawid_skene.core import expected_counts
 from fusion_core.methods.em import EMSettings, EStep, run_em
-from fusion_core.methods.numerics import log_normalize, safe_log
+from fusion_core.methods.numerics import safe_log
 from fusion_core.methods.params import Bool, Choice, Float, Int, Object, Param
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit
@@ -87,14 +87,7 @@ class LabelModel:
             joint += log_a.sum(axis=0)[None, :] - np.asarray(self.presence @ log_a)
         if self.abstain_code is not None:
             joint[:, self.abstain_code] = EXCLUDED
-        post, lognorm = log_normalize(joint)
-        terms = lognorm
-        if temperature != 1.0:
-            post = log_normalize(joint / temperature)[0]
-        if self.gold is not None and len(self.gold[0]):
-            terms = lognorm.copy()
-            terms[self.gold[0]] = joint[self.gold[0], self.gold[1]]
-            clamp_gold(post, self.gold)
+        post, terms = posterior_terms(joint, self.gold, temperature)
         return EStep(post, float(terms.sum()) + self.log_prior(state), log_joint=joint)
 
     def log_prior(self, state: LabelModelState) -> float:
@@ -211,13 +204,9 @@ class LabellingFunctionModel(Aggregator):
             n = n - counts[:, :, code].sum(axis=1)
         accuracy = np.where(n > 0, correct / np.maximum(n, 1e-300), np.nan)
         coverage = model.presence.sum(axis=0).A1 / max(responses.n_items, 1)
-        return Fit(
-            posterior=run.posterior,
+        return run.to_fit(
             confusion=conf,
             class_prior=st.class_prior,
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
             annotator_columns=(
                 AnnotatorColumn("coverage", "coverage", coverage, "Share of items this source gave a response on."),
                 AnnotatorColumn(

@@ -27,10 +27,10 @@ import numpy as np
 from scipy.special import betaln, digamma, gammaln
 
 from fusion_core.data.responses import Responses
-from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior
+from fusion_core.methods.base import Aggregator, Gold, clamp_gold, initial_posterior, posterior_terms
 from fusion_core.methods.dawid_skene.core import expected_counts, unary_log_likelihood
 from fusion_core.methods.em import EMSettings, EStep, best_run, run_em
-from fusion_core.methods.numerics import log_normalize, safe_log
+from fusion_core.methods.numerics import safe_log
 from fusion_core.methods.params import Choice, Float, Int, Param, Seed
 from fusion_core.methods.registry import register
 from fusion_core.methods.results import AnnotatorColumn, Fit, Ranking
@@ -92,14 +92,7 @@ class MaceModel:
         wc, ws, wg = self.weights(state)
         conf = mace_confusion(wc, ws, wg)
         joint = unary_log_likelihood(self.resp, conf) - np.log(self.resp.n_classes)  # uniform prior on T (paper)
-        post, lognorm = log_normalize(joint)
-        terms = lognorm
-        if temperature != 1.0:
-            post = log_normalize(joint / temperature)[0]
-        if self.gold is not None and len(self.gold[0]):
-            terms = lognorm.copy()
-            terms[self.gold[0]] = joint[self.gold[0], self.gold[1]]
-            clamp_gold(post, self.gold)
+        post, terms = posterior_terms(joint, self.gold, temperature)
         rho = wc[:, None] / (wc[:, None] + ws[:, None] * wg)  # P(competent | A = T = l), W × K
         objective = float(terms.sum()) + self.prior_term(state)
         return EStep(post, objective, stats=(post, rho), log_joint=joint)
@@ -253,13 +246,9 @@ class MACE(Aggregator):
                 )
             )
         k = responses.n_classes
-        return Fit(
-            posterior=run.posterior,
+        return run.to_fit(
             confusion=mace_confusion(1.0 - spam, spam, strat),
             class_prior=np.full(k, 1.0 / k),
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
             annotator_columns=tuple(columns),
             ranking=Ranking.from_score(1.0 - spam, "1 − spamming probability (MACE)"),
             restarts=restarts,

@@ -328,13 +328,7 @@ class Declared:
         return {name: getattr(self, name) for name in type(self).params}
 
     def set_params(self, **params: Any) -> Self:
-        valid = type(self).params
-        unknown = [k for k in params if k not in valid]
-        if unknown:
-            raise UserInputError(
-                f"{type(self).__name__} has no parameter {', '.join(repr(k) for k in unknown)}; it has "
-                f"{', '.join(valid) or 'none'}."
-            )
+        _check_known(self, type(self).params, params)
         for k, v in params.items():
             setattr(self, k, v)
         return self
@@ -354,13 +348,18 @@ class Declared:
         return f"{type(self).__name__}({args})"
 
 
-def _set_params(obj: Any, declared: Mapping[str, Param], given: Mapping[str, Any]) -> None:
+def _check_known(obj: Any, declared: Mapping[str, Param], given: Mapping[str, Any]) -> None:
+    """Refuse parameters ``obj``'s class does not declare (one message naming them and the declared ones)."""
     unknown = [k for k in given if k not in declared]
     if unknown:
         raise UserInputError(
             f"{type(obj).__name__} has no parameter {', '.join(repr(k) for k in unknown)}; it has "
             f"{', '.join(declared) or 'none'}."
         )
+
+
+def _set_params(obj: Any, declared: Mapping[str, Param], given: Mapping[str, Any]) -> None:
+    _check_known(obj, declared, given)
     for name, spec in declared.items():
         setattr(obj, name, given.get(name, spec.default))
 

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from fusion_core.methods.base import Gold, clamp_gold
+from fusion_core.methods.base import Gold, posterior_terms
 from fusion_core.methods.context.interior_point import MStepInfo
 from fusion_core.methods.context.mstep import PairChains, binary_mstep, binary_msteps, confusion_mstep
 from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em, run_em_lockstep
@@ -252,14 +252,8 @@ class CurveModel:
 
     def e_step(self, state: CurveState, temperature: float = 1.0) -> EStep:
         joint = self.curves.log_likelihood(state.values) + np.log(state.prior)
-        post, lognorm = log_normalize(joint)
-        if temperature != 1.0:
-            post = log_normalize(joint / temperature)[0]
-        if self.gold is not None and len(self.gold[0]):
-            lognorm = lognorm.copy()
-            lognorm[self.gold[0]] = joint[self.gold[0], self.gold[1]]
-            clamp_gold(post, self.gold)
-        return EStep(posterior=post, log_likelihood=float(lognorm.sum()), stats=CurveStats(post, state.values))
+        post, terms = posterior_terms(joint, self.gold, temperature)
+        return EStep(posterior=post, log_likelihood=float(terms.sum()), stats=CurveStats(post, state.values))
 
     def m_step(self, stats: CurveStats) -> CurveState:
         values, info = self.curves.solve(stats.posterior)

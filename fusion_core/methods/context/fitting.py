@@ -278,13 +278,9 @@ def fit_confusion(resp: Responses, setup: ContextSetup, opts: Options, *, pos: i
     details["fitted_curves"] = fitted
     if opts.variant == "paper":
         details["raw_phi"] = pd.DataFrame(run.posterior, index=pd.Index(resp.items, name="task"), columns=resp.classes)
-    return Fit(
-        posterior=run.posterior,
+    return run.to_fit(
         confusion=confusion,
         class_prior=prior,
-        log_likelihood=run.log_likelihood,
-        n_iter=run.n_iter,
-        converged=run.converged,
         context=ContextCurves(**context, confusion=conf_grid, positive_label=resp.classes[pos] if J == 2 else None),
         details=details,
     )

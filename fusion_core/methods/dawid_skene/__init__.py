@@ -3,6 +3,7 @@
 from fusion_core.methods.dawid_skene.core import (
     DawidSkeneModel,
     DSState,
+    ds_fit,
     e_step,
     e_step_joint,
     expected_counts,
@@ -11,7 +12,7 @@ from fusion_core.methods.dawid_skene.core import (
     normalize_confusion,
     unary_log_likelihood,
 )
-from fusion_core.methods.dawid_skene.estimators import DawidSkene, DawidSkeneBase, OneCoinDawidSkene, ds_fit
+from fusion_core.methods.dawid_skene.estimators import DawidSkene, DawidSkeneBase, OneCoinDawidSkene
 
 __all__ = [
     "DSState",

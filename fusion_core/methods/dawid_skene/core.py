@@ -21,6 +21,7 @@ from fusion_core.methods.base import Gold, clamp_gold
 from fusion_core.methods.dawid_skene.sweep import ds_sweep, expected_counts_of, gold_array
 from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
 from fusion_core.methods.numerics import log_normalize, log_normalize_into, normalize_rows, safe_log
+from fusion_core.methods.results import Fit
 
 
 class SweepStats(NamedTuple):
@@ -231,3 +232,8 @@ def fit_em_from(
     HMM starts)."""
     model = DawidSkeneModel(resp, smoothing, estimate_priors, one_coin, gold, keep_joint=False)
     return run_em(model, model.start(posterior), EMSettings(tol=tol, max_iter=max_iter, name=name, warn=warn))
+
+
+def ds_fit(run: EMRun[DSState]) -> Fit:
+    """The :class:`Fit` of a Dawid–Skene EM run."""
+    return run.to_fit(confusion=run.state.confusion, class_prior=run.state.class_prior)

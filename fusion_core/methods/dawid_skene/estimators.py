@@ -15,7 +15,7 @@ import pandas as pd
 from fusion_core.data.responses import Responses
 from fusion_core.errors import AggregationWarning
 from fusion_core.methods.base import Aggregator, Gold, check_init, initial_posterior
-from fusion_core.methods.dawid_skene.core import DawidSkeneModel, DSState
+from fusion_core.methods.dawid_skene.core import DawidSkeneModel, DSState, ds_fit
 from fusion_core.methods.dawid_skene.incremental import update_fit
 from fusion_core.methods.em import EMRun, EMSettings, best_run, check_anneal, class_alignment, resolve_schedule, run_em
 from fusion_core.methods.params import Bool, Float, Int, Object, Param, Seed
@@ -114,19 +114,6 @@ class DawidSkeneBase(Aggregator):
         return self
 
     partial_fit = update
-
-
-def ds_fit(run: EMRun[DSState]) -> Fit:
-    """The :class:`Fit` of a Dawid–Skene EM run."""
-    return Fit(
-        posterior=run.posterior,
-        confusion=run.state.confusion,
-        class_prior=run.state.class_prior,
-        log_likelihood=run.log_likelihood,
-        n_iter=run.n_iter,
-        converged=run.converged,
-        annealing=run.annealing,
-    )
 
 
 def warn_label_switching(responses: Responses, run: EMRun[Any]) -> None:

@@ -37,13 +37,12 @@ import pandas as pd
 from fusion_core.data.merge import Appended, append_responses, code_batch
 from fusion_core.data.responses import Responses
 from fusion_core.errors import AggregationWarning, UserInputError
-from fusion_core.methods.dawid_skene.core import DawidSkeneModel, DSState, SweepStats, params_from_counts
+from fusion_core.methods.dawid_skene.core import DawidSkeneModel, DSState, SweepStats, ds_fit, params_from_counts
 from fusion_core.methods.dawid_skene.sweep import default_backend, expected_counts_of, sweep_data_appended
 from fusion_core.methods.em import EMRun, EMSettings, EStep, run_em
 from fusion_core.methods.em.squarem import run_em_extrapolated
 from fusion_core.methods.layout import layout_subset
 from fusion_core.methods.priors import collapse_message, prior_collapsed
-from fusion_core.methods.results import Fit
 from fusion_core.methods.ties import class_keys, class_votes, remember_class_priority
 
 #: share of a label's mass given to every class when a label that no item had before appears
@@ -223,14 +222,7 @@ def update_fit(est: Any, data: Responses | pd.DataFrame) -> None:
             model = est.model(resp, None)
             model.estimate_priors = False
             run = run_em(model, model.start(warm_posterior(previous, resp, appended.n_old_items)), settings)
-    fit = Fit(
-        posterior=run.posterior,
-        confusion=run.state.confusion,
-        class_prior=run.state.class_prior,
-        log_likelihood=run.log_likelihood,
-        n_iter=run.n_iter,
-        converged=run.converged,
-    )
+    fit = ds_fit(run)  # no annealing in an update: its run's trace is None
     # n_iter: E-steps over every response (the full phase); local_iterations: E-steps over the touched items only
     fit.details["update"] = {
         "batch_responses": appended.n_new_responses,

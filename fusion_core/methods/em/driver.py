@@ -32,7 +32,7 @@ import numpy as np
 from fusion_core import progress
 from fusion_core.errors import ConvergenceWarning
 from fusion_core.methods.em.annealing import AnnealSchedule, anneal_phase
-from fusion_core.methods.results import AnnealingTrace, Restarts
+from fusion_core.methods.results import AnnealingTrace, Fit, Restarts
 
 S = TypeVar("S")
 
@@ -108,6 +108,18 @@ class EMRun(Generic[S]):
     @property
     def final(self) -> float:
         return self.log_likelihood[-1] if self.log_likelihood else -np.inf
+
+    def to_fit(self, **fields: Any) -> Fit:
+        """The :class:`Fit` of this run: its posterior, objective trace, iterations, convergence and annealing phase,
+        plus the method's own ``fields`` (confusion, class_prior, annotator columns …)."""
+        return Fit(
+            posterior=self.posterior,
+            log_likelihood=self.log_likelihood,
+            n_iter=self.n_iter,
+            converged=self.converged,
+            annealing=self.annealing,
+            **fields,
+        )
 
 
 def converged(trace: Sequence[float], tol: float) -> bool:

@@ -112,13 +112,9 @@ class NetworkedBase(Aggregator):
             name=f"{self.method_name} EM",
         )
         details.update(edge_agreement_chance=chance, icm_sweeps=list(model.sweeps), average_degree=g.average_degree)
-        return Fit(
-            posterior=run.posterior,
+        return run.to_fit(
             confusion=run.state.confusion,
             class_prior=None,
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
             hard_labels=run.estep.stats.labels,
             graph=GraphSummary(
                 delta=float(delta.mean()) if len(delta) else 0.0, edge_agreement=agree, n_edges=g.n_edges

@@ -180,18 +180,9 @@ class OrdinalEM(Aggregator):
         "max_iter": Int(500, low=1, high=100_000, help="Maximum EM iterations."),
     }
 
-    def fit(
-        self,
-        data: Responses | pd.DataFrame,
-        *,
-        graph: Any = None,
-        context: pd.Series | None = None,
-        true_labels: pd.Series | None = None,
-    ) -> OrdinalEM:
-        """Fit on responses whose labels are levels (see the class docstring for the level order)."""
-        self.validated_params()
-        resp = with_levels(as_responses(data), self.levels)
-        return super().fit(resp, graph=graph, context=context, true_labels=true_labels)
+    def _responses(self, data: Responses | pd.DataFrame) -> Responses:
+        """Responses whose labels are levels (see the class docstring for the level order)."""
+        return with_levels(as_responses(data), self.levels)
 
     def _warn_unordered(self, responses: Responses) -> None:
         """Warn when no order was declared and the labels are not numbers (their sorted order is taken)."""
@@ -256,13 +247,9 @@ def ordinal_fit(run: EMRun[Any], conf: np.ndarray, estimate_scale: bool) -> Fit:
         rule=VERDICT_RULE,
         estimated=estimate_scale,
     )
-    return Fit(
-        posterior=run.posterior,
+    return run.to_fit(
         confusion=conf,
         class_prior=state.class_prior,
-        log_likelihood=run.log_likelihood,
-        n_iter=run.n_iter,
-        converged=run.converged,
         annotator_columns=columns,
         ranking=Ranking.from_score(-expected_error, "expected error in levels (lower is better)"),
         ordinal=summary,

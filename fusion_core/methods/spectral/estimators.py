@@ -177,6 +177,19 @@ class SpectralBase(Aggregator):
         assert post is not None
         return post
 
+    @staticmethod
+    def _em_fields(em: EMStage | None) -> dict[str, Any]:
+        """The Fit's trace, iterations, convergence and restarts: the EM run kept, or the defaults (no EM)."""
+        if em is None:
+            return {}
+        run = em.run
+        return {
+            "log_likelihood": run.log_likelihood,
+            "n_iter": run.n_iter,
+            "converged": run.converged,
+            "restarts": em.restarts,
+        }
+
     # -------------------------------------------------------------------- binary
     def _fit_binary(self, resp: Responses, gold: Gold | None, p: dict[str, Any]) -> Fit:
         label = p["positive_label"]
@@ -214,9 +227,7 @@ class SpectralBase(Aggregator):
             posterior=post,
             confusion=conf,
             class_prior=prior,
-            log_likelihood=em.run.log_likelihood if em is not None else [],
-            n_iter=em.run.n_iter if em is not None else 0,
-            converged=em.run.converged if em is not None else True,
+            **self._em_fields(em),
             annotator_columns=binary_columns(sens, spec, resp.classes, pos),
             ranking=ranking,
             spectral=SpectralSummary(
@@ -226,7 +237,6 @@ class SpectralBase(Aggregator):
                 class_imbalance=b_out,
                 method_used=METHOD_SPECTRAL,
             ),
-            restarts=em.restarts if em is not None else None,
             details={**_binary_details(bf, dec, sens, spec), **(em.details if em is not None else {})},
         )
 
@@ -264,9 +274,7 @@ class SpectralBase(Aggregator):
             posterior=post,
             confusion=conf,
             class_prior=prior,
-            log_likelihood=em.run.log_likelihood if em is not None else [],
-            n_iter=em.run.n_iter if em is not None else 0,
-            converged=em.run.converged if em is not None else True,
+            **self._em_fields(em),
             annotator_columns=class_columns(sens, resp.classes),
             spectral=SpectralSummary(
                 eigenvector=ova.eigenvector,
@@ -274,7 +282,6 @@ class SpectralBase(Aggregator):
                 class_imbalance=2 * np.asarray(prior) - 1,
                 method_used=METHOD_ONE_VS_ALL,
             ),
-            restarts=em.restarts if em is not None else None,
             details=details,
         )
 
@@ -288,13 +295,9 @@ class SpectralBase(Aggregator):
         binary = k == 2
         sens = diag[:, pos] if binary else diag
         spec = diag[:, 1 - pos] if binary else np.full((m, k), np.nan)
-        return Fit(
-            posterior=run.posterior,
+        return run.to_fit(
             confusion=conf,
             class_prior=prior,
-            log_likelihood=run.log_likelihood,
-            n_iter=run.n_iter,
-            converged=run.converged,
             annotator_columns=binary_columns(sens, spec, resp.classes, pos)
             if binary
             else class_columns(diag, resp.classes),
