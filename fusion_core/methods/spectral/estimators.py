@@ -177,19 +177,6 @@ class SpectralBase(Aggregator):
         assert post is not None
         return post
 
-    @staticmethod
-    def _em_fields(em: EMStage | None) -> dict[str, Any]:
-        """The Fit's trace, iterations, convergence and restarts: the EM run kept, or the defaults (no EM)."""
-        if em is None:
-            return {}
-        run = em.run
-        return {
-            "log_likelihood": run.log_likelihood,
-            "n_iter": run.n_iter,
-            "converged": run.converged,
-            "restarts": em.restarts,
-        }
-
     # -------------------------------------------------------------------- binary
     def _fit_binary(self, resp: Responses, gold: Gold | None, p: dict[str, Any]) -> Fit:
         label = p["positive_label"]
@@ -227,7 +214,9 @@ class SpectralBase(Aggregator):
             posterior=post,
             confusion=conf,
             class_prior=prior,
-            **self._em_fields(em),
+            log_likelihood=em.run.log_likelihood if em is not None else [],
+            n_iter=em.run.n_iter if em is not None else 0,
+            converged=em.run.converged if em is not None else True,
             annotator_columns=binary_columns(sens, spec, resp.classes, pos),
             ranking=ranking,
             spectral=SpectralSummary(
@@ -237,6 +226,7 @@ class SpectralBase(Aggregator):
                 class_imbalance=b_out,
                 method_used=METHOD_SPECTRAL,
             ),
+            restarts=em.restarts if em is not None else None,
             details={**_binary_details(bf, dec, sens, spec), **(em.details if em is not None else {})},
         )
 
@@ -274,7 +264,9 @@ class SpectralBase(Aggregator):
             posterior=post,
             confusion=conf,
             class_prior=prior,
-            **self._em_fields(em),
+            log_likelihood=em.run.log_likelihood if em is not None else [],
+            n_iter=em.run.n_iter if em is not None else 0,
+            converged=em.run.converged if em is not None else True,
             annotator_columns=class_columns(sens, resp.classes),
             spectral=SpectralSummary(
                 eigenvector=ova.eigenvector,
@@ -282,6 +274,7 @@ class SpectralBase(Aggregator):
                 class_imbalance=2 * np.asarray(prior) - 1,
                 method_used=METHOD_ONE_VS_ALL,
             ),
+            restarts=em.restarts if em is not None else None,
             details=details,
         )
 
